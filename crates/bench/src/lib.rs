@@ -1,0 +1,111 @@
+/*!
+Cachetest (thesis chapter 4): the real-hardware benchmark and page-color probe. Issue 7 builds
+it; this crate holds only host facts the simulator's presets need today.
+*/
+
+/// One cache level as the host's sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCache {
+    pub level: u32,
+    /// "Data", "Instruction" or "Unified".
+    pub kind: String,
+    pub size: u64,
+    pub ways: u32,
+    pub line_size: u32,
+    /// Number of CPUs sharing this cache.
+    pub shared_by: u32,
+}
+
+fn read_trim(p: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.chars().last()? {
+        'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' => (&s[..s.len() - 1], 1 << 20),
+        'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+fn count_cpus(list: &str) -> u32 {
+    list.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('-') {
+            Some((a, b)) => b.parse::<u32>().unwrap_or(0) + 1 - a.parse::<u32>().unwrap_or(0),
+            None => 1,
+        })
+        .sum()
+}
+
+/// The caches of CPU 0 as listed under `/sys/devices/system/cpu/cpu0/cache`, in level order.
+/// Entries that do not give size, ways and line size are skipped.
+pub fn host_caches() -> Vec<HostCache> {
+    host_caches_under(std::path::Path::new("/sys/devices/system/cpu/cpu0/cache"))
+}
+
+/// As `host_caches`, from any directory laid out like sysfs (tests use a fake one).
+pub fn host_caches_under(dir: &std::path::Path) -> Vec<HostCache> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let mut idx: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("index")))
+        .collect();
+    idx.sort();
+    for p in idx {
+        let get = |f: &str| read_trim(&p.join(f));
+        let (Some(level), Some(kind), Some(size), Some(ways), Some(line)) = (
+            get("level").and_then(|s| s.parse().ok()),
+            get("type"),
+            get("size").and_then(|s| parse_size(&s)),
+            get("ways_of_associativity").and_then(|s| s.parse().ok()),
+            get("coherency_line_size").and_then(|s| s.parse().ok()),
+        ) else {
+            continue;
+        };
+        let shared_by = get("shared_cpu_list").map(|s| count_cpus(&s)).unwrap_or(1);
+        out.push(HostCache { level, kind, size, ways, line_size: line, shared_by });
+    }
+    out.sort_by_key(|c| (c.level, c.kind != "Instruction"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_sysfs_like_tree() {
+        let d = std::env::temp_dir().join(format!("cc-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        for (i, (lvl, ty, size, ways)) in
+            [(1, "Data", "48K", "12"), (1, "Instruction", "32K", "8"), (2, "Unified", "1024K", "16")]
+                .iter()
+                .enumerate()
+        {
+            let p = d.join(format!("index{i}"));
+            std::fs::create_dir_all(&p).unwrap();
+            for (f, v) in [
+                ("level", lvl.to_string()),
+                ("type", ty.to_string()),
+                ("size", size.to_string()),
+                ("ways_of_associativity", ways.to_string()),
+                ("coherency_line_size", "64".into()),
+                ("shared_cpu_list", "0-1".into()),
+            ] {
+                std::fs::write(p.join(f), v).unwrap();
+            }
+        }
+        let c = host_caches_under(&d);
+        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].kind, "Instruction");
+        assert_eq!(c[1].size, 48 << 10);
+        assert_eq!(c[2].size, 1 << 20);
+        assert_eq!(c[2].shared_by, 2);
+    }
+}
