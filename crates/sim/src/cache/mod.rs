@@ -1,1 +1,260 @@
-/*! (in progress) */
+/*!
+A set-associative cache array and the hierarchy built from such arrays.
+
+`Cache` is mechanism only: it finds a line, fills a line (choosing a victim through its
+`Replacement` policy, invalid ways first), invalidates a line, and keeps per-line metadata the
+OS-level policies need (owning address space, privileged flag, prefetched flag, reuse count,
+dirty bit). It counts nothing itself; `Hierarchy` decides what an access is and keeps the
+statistics, because only it knows whether a lookup is a demand access, a prefetch, a write-back
+or a back-invalidation.
+
+Layout (DESIGN.md principle 5): the line numbers of a set are contiguous (`lines[set*ways..]`),
+an invalid way holds `INVALID`, and replacement state lives in the policy in its own compact
+arrays. A fully associative cache is the one-set case.
+*/
+pub mod hierarchy;
+pub mod prefetch;
+pub mod replacement;
+pub mod stats;
+
+use crate::error::ConfigError;
+use crate::geometry::CacheGeometry;
+pub use hierarchy::{Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy};
+pub use replacement::{Replacement, ReplacementKind};
+pub use stats::{KindCounts, LevelStats};
+
+/// Line number stored in an invalid way (no real line number reaches it: addresses are < 2^64
+/// bytes, so line numbers are < 2^58).
+pub const INVALID: u64 = u64::MAX;
+
+/// Per-line metadata flags.
+pub mod flags {
+    pub const DIRTY: u8 = 1;
+    pub const PREFETCHED: u8 = 2;
+    pub const PRIVILEGED: u8 = 4;
+}
+
+/// What a cache remembers about each line beyond its address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineMeta {
+    /// Address space that brought the line in (0 in cache-only simulations).
+    pub asid: u16,
+    /// `flags::DIRTY | PREFETCHED | PRIVILEGED`.
+    pub flags: u8,
+    /// Hits since the fill, saturating.
+    pub reuse: u8,
+}
+
+impl LineMeta {
+    #[inline]
+    pub fn dirty(&self) -> bool {
+        self.flags & flags::DIRTY != 0
+    }
+    #[inline]
+    pub fn prefetched(&self) -> bool {
+        self.flags & flags::PREFETCHED != 0
+    }
+}
+
+/// A line pushed out of a cache by a fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    pub line: u64,
+    pub meta: LineMeta,
+}
+
+/// Issue a software prefetch for `p` (no effect on results; a hint to the host's caches).
+#[inline(always)]
+pub fn prefetch_read<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        // SAFETY: prefetch never faults, whatever the address.
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// One set-associative cache.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    geom: CacheGeometry,
+    ways: usize,
+    lines: Vec<u64>,
+    meta: Vec<LineMeta>,
+    repl: Replacement,
+}
+
+impl Cache {
+    pub fn new(geom: CacheGeometry, policy: ReplacementKind, seed: u64) -> Result<Self, ConfigError> {
+        let sets = usize::try_from(geom.sets()).map_err(|_| ConfigError::new("size", "too many sets"))?;
+        let ways = geom.ways() as usize;
+        let n = sets.checked_mul(ways).ok_or_else(|| ConfigError::new("size", "cache too large"))?;
+        if n > (1 << 34) {
+            return Err(ConfigError::new("size", format!("{} lines is more than this simulator holds (2^34)", n)));
+        }
+        let repl = Replacement::new(policy, sets, ways, seed)?;
+        Ok(Cache { geom, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl })
+    }
+
+    pub fn geometry(&self) -> &CacheGeometry {
+        &self.geom
+    }
+
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    /// Index of the first way of the set holding `line`.
+    #[inline]
+    pub fn set_base(&self, line: u64) -> usize {
+        self.geom.set_of_line(line) as usize * self.ways
+    }
+
+    /// Hint the host to bring in the state of the set `line` maps to.
+    #[inline]
+    pub fn prefetch_set(&self, line: u64) {
+        let set = self.geom.set_of_line(line) as usize;
+        let base = set * self.ways;
+        let p = self.lines.as_ptr().wrapping_add(base);
+        prefetch_read(p);
+        if self.ways > 8 {
+            prefetch_read(p.wrapping_add(8));
+        }
+        self.repl.prefetch(set);
+    }
+
+    /// Slot (`set * ways + way`) holding `line`, if present. No state changes.
+    #[inline]
+    pub fn find(&self, line: u64) -> Option<usize> {
+        let base = self.set_base(line);
+        let set = &self.lines[base..base + self.ways];
+        // Branch-free scan: the compiler vectorises it and the set is at most a few lines.
+        let mut hit = usize::MAX;
+        for (w, &l) in set.iter().enumerate() {
+            if l == line {
+                hit = w;
+            }
+        }
+        if hit == usize::MAX {
+            None
+        } else {
+            Some(base + hit)
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, line: u64) -> bool {
+        self.find(line).is_some()
+    }
+
+    /// A demand hit on `slot`: update replacement state and reuse count.
+    #[inline]
+    pub fn touch(&mut self, slot: usize) {
+        self.repl.on_hit(slot / self.ways, slot % self.ways);
+        let m = &mut self.meta[slot];
+        m.reuse = m.reuse.saturating_add(1);
+    }
+
+    #[inline]
+    pub fn meta(&self, slot: usize) -> LineMeta {
+        self.meta[slot]
+    }
+
+    #[inline]
+    pub fn meta_mut(&mut self, slot: usize) -> &mut LineMeta {
+        &mut self.meta[slot]
+    }
+
+    #[inline]
+    pub fn line_at(&self, slot: usize) -> u64 {
+        self.lines[slot]
+    }
+
+    /// Place `line` (not present) in its set: an invalid way if any, else the policy's victim.
+    /// Returns the slot used and the line evicted, if a valid one was.
+    #[inline]
+    pub fn fill(&mut self, line: u64, meta: LineMeta) -> (usize, Option<Evicted>) {
+        debug_assert!(!self.contains(line));
+        let base = self.set_base(line);
+        let set_no = base / self.ways;
+        let way = match self.lines[base..base + self.ways].iter().position(|&l| l == INVALID) {
+            Some(w) => w,
+            None => self.repl.victim(set_no),
+        };
+        let slot = base + way;
+        let old = self.lines[slot];
+        let evicted = (old != INVALID).then(|| Evicted { line: old, meta: self.meta[slot] });
+        self.lines[slot] = line;
+        self.meta[slot] = meta;
+        self.repl.on_fill(set_no, way);
+        (slot, evicted)
+    }
+
+    /// Remove `line` if present, returning its metadata.
+    #[inline]
+    pub fn invalidate(&mut self, line: u64) -> Option<LineMeta> {
+        let slot = self.find(line)?;
+        self.lines[slot] = INVALID;
+        self.repl.on_invalidate(slot / self.ways, slot % self.ways);
+        Some(std::mem::take(&mut self.meta[slot]))
+    }
+
+    /// Every valid line (for invariant checks and inspection).
+    pub fn valid_lines(&self) -> impl Iterator<Item = (u64, LineMeta)> + '_ {
+        self.lines.iter().zip(&self.meta).filter(|(l, _)| **l != INVALID).map(|(l, m)| (*l, *m))
+    }
+
+    /// Number of valid lines.
+    pub fn occupancy(&self) -> usize {
+        self.lines.iter().filter(|&&l| l != INVALID).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(size: u64, ways: u32, policy: ReplacementKind) -> Cache {
+        Cache::new(CacheGeometry::new(size, ways, 64, 4096).unwrap(), policy, 1).unwrap()
+    }
+
+    #[test]
+    fn fills_invalid_ways_first_then_evicts() {
+        let mut c = cache(4 * 64, 4, ReplacementKind::Lru); // one set, fully associative
+        for l in 0..4 {
+            assert_eq!(c.fill(l, LineMeta::default()).1, None);
+        }
+        assert_eq!(c.occupancy(), 4);
+        let s = c.find(0).unwrap();
+        c.touch(s);
+        let (_, ev) = c.fill(10, LineMeta::default());
+        assert_eq!(ev.unwrap().line, 1);
+        assert!(c.contains(10) && c.contains(0) && !c.contains(1));
+    }
+
+    #[test]
+    fn invalidate_frees_the_way() {
+        let mut c = cache(2 * 64, 2, ReplacementKind::Lru);
+        c.fill(1, LineMeta { flags: flags::DIRTY, ..Default::default() });
+        c.fill(2, LineMeta::default());
+        assert!(c.invalidate(1).unwrap().dirty());
+        assert_eq!(c.invalidate(1), None);
+        assert_eq!(c.fill(3, LineMeta::default()).1, None, "the invalidated way is reused");
+    }
+
+    #[test]
+    fn lines_map_to_their_sets() {
+        let mut c = cache(32 << 10, 8, ReplacementKind::Lru); // 64 sets
+        // 9 lines in one set (stride 64 lines) overflow an 8-way set; 9 lines in 9 sets do not.
+        for i in 0..9u64 {
+            c.fill(i * 64, LineMeta::default());
+        }
+        assert!(!c.contains(0));
+        let mut d = cache(32 << 10, 8, ReplacementKind::Lru);
+        for i in 0..9u64 {
+            d.fill(i, LineMeta::default());
+        }
+        assert!((0..9).all(|i| d.contains(i)));
+    }
+}

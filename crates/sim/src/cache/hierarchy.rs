@@ -1,0 +1,725 @@
+/*!
+A cache hierarchy: per-core private levels (L1I, L1D, L2, ...) above shared levels (the LLC),
+with inclusion policy, write policy, prefetchers and write-backs.
+
+Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to keep fixed"):
+- An instruction fetch walks the levels that serve instructions or are unified; a load, store
+  or modify walks the data and unified levels. Thread `t` runs on core `t mod cores`.
+- A level is looked up only on a miss in the level above; the missing line is then filled into
+  every level that missed (deepest first), so each level's demand accesses are the misses of the
+  level above. An access that spans two lines is two line accesses.
+- Write-back + write-allocate by default: a store that misses fetches the line like a load and
+  dirties it in the first level. A write-through level marks nothing dirty and passes the store
+  down (counted as `write_throughs`; a level below that holds the line is dirtied without a
+  replacement update, one that does not is skipped). A no-write-allocate level is not filled
+  by a store miss.
+- A dirty victim is written back to the next level of its path: dirtied there if present (no
+  replacement update: a write-back is not a use), allocated there dirty if absent (a whole-line
+  write needs no fetch), or written to memory below the last level.
+- Inclusion: `non-inclusive` (default) never invalidates; `inclusive` back-invalidates a line
+  evicted from a level in every level above it on every core (dirty data there goes to memory);
+  `exclusive` makes the last level a victim cache of the level above it, as AMD's L3 is: demand
+  misses do not fill it, lines evicted from the level above are inserted into it, and a hit in
+  it moves the line up.
+- Prefetchers react to demand misses of their level; prefetched lines are fetched through the
+  levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
+  level and every level below it that missed.
+*/
+use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};
+use super::stats::{Counters, LevelStats};
+use super::{flags, Cache, Evicted, LineMeta, ReplacementKind};
+use crate::config::Size;
+use crate::error::{ConfigError, TraceError};
+use crate::geometry::{CacheGeometry, SliceHash};
+use crate::trace::{Kind, Progress, Record, RecordSource};
+use serde::{Deserialize, Serialize};
+
+/// Deepest hierarchy supported (levels on one path).
+pub const MAX_DEPTH: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Inclusion {
+    #[default]
+    NonInclusive,
+    Inclusive,
+    Exclusive,
+}
+
+/// Which references a level serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Serves {
+    #[default]
+    Unified,
+    Data,
+    Instruction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritePolicy {
+    #[default]
+    WriteBack,
+    WriteThrough,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_one() -> u32 {
+    1
+}
+fn default_line() -> u32 {
+    64
+}
+fn default_page() -> Size {
+    Size(4096)
+}
+
+/// One level of the hierarchy as written in a config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelConfig {
+    /// Name used in results (`L1D`, `L2`, `LLC`, ...). Unique within the hierarchy.
+    pub name: String,
+    pub size: Size,
+    pub ways: u32,
+    #[serde(default)]
+    pub policy: ReplacementKind,
+    #[serde(default)]
+    pub serves: Serves,
+    /// One instance shared by all cores (true) or one per core (false). Default: the last
+    /// level is shared, the others private.
+    #[serde(default)]
+    pub shared: Option<bool>,
+    #[serde(default)]
+    pub write_policy: WritePolicy,
+    #[serde(default = "default_true")]
+    pub write_allocate: bool,
+    #[serde(default)]
+    pub prefetcher: PrefetcherKind,
+    #[serde(default = "default_one")]
+    pub prefetch_degree: u32,
+    /// Hit latency in cycles (used by timing models; 0 = unspecified).
+    #[serde(default)]
+    pub latency: u32,
+    #[serde(default = "default_one")]
+    pub slices: u32,
+    #[serde(default)]
+    pub slice_hash: SliceHash,
+}
+
+/// A whole hierarchy as written in a config (`[hierarchy]` in TOML).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HierarchyConfig {
+    #[serde(default = "default_one")]
+    pub cores: u32,
+    #[serde(default = "default_line")]
+    pub line_size: u32,
+    #[serde(default = "default_page")]
+    pub page_size: Size,
+    #[serde(default)]
+    pub inclusion: Inclusion,
+    /// Seed of the random and bimodal replacement policies.
+    #[serde(default)]
+    pub seed: u64,
+    /// Prefetchers start enabled (they can be toggled during a run).
+    #[serde(default = "default_true")]
+    pub prefetch_enabled: bool,
+    pub levels: Vec<LevelConfig>,
+}
+
+impl HierarchyConfig {
+    /// Validate cross-field rules and fill every default, giving the config the run used.
+    pub fn effective(&self) -> Result<HierarchyConfig, ConfigError> {
+        let mut c = self.clone();
+        if c.levels.is_empty() {
+            return Err(ConfigError::new("levels", "a hierarchy needs at least one level"));
+        }
+        if c.levels.len() > MAX_DEPTH {
+            return Err(ConfigError::new("levels", format!("at most {MAX_DEPTH} levels are supported")));
+        }
+        if c.cores == 0 || c.cores > 1024 {
+            return Err(ConfigError::new("cores", format!("{} cores: allowed 1..=1024", c.cores)));
+        }
+        let n = c.levels.len();
+        let mut shared_seen = false;
+        for (i, l) in c.levels.iter_mut().enumerate() {
+            let f = |k: &str| format!("levels[{i}].{k}");
+            if l.name.is_empty() {
+                return Err(ConfigError::new(f("name"), "must not be empty"));
+            }
+            let shared = *l.shared.get_or_insert(i == n - 1);
+            if shared {
+                shared_seen = true;
+            } else if shared_seen {
+                return Err(ConfigError::new(
+                    f("shared"),
+                    format!("level `{}` is private but a level above it is shared; private levels must come first", l.name),
+                ));
+            }
+            if l.prefetch_degree == 0 || l.prefetch_degree > MAX_DEGREE {
+                return Err(ConfigError::new(f("prefetch_degree"), format!("allowed 1..={MAX_DEGREE}")));
+            }
+            CacheGeometry::sliced(l.size.0, l.ways, c.line_size, c.page_size.0, l.slices, l.slice_hash.clone())
+                .map_err(|e| {
+                    let field = if e.field == "line_size" || e.field == "page_size" { e.field.clone() } else { f(&e.field) };
+                    ConfigError::new(field, format!("level `{}`: {}", l.name, e.message))
+                })?;
+            if l.policy == ReplacementKind::TreePlru && !(l.ways.is_power_of_two() && l.ways <= 64) {
+                return Err(ConfigError::new(
+                    f("policy"),
+                    format!("tree-plru needs a power-of-two associativity up to 64, but `{}` has {} ways", l.name, l.ways),
+                ));
+            }
+        }
+        for i in 0..n {
+            for j in 0..i {
+                if c.levels[i].name == c.levels[j].name {
+                    return Err(ConfigError::new(format!("levels[{i}].name"), format!("`{}` is used twice", c.levels[i].name)));
+                }
+            }
+        }
+        // Every kind of reference needs somewhere to go, and each path must be a chain.
+        for kind in [Serves::Instruction, Serves::Data] {
+            if !c.levels.iter().any(|l| l.serves == kind || l.serves == Serves::Unified) {
+                // A data-only hierarchy is fine as long as the trace has no ifetches; the run
+                // reports them as unserved. Nothing to reject here.
+                continue;
+            }
+        }
+        if c.inclusion == Inclusion::Exclusive && n < 2 {
+            return Err(ConfigError::new("inclusion", "an exclusive (victim) last level needs a level above it"));
+        }
+        if c.inclusion == Inclusion::Exclusive {
+            let last = &c.levels[n - 1];
+            if last.serves != Serves::Unified {
+                return Err(ConfigError::new("inclusion", "an exclusive last level must be unified"));
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// One position on a core's path through the hierarchy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Hop {
+    level: u8,
+    instance: u16,
+}
+
+/// The levels a reference of one class visits, in order.
+#[derive(Debug, Clone, Copy, Default)]
+struct Path {
+    hops: [Hop; MAX_DEPTH],
+    len: u8,
+}
+
+impl Path {
+    #[inline]
+    fn get(&self, d: usize) -> Hop {
+        self.hops[d]
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Level {
+    name: String,
+    write_back: bool,
+    write_allocate: bool,
+    caches: Vec<Cache>,
+    counters: Vec<Counters>,
+    prefetchers: Vec<Prefetcher>,
+}
+
+/// Traffic to and from memory below the last level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    /// Lines read from memory (demand and prefetch).
+    pub reads: u64,
+    /// Lines written to memory (write-backs, write-throughs, back-invalidated dirty lines).
+    pub writes: u64,
+}
+
+/// Everything a run of the hierarchy counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HierarchyStats {
+    /// In hierarchy order.
+    pub levels: Vec<LevelStats>,
+    pub memory: MemoryStats,
+    /// Records simulated, and line accesses they turned into (an access spanning two lines is two).
+    pub records: u64,
+    pub line_accesses: u64,
+    /// References no level serves (e.g. ifetches in a data-only hierarchy).
+    pub unserved: u64,
+}
+
+/// Where a line access was served: a level index, or memory.
+pub const SERVED_BY_MEMORY: u8 = u8::MAX;
+
+/// A simulated cache hierarchy.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    config: HierarchyConfig,
+    levels: Vec<Level>,
+    /// Per core: [data path, instruction path].
+    paths: Vec<[Path; 2]>,
+    /// Per level, per instance: the caches above it on some path (for back-invalidation).
+    uppers: Vec<Vec<Vec<Hop>>>,
+    line_shift: u32,
+    cores: usize,
+    inclusion: Inclusion,
+    prefetch_enabled: bool,
+    memory: MemoryStats,
+    records: u64,
+    line_accesses: u64,
+    unserved: u64,
+}
+
+impl Hierarchy {
+    pub fn new(config: &HierarchyConfig) -> Result<Self, ConfigError> {
+        let config = config.effective()?;
+        let cores = config.cores as usize;
+        let mut levels = Vec::with_capacity(config.levels.len());
+        for (i, l) in config.levels.iter().enumerate() {
+            let shared = l.shared.unwrap_or(false);
+            let instances = if shared { 1 } else { cores };
+            let geom = CacheGeometry::sliced(l.size.0, l.ways, config.line_size, config.page_size.0, l.slices, l.slice_hash.clone())?;
+            let mut caches = Vec::with_capacity(instances);
+            for inst in 0..instances {
+                // Each instance gets its own stream so cores do not share random choices.
+                let seed = crate::rng::mix64(config.seed ^ ((i as u64) << 32 | inst as u64));
+                caches.push(Cache::new(geom.clone(), l.policy, seed).map_err(|e| ConfigError::new(format!("levels[{i}].{}", e.field), e.message))?);
+            }
+            levels.push(Level {
+                name: l.name.clone(),
+                write_back: l.write_policy == WritePolicy::WriteBack,
+                write_allocate: l.write_allocate,
+                counters: vec![Counters::default(); instances],
+                prefetchers: (0..instances).map(|_| Prefetcher::new(l.prefetcher, l.prefetch_degree)).collect(),
+                caches,
+            });
+        }
+        let mut paths = Vec::with_capacity(cores);
+        for core in 0..cores {
+            let mut pair = [Path::default(); 2];
+            for (slot, wanted) in [(0, Serves::Data), (1, Serves::Instruction)] {
+                let p = &mut pair[slot];
+                for (i, l) in config.levels.iter().enumerate() {
+                    if l.serves == wanted || l.serves == Serves::Unified {
+                        let instance = if l.shared.unwrap_or(false) { 0 } else { core as u16 };
+                        p.hops[p.len as usize] = Hop { level: i as u8, instance };
+                        p.len += 1;
+                    }
+                }
+            }
+            paths.push(pair);
+        }
+        let mut uppers: Vec<Vec<Vec<Hop>>> = levels.iter().map(|l| vec![Vec::new(); l.caches.len()]).collect();
+        for pair in &paths {
+            for p in pair {
+                for d in 0..p.len as usize {
+                    let h = p.get(d);
+                    for u in 0..d {
+                        let up = p.get(u);
+                        let list = &mut uppers[h.level as usize][h.instance as usize];
+                        if !list.contains(&up) {
+                            list.push(up);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Hierarchy {
+            line_shift: config.line_size.trailing_zeros(),
+            cores,
+            inclusion: config.inclusion,
+            prefetch_enabled: config.prefetch_enabled,
+            config,
+            levels,
+            paths,
+            uppers,
+            memory: MemoryStats::default(),
+            records: 0,
+            line_accesses: 0,
+            unserved: 0,
+        })
+    }
+
+    /// The effective configuration (every default filled in).
+    pub fn config(&self) -> &HierarchyConfig {
+        &self.config
+    }
+
+    /// Switch every prefetcher on or off (takes effect from the next access).
+    pub fn set_prefetch_enabled(&mut self, on: bool) {
+        self.prefetch_enabled = on;
+    }
+
+    pub fn prefetch_enabled(&self) -> bool {
+        self.prefetch_enabled
+    }
+
+    /// The cache of `level` for `core` (the shared instance for a shared level).
+    pub fn cache(&self, level: usize, core: usize) -> &Cache {
+        let l = &self.levels[level];
+        &l.caches[if l.caches.len() == 1 { 0 } else { core }]
+    }
+
+    pub fn level_names(&self) -> Vec<&str> {
+        self.levels.iter().map(|l| l.name.as_str()).collect()
+    }
+
+    #[inline]
+    fn is_exclusive_last(&self, level: usize) -> bool {
+        self.inclusion == Inclusion::Exclusive && level == self.levels.len() - 1
+    }
+
+    /// Simulate one record. Returns where its (last) line was served.
+    #[inline]
+    pub fn access(&mut self, r: &Record) -> u8 {
+        self.records += 1;
+        let core = if self.cores == 1 { 0 } else { r.thread as usize % self.cores };
+        let first = r.addr >> self.line_shift;
+        let end = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.line_shift;
+        let mut line = first;
+        loop {
+            let served = self.access_line(core, r.kind, line, r.privileged);
+            if line >= end {
+                return served;
+            }
+            line += 1;
+        }
+    }
+
+    /// Simulate a block of records, prefetching (in the host) the sets that records a few places
+    /// ahead will visit: the trace tells the future, so the host's memory latency overlaps.
+    pub fn run_block(&mut self, recs: &[Record]) {
+        const AHEAD: usize = 12;
+        let n = recs.len();
+        for i in 0..n {
+            if i + AHEAD < n {
+                let a = recs[i + AHEAD].addr >> self.line_shift;
+                let b = recs[i + AHEAD - 1].addr >> self.line_shift;
+                if a != b {
+                    self.host_prefetch(&recs[i + AHEAD]);
+                }
+            }
+            self.access(&recs[i]);
+        }
+    }
+
+    #[inline]
+    fn host_prefetch(&self, r: &Record) {
+        let core = if self.cores == 1 { 0 } else { r.thread as usize % self.cores };
+        let path = &self.paths[core][r.kind.is_instruction() as usize];
+        let line = r.addr >> self.line_shift;
+        for d in 0..path.len as usize {
+            let h = path.get(d);
+            self.levels[h.level as usize].caches[h.instance as usize].prefetch_set(line);
+        }
+    }
+
+    /// Run a whole source through the hierarchy, reporting progress after every block.
+    pub fn run(&mut self, src: &mut dyn RecordSource, progress: &mut dyn FnMut(Progress)) -> Result<u64, TraceError> {
+        let mut buf = Vec::new();
+        let mut n = 0u64;
+        while src.next_block(&mut buf)? {
+            self.run_block(&buf);
+            n += buf.len() as u64;
+            progress(src.progress());
+        }
+        Ok(n)
+    }
+
+    /// One demand access to one line.
+    #[inline]
+    fn access_line(&mut self, core: usize, kind: Kind, line: u64, privileged: bool) -> u8 {
+        self.line_accesses += 1;
+        let path = self.paths[core][kind.is_instruction() as usize];
+        let n = path.len as usize;
+        if n == 0 {
+            self.unserved += 1;
+            return SERVED_BY_MEMORY;
+        }
+        let mut hit_depth = n;
+        let mut moved_dirty = false;
+        for d in 0..n {
+            let h = path.get(d);
+            let lv = h.level as usize;
+            let level = &mut self.levels[lv];
+            let cache = &mut level.caches[h.instance as usize];
+            let counters = &mut level.counters[h.instance as usize];
+            if let Some(slot) = cache.find(line) {
+                counters.access(kind, true);
+                cache.touch(slot);
+                let m = cache.meta_mut(slot);
+                if m.flags & flags::PREFETCHED != 0 {
+                    m.flags &= !flags::PREFETCHED;
+                    counters.prefetches_useful += 1;
+                }
+                hit_depth = d;
+                if d > 0 && self.inclusion == Inclusion::Exclusive && lv == self.levels.len() - 1 {
+                    // A victim-cache hit moves the line up (it is filled above, below).
+                    let m = self.levels[lv].caches[h.instance as usize].invalidate(line).unwrap_or_default();
+                    moved_dirty = m.dirty();
+                }
+                break;
+            }
+            counters.access(kind, false);
+        }
+        if hit_depth == n {
+            self.memory.reads += 1;
+        }
+        let base_flags = if privileged { flags::PRIVILEGED } else { 0 };
+        let mut deepest_filled = true;
+        for d in (0..hit_depth).rev() {
+            let h = path.get(d);
+            let lv = h.level as usize;
+            if self.is_exclusive_last(lv) {
+                continue;
+            }
+            if kind.is_write() && !self.levels[lv].write_allocate {
+                continue;
+            }
+            let mut f = base_flags;
+            if deepest_filled && moved_dirty {
+                f |= flags::DIRTY;
+            }
+            deepest_filled = false;
+            self.fill(&path, d, line, LineMeta { asid: 0, flags: f, reuse: 0 });
+            if self.prefetch_enabled && self.levels[lv].prefetchers[h.instance as usize].kind() != PrefetcherKind::None {
+                self.prefetch(&path, d, line, base_flags);
+            }
+        }
+        if kind.is_write() {
+            self.write(&path, 0, line);
+        }
+        if hit_depth == n {
+            SERVED_BY_MEMORY
+        } else {
+            path.get(hit_depth).level
+        }
+    }
+
+    /// Apply a store's data at the first level (from depth `from`) holding the line.
+    fn write(&mut self, path: &Path, from: usize, line: u64) {
+        for d in from..path.len as usize {
+            let h = path.get(d);
+            let level = &mut self.levels[h.level as usize];
+            let cache = &mut level.caches[h.instance as usize];
+            if let Some(slot) = cache.find(line) {
+                if level.write_back {
+                    cache.meta_mut(slot).flags |= flags::DIRTY;
+                    return;
+                }
+                level.counters[h.instance as usize].write_throughs += 1;
+            }
+        }
+        self.memory.writes += 1;
+    }
+
+    /// Fill `line` into the cache at depth `d` of `path` and deal with what it evicts.
+    fn fill(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) {
+        let h = path.get(d);
+        let (_, ev) = self.levels[h.level as usize].caches[h.instance as usize].fill(line, meta);
+        if let Some(ev) = ev {
+            self.evicted(path, d, ev);
+        }
+    }
+
+    /// A valid line left the cache at depth `d` of `path`.
+    fn evicted(&mut self, path: &Path, d: usize, mut ev: Evicted) {
+        let h = path.get(d);
+        let lv = h.level as usize;
+        self.levels[lv].counters[h.instance as usize].evictions += 1;
+        if self.inclusion == Inclusion::Inclusive {
+            for i in 0..self.uppers[lv][h.instance as usize].len() {
+                let up = self.uppers[lv][h.instance as usize][i];
+                if let Some(m) = self.levels[up.level as usize].caches[up.instance as usize].invalidate(ev.line) {
+                    self.levels[lv].counters[h.instance as usize].back_invalidations += 1;
+                    if m.dirty() {
+                        // The copy above is newer than this one; it leaves with the victim.
+                        ev.meta.flags |= flags::DIRTY;
+                    }
+                }
+            }
+        }
+        let below = d + 1;
+        if below < path.len as usize && self.is_exclusive_last(path.get(below).level as usize) {
+            // Exclusive: every line leaving the level above the victim cache goes into it.
+            let vh = path.get(below);
+            if ev.meta.dirty() {
+                self.levels[lv].counters[h.instance as usize].writebacks += 1;
+            }
+            let vc = &mut self.levels[vh.level as usize];
+            vc.counters[vh.instance as usize].victim_fills += 1;
+            let cache = &mut vc.caches[vh.instance as usize];
+            if let Some(slot) = cache.find(ev.line) {
+                // Another core's path may have left a copy there.
+                cache.meta_mut(slot).flags |= ev.meta.flags & flags::DIRTY;
+            } else {
+                let meta = LineMeta { reuse: 0, flags: ev.meta.flags & !flags::PREFETCHED, ..ev.meta };
+                self.fill(path, below, ev.line, meta);
+            }
+            return;
+        }
+        if ev.meta.dirty() {
+            self.levels[lv].counters[h.instance as usize].writebacks += 1;
+            self.write_back(path, below, ev.line, ev.meta);
+        }
+    }
+
+    /// A dirty line arrives at depth `d` of `path` (or memory past the end).
+    fn write_back(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) {
+        if d >= path.len as usize {
+            self.memory.writes += 1;
+            return;
+        }
+        let h = path.get(d);
+        let level = &mut self.levels[h.level as usize];
+        let c = &mut level.counters[h.instance as usize];
+        c.writebacks_received += 1;
+        let cache = &mut level.caches[h.instance as usize];
+        if let Some(slot) = cache.find(line) {
+            cache.meta_mut(slot).flags |= flags::DIRTY;
+            return;
+        }
+        c.writeback_fills += 1;
+        let meta = LineMeta { flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY, reuse: 0, ..meta };
+        self.fill(path, d, line, meta);
+    }
+
+    /// The prefetcher at depth `d` saw a demand miss to `line`.
+    fn prefetch(&mut self, path: &Path, d: usize, line: u64, base_flags: u8) {
+        let h = path.get(d);
+        let mut cand = [0u64; MAX_DEGREE as usize];
+        let k = self.levels[h.level as usize].prefetchers[h.instance as usize].on_miss(line, &mut cand);
+        for &p in &cand[..k] {
+            if self.levels[h.level as usize].caches[h.instance as usize].contains(p) {
+                continue;
+            }
+            self.levels[h.level as usize].counters[h.instance as usize].prefetches_issued += 1;
+            // Look the line up below; fill every level from the one that found it up to `d`.
+            let n = path.len as usize;
+            let mut found = n;
+            for e in d + 1..n {
+                let hh = path.get(e);
+                let level = &mut self.levels[hh.level as usize];
+                let c = &mut level.counters[hh.instance as usize];
+                c.prefetch_accesses += 1;
+                if level.caches[hh.instance as usize].contains(p) {
+                    found = e;
+                    break;
+                }
+                c.prefetch_misses += 1;
+            }
+            if found == n {
+                self.memory.reads += 1;
+            }
+            for e in (d..found).rev() {
+                if self.is_exclusive_last(path.get(e).level as usize) {
+                    continue;
+                }
+                let f = if e == d { base_flags | flags::PREFETCHED } else { base_flags };
+                self.fill(path, e, p, LineMeta { asid: 0, flags: f, reuse: 0 });
+            }
+        }
+    }
+
+    /// Statistics per level, in hierarchy order.
+    pub fn stats(&self) -> HierarchyStats {
+        HierarchyStats {
+            levels: self.levels.iter().map(|l| LevelStats::from_counters(&l.name, &l.counters)).collect(),
+            memory: self.memory,
+            records: self.records,
+            line_accesses: self.line_accesses,
+            unserved: self.unserved,
+        }
+    }
+
+    /// Statistics of each instance of `level` (one per core for a private level).
+    pub fn instance_stats(&self, level: usize) -> Vec<LevelStats> {
+        let l = &self.levels[level];
+        l.counters.iter().enumerate().map(|(i, c)| LevelStats::from_counters(&format!("{}#{i}", l.name), [c])).collect()
+    }
+
+    /// Check the accounting and structural invariants; returns every violation found.
+    pub fn check_invariants(&self) -> Vec<String> {
+        let mut bad = Vec::new();
+        let stats = self.stats();
+        for s in &stats.levels {
+            for k in Kind::ALL {
+                let c = s.kind(k);
+                if c.hits + c.misses != c.accesses {
+                    bad.push(format!("{} {}: hits {} + misses {} != accesses {}", s.name, k.name(), c.hits, c.misses, c.accesses));
+                }
+            }
+            if s.prefetches_useful > s.prefetches_issued {
+                bad.push(format!("{}: {} useful prefetches of {} issued", s.name, s.prefetches_useful, s.prefetches_issued));
+            }
+        }
+        // Flow: without exclusion, the demand accesses of a level are the demand misses of the
+        // levels directly above it on the paths through it (store misses above a
+        // no-write-allocate level included).
+        if self.inclusion != Inclusion::Exclusive {
+            for (lv, level) in self.levels.iter().enumerate() {
+                let mut expected = 0u64;
+                let mut has_upper = false;
+                for (i, up) in self.levels.iter().enumerate().take(lv) {
+                    let directly_above = self.paths.iter().any(|pair| {
+                        pair.iter().any(|p| (1..p.len as usize).any(|d| p.get(d).level as usize == lv && p.get(d - 1).level as usize == i))
+                    });
+                    if directly_above {
+                        has_upper = true;
+                        expected += up.counters.iter().map(|c| c.by_kind.iter().map(|k| k.misses).sum::<u64>()).sum::<u64>();
+                    }
+                }
+                let got: u64 = level.counters.iter().map(|c| c.by_kind.iter().map(|k| k.accesses).sum::<u64>()).sum();
+                if has_upper && got != expected {
+                    bad.push(format!("{}: {} demand accesses but the levels above missed {}", level.name, got, expected));
+                }
+            }
+        }
+        match self.inclusion {
+            Inclusion::Inclusive => {
+                for (lv, level) in self.levels.iter().enumerate() {
+                    for (inst, cache) in level.caches.iter().enumerate() {
+                        for up in &self.uppers[lv][inst] {
+                            let upper = &self.levels[up.level as usize].caches[up.instance as usize];
+                            for (line, _) in upper.valid_lines() {
+                                if !cache.contains(line) {
+                                    bad.push(format!(
+                                        "inclusion: line {line:#x} is in {} but not in {}",
+                                        self.levels[up.level as usize].name, level.name
+                                    ));
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Inclusion::Exclusive if self.cores == 1 => {
+                let last = self.levels.len() - 1;
+                let llc = &self.levels[last].caches[0];
+                for up in &self.uppers[last][0] {
+                    let is_adjacent = self.paths[0].iter().any(|p| (1..p.len as usize).any(|d| p.get(d).level as usize == last && p.get(d - 1) == *up));
+                    if !is_adjacent {
+                        continue;
+                    }
+                    for (line, _) in self.levels[up.level as usize].caches[up.instance as usize].valid_lines() {
+                        if llc.contains(line) {
+                            bad.push(format!("exclusion: line {line:#x} is in both {} and {}", self.levels[up.level as usize].name, self.levels[last].name));
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        bad
+    }
+}

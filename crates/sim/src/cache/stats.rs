@@ -1,0 +1,130 @@
+/*!
+Per-level statistics. Demand accesses are split by kind; prefetches, write-backs and
+back-invalidations are counted apart from them (DESIGN.md: miss rate = demand misses / demand
+accesses). Accesses, hits and misses are each counted where they happen, so
+`hits + misses == accesses` is a real check on the hierarchy's bookkeeping, not an identity.
+*/
+use crate::trace::Kind;
+use serde::Serialize;
+
+/// Demand accesses of one kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl KindCounts {
+    fn add(&mut self, o: &KindCounts) {
+        self.accesses += o.accesses;
+        self.hits += o.hits;
+        self.misses += o.misses;
+    }
+}
+
+/// Counters of one cache instance (the hot path increments these).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub by_kind: [KindCounts; 4],
+    pub evictions: u64,
+    pub writebacks: u64,
+    pub writebacks_received: u64,
+    pub writeback_fills: u64,
+    pub write_throughs: u64,
+    pub prefetches_issued: u64,
+    pub prefetches_useful: u64,
+    pub prefetch_accesses: u64,
+    pub prefetch_misses: u64,
+    pub back_invalidations: u64,
+    pub victim_fills: u64,
+}
+
+impl Counters {
+    #[inline]
+    pub fn access(&mut self, kind: Kind, hit: bool) {
+        let k = &mut self.by_kind[kind as usize];
+        k.accesses += 1;
+        if hit {
+            k.hits += 1;
+        } else {
+            k.misses += 1;
+        }
+    }
+}
+
+/// Statistics of one level (summed over its instances: one per core for a private level).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LevelStats {
+    pub name: String,
+    /// Demand accesses, hits and misses over all kinds.
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub miss_rate: f64,
+    pub load: KindCounts,
+    pub store: KindCounts,
+    pub ifetch: KindCounts,
+    pub modify: KindCounts,
+    /// Valid lines evicted to make room for a fill.
+    pub evictions: u64,
+    /// Dirty lines this level wrote to the level below (or to memory).
+    pub writebacks: u64,
+    /// Write-backs that arrived from the level above.
+    pub writebacks_received: u64,
+    /// Of those, how many were absent and allocated a line here.
+    pub writeback_fills: u64,
+    /// Stores this (write-through) level passed down.
+    pub write_throughs: u64,
+    /// Prefetches this level's prefetcher issued for lines it did not hold.
+    pub prefetches_issued: u64,
+    /// Prefetched lines that later served a demand hit here.
+    pub prefetches_useful: u64,
+    /// Prefetch lookups arriving from a prefetcher above, and how many missed.
+    pub prefetch_accesses: u64,
+    pub prefetch_misses: u64,
+    /// Lines invalidated in the levels above when this (inclusive) level evicted them.
+    pub back_invalidations: u64,
+    /// Lines inserted as victims of the level above (exclusive last level).
+    pub victim_fills: u64,
+}
+
+impl LevelStats {
+    pub fn from_counters<'a>(name: &str, counters: impl IntoIterator<Item = &'a Counters>) -> Self {
+        let mut s = LevelStats { name: name.to_string(), ..Default::default() };
+        for c in counters {
+            s.load.add(&c.by_kind[Kind::Load as usize]);
+            s.store.add(&c.by_kind[Kind::Store as usize]);
+            s.ifetch.add(&c.by_kind[Kind::IFetch as usize]);
+            s.modify.add(&c.by_kind[Kind::Modify as usize]);
+            s.evictions += c.evictions;
+            s.writebacks += c.writebacks;
+            s.writebacks_received += c.writebacks_received;
+            s.writeback_fills += c.writeback_fills;
+            s.write_throughs += c.write_throughs;
+            s.prefetches_issued += c.prefetches_issued;
+            s.prefetches_useful += c.prefetches_useful;
+            s.prefetch_accesses += c.prefetch_accesses;
+            s.prefetch_misses += c.prefetch_misses;
+            s.back_invalidations += c.back_invalidations;
+            s.victim_fills += c.victim_fills;
+        }
+        for k in [s.load, s.store, s.ifetch, s.modify] {
+            s.accesses += k.accesses;
+            s.hits += k.hits;
+            s.misses += k.misses;
+        }
+        s.miss_rate = if s.accesses == 0 { 0.0 } else { s.misses as f64 / s.accesses as f64 };
+        s
+    }
+
+    /// The per-kind counts of `kind`.
+    pub fn kind(&self, kind: Kind) -> &KindCounts {
+        match kind {
+            Kind::Load => &self.load,
+            Kind::Store => &self.store,
+            Kind::IFetch => &self.ifetch,
+            Kind::Modify => &self.modify,
+        }
+    }
+}
