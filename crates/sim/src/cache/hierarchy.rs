@@ -27,7 +27,7 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
 */
 use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};
 use super::stats::{Counters, LevelStats};
-use super::{flags, Cache, Evicted, LineMeta, ReplacementKind};
+use super::{flags, Cache, Evicted, LineMeta, Lookup, Miss, ReplacementKind, Slot, INVALID};
 use crate::config::Size;
 use crate::error::{ConfigError, TraceError};
 use crate::geometry::{CacheGeometry, SliceHash};
@@ -256,6 +256,27 @@ pub struct HierarchyStats {
     pub unserved: u64,
 }
 
+/// The line a core's first level served last, and where it sits there: a repeated access to
+/// it is a first-level hit, confirmed by one load of the slot (so an invalidation or eviction in
+/// between is never missed). Sequential traces take this path for most references.
+///
+/// `touched` records that the replacement state has already seen a hit on this line since it
+/// was last filled: every policy here is idempotent under a repeated hit to the same way with
+/// nothing in between (LRU's order, PLRU's and NRU's bits, RRIP's zero RRPV do not change), so
+/// the fast path skips the update and the victims chosen stay exactly those of the slow path.
+#[derive(Debug, Clone, Copy)]
+struct LastLine {
+    line: u64,
+    slot: Slot,
+    touched: bool,
+}
+
+impl Default for LastLine {
+    fn default() -> Self {
+        LastLine { line: INVALID, slot: Slot { set: 0, way: 0, index: 0 }, touched: false }
+    }
+}
+
 /// Where a line access was served: a level index, or memory.
 pub const SERVED_BY_MEMORY: u8 = u8::MAX;
 
@@ -266,6 +287,8 @@ pub struct Hierarchy {
     levels: Vec<Level>,
     /// Per core: [data path, instruction path].
     paths: Vec<[Path; 2]>,
+    /// Per core and path: the first level's most recent line.
+    last: Vec<[LastLine; 2]>,
     /// Per level, per instance: the caches above it on some path (for back-invalidation).
     uppers: Vec<Vec<Vec<Hop>>>,
     line_shift: u32,
@@ -339,6 +362,7 @@ impl Hierarchy {
             prefetch_enabled: config.prefetch_enabled,
             config,
             levels,
+            last: vec![[LastLine::default(); 2]; cores],
             paths,
             uppers,
             memory: MemoryStats::default(),
@@ -381,7 +405,7 @@ impl Hierarchy {
     #[inline]
     pub fn access(&mut self, r: &Record) -> u8 {
         self.records += 1;
-        let core = if self.cores == 1 { 0 } else { r.thread as usize % self.cores };
+        let core = self.core_of(r.thread);
         let first = r.addr >> self.line_shift;
         let end = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.line_shift;
         let mut line = first;
@@ -394,12 +418,21 @@ impl Hierarchy {
         }
     }
 
-    /// Simulate a block of records, prefetching (in the host) the sets that records a few places
-    /// ahead will visit: the trace tells the future, so the host's memory latency overlaps.
+    /// Simulate a block of records. Two things a trace-driven simulator can do because it knows
+    /// the future:
+    /// - records a few places ahead have their sets prefetched into the host's caches, so the
+    ///   host's memory latency overlaps with simulation work (the simulated LLC's tags do not
+    ///   fit in the host's cache);
+    /// - a run of records on one core touching the line its first level has just served is
+    ///   settled in one step (`repeat_hits`): each of them is a first-level hit, and applying
+    ///   them together changes exactly the counters and line state that applying them one by
+    ///   one would.
     pub fn run_block(&mut self, recs: &[Record]) {
         const AHEAD: usize = 12;
         let n = recs.len();
-        for i in 0..n {
+        let line_mask = (1u64 << self.line_shift) - 1;
+        let mut i = 0;
+        while i < n {
             if i + AHEAD < n {
                 let a = recs[i + AHEAD].addr >> self.line_shift;
                 let b = recs[i + AHEAD - 1].addr >> self.line_shift;
@@ -407,8 +440,84 @@ impl Hierarchy {
                     self.host_prefetch(&recs[i + AHEAD]);
                 }
             }
-            self.access(&recs[i]);
+            let r = &recs[i];
+            self.access(r);
+            i += 1;
+            let within_line = |x: &Record| (x.addr & line_mask) + (x.size.max(1) as u64) <= line_mask + 1;
+            if i < n && within_line(r) {
+                let line = r.addr >> self.line_shift;
+                let core = self.core_of(r.thread);
+                let class = r.kind.is_instruction();
+                let mut j = i;
+                while j < n {
+                    let x = &recs[j];
+                    if x.addr >> self.line_shift != line
+                        || x.kind.is_instruction() != class
+                        || self.core_of(x.thread) != core
+                        || !within_line(x)
+                    {
+                        break;
+                    }
+                    j += 1;
+                }
+                if j > i {
+                    self.repeat_hits(core, class as usize, line, &recs[i..j]);
+                    i = j;
+                }
+            }
         }
+    }
+
+    #[inline(always)]
+    fn core_of(&self, thread: u32) -> usize {
+        if self.cores == 1 {
+            0
+        } else {
+            thread as usize % self.cores
+        }
+    }
+
+    /// Records `recs`, all on `core` and in `line`, which the same core's previous access left
+    /// in its first level (unless that access did not allocate: then they run one by one).
+    fn repeat_hits(&mut self, core: usize, class: usize, line: u64, recs: &[Record]) {
+        let last = self.last[core][class];
+        let path = &self.paths[core][class];
+        let h = path.get(0);
+        let level = &mut self.levels[h.level as usize];
+        let cache = &mut level.caches[h.instance as usize];
+        if last.line != line || path.len == 0 || cache.line_at(last.slot) != line || !level.write_back {
+            for r in recs {
+                self.access(r);
+            }
+            return;
+        }
+        let mut per_kind = [0u64; 4];
+        for r in recs {
+            per_kind[r.kind as usize] += 1;
+        }
+        let counters = &mut level.counters[h.instance as usize];
+        for (k, &c) in per_kind.iter().enumerate() {
+            let kc = &mut counters.by_kind[k];
+            kc.accesses += c;
+            kc.hits += c;
+        }
+        let count = recs.len() as u64;
+        if !last.touched {
+            cache.touch(last.slot);
+            self.last[core][class].touched = true;
+        }
+        let m = cache.meta_mut(last.slot);
+        let extra = if last.touched { count } else { count - 1 };
+        m.reuse = u8::try_from(m.reuse as u64 + extra).unwrap_or(u8::MAX);
+        if m.flags & flags::PREFETCHED != 0 {
+            m.flags &= !flags::PREFETCHED;
+            counters.prefetches_useful += 1;
+        }
+        if per_kind[Kind::Store as usize] + per_kind[Kind::Modify as usize] > 0 {
+            m.flags |= flags::DIRTY;
+        }
+        self.records += count;
+        self.line_accesses += count;
     }
 
     #[inline]
@@ -444,15 +553,59 @@ impl Hierarchy {
             self.unserved += 1;
             return SERVED_BY_MEMORY;
         }
+        let class = kind.is_instruction() as usize;
+        let last = &mut self.last[core][class];
+        if last.line == line {
+            let h = path.get(0);
+            let level = &mut self.levels[h.level as usize];
+            let cache = &mut level.caches[h.instance as usize];
+            if cache.line_at(last.slot) == line {
+                let counters = &mut level.counters[h.instance as usize];
+                counters.access(kind, true);
+                if last.touched {
+                    let m = cache.meta_mut(last.slot);
+                    m.reuse = m.reuse.saturating_add(1);
+                } else {
+                    cache.touch(last.slot);
+                    last.touched = true;
+                }
+                let m = cache.meta_mut(last.slot);
+                if m.flags & flags::PREFETCHED != 0 {
+                    m.flags &= !flags::PREFETCHED;
+                    counters.prefetches_useful += 1;
+                }
+                if kind.is_write() {
+                    if level.write_back {
+                        m.flags |= flags::DIRTY;
+                    } else {
+                        self.write(&path, 0, line);
+                    }
+                }
+                return h.level;
+            }
+        }
+        let mut first_slot = None;
+        let mut first_touched = false;
         let mut hit_depth = n;
         let mut moved_dirty = false;
+        // Where each missing level would put the line. Fills go deepest first, and without
+        // back-invalidation nothing a deeper fill does (evictions, write-backs further down)
+        // changes a shallower set, so the lookup's scan is reused instead of repeated.
+        let mut misses = [Miss { set: 0, base: 0, free: 0 }; MAX_DEPTH];
         for d in 0..n {
             let h = path.get(d);
             let lv = h.level as usize;
             let level = &mut self.levels[lv];
             let cache = &mut level.caches[h.instance as usize];
             let counters = &mut level.counters[h.instance as usize];
-            if let Some(slot) = cache.find(line) {
+            let slot = match cache.lookup(line) {
+                Lookup::Hit(slot) => Some(slot),
+                Lookup::Miss(m) => {
+                    misses[d] = m;
+                    None
+                }
+            };
+            if let Some(slot) = slot {
                 counters.access(kind, true);
                 cache.touch(slot);
                 let m = cache.meta_mut(slot);
@@ -461,6 +614,10 @@ impl Hierarchy {
                     counters.prefetches_useful += 1;
                 }
                 hit_depth = d;
+                if d == 0 {
+                    first_slot = Some(slot);
+                    first_touched = true;
+                }
                 if d > 0 && self.inclusion == Inclusion::Exclusive && lv == self.levels.len() - 1 {
                     // A victim-cache hit moves the line up (it is filled above, below).
                     let m = self.levels[lv].caches[h.instance as usize].invalidate(line).unwrap_or_default();
@@ -489,7 +646,19 @@ impl Hierarchy {
                 f |= flags::DIRTY;
             }
             deepest_filled = false;
-            self.fill(&path, d, line, LineMeta { asid: 0, flags: f, reuse: 0 });
+            let meta = LineMeta { asid: 0, flags: f, reuse: 0 };
+            let slot = if self.inclusion == Inclusion::Inclusive {
+                self.fill(&path, d, line, meta)
+            } else {
+                let (slot, ev) = self.levels[lv].caches[h.instance as usize].fill_at(misses[d], line, meta);
+                if let Some(ev) = ev {
+                    self.evicted(&path, d, ev);
+                }
+                slot
+            };
+            if d == 0 {
+                first_slot = Some(slot);
+            }
             if self.prefetch_enabled && self.levels[lv].prefetchers[h.instance as usize].kind() != PrefetcherKind::None {
                 self.prefetch(&path, d, line, base_flags);
             }
@@ -497,6 +666,10 @@ impl Hierarchy {
         if kind.is_write() {
             self.write(&path, 0, line);
         }
+        self.last[core][class] = match first_slot {
+            Some(slot) => LastLine { line, slot, touched: first_touched },
+            None => LastLine::default(),
+        };
         if hit_depth == n {
             SERVED_BY_MEMORY
         } else {
@@ -522,12 +695,13 @@ impl Hierarchy {
     }
 
     /// Fill `line` into the cache at depth `d` of `path` and deal with what it evicts.
-    fn fill(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) {
+    fn fill(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) -> Slot {
         let h = path.get(d);
-        let (_, ev) = self.levels[h.level as usize].caches[h.instance as usize].fill(line, meta);
+        let (slot, ev) = self.levels[h.level as usize].caches[h.instance as usize].fill(line, meta);
         if let Some(ev) = ev {
             self.evicted(path, d, ev);
         }
+        slot
     }
 
     /// A valid line left the cache at depth `d` of `path`.

@@ -56,6 +56,29 @@ impl LineMeta {
     }
 }
 
+/// Where a line sits: its set, its way, and `set * ways + way` (no divisions on the hot path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub set: usize,
+    pub way: usize,
+    pub index: usize,
+}
+
+/// A lookup that missed: the set, its first slot, and a bit mask of its invalid ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Miss {
+    pub set: usize,
+    pub base: usize,
+    pub free: u64,
+}
+
+/// Result of `Cache::lookup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Hit(Slot),
+    Miss(Miss),
+}
+
 /// A line pushed out of a cache by a fill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Evicted {
@@ -79,6 +102,9 @@ pub fn prefetch_read<T>(p: *const T) {
 #[derive(Debug, Clone)]
 pub struct Cache {
     geom: CacheGeometry,
+    /// `sets - 1` when the set index is a plain mask of the line number (the common case),
+    /// so the hot path skips the general slice/modulo indexing.
+    set_mask: Option<u64>,
     ways: usize,
     lines: Vec<u64>,
     meta: Vec<LineMeta>,
@@ -90,11 +116,15 @@ impl Cache {
         let sets = usize::try_from(geom.sets()).map_err(|_| ConfigError::new("size", "too many sets"))?;
         let ways = geom.ways() as usize;
         let n = sets.checked_mul(ways).ok_or_else(|| ConfigError::new("size", "cache too large"))?;
+        if ways > 64 {
+            return Err(ConfigError::new("ways", format!("{ways} ways: at most 64 are supported")));
+        }
         if n > (1 << 34) {
             return Err(ConfigError::new("size", format!("{} lines is more than this simulator holds (2^34)", n)));
         }
         let repl = Replacement::new(policy, sets, ways, seed)?;
-        Ok(Cache { geom, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl })
+        let set_mask = geom.is_pow2().then(|| geom.sets() - 1);
+        Ok(Cache { geom, set_mask, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl })
     }
 
     pub fn geometry(&self) -> &CacheGeometry {
@@ -105,41 +135,56 @@ impl Cache {
         self.ways
     }
 
-    /// Index of the first way of the set holding `line`.
-    #[inline]
-    pub fn set_base(&self, line: u64) -> usize {
-        self.geom.set_of_line(line) as usize * self.ways
+    /// Set number of a line.
+    #[inline(always)]
+    pub fn set_of_line(&self, line: u64) -> usize {
+        match self.set_mask {
+            Some(m) => (line & m) as usize,
+            None => self.geom.set_of_line(line) as usize,
+        }
     }
 
     /// Hint the host to bring in the state of the set `line` maps to.
     #[inline]
     pub fn prefetch_set(&self, line: u64) {
-        let set = self.geom.set_of_line(line) as usize;
+        let set = self.set_of_line(line);
         let base = set * self.ways;
         let p = self.lines.as_ptr().wrapping_add(base);
         prefetch_read(p);
         if self.ways > 8 {
             prefetch_read(p.wrapping_add(8));
         }
+        prefetch_read(self.meta.as_ptr().wrapping_add(base));
         self.repl.prefetch(set);
     }
 
-    /// Slot (`set * ways + way`) holding `line`, if present. No state changes.
-    #[inline]
-    pub fn find(&self, line: u64) -> Option<usize> {
-        let base = self.set_base(line);
-        let set = &self.lines[base..base + self.ways];
-        // Branch-free scan: the compiler vectorises it and the set is at most a few lines.
-        let mut hit = usize::MAX;
-        for (w, &l) in set.iter().enumerate() {
-            if l == line {
-                hit = w;
-            }
+    /// Slot holding `line`, if present. No state changes.
+    #[inline(always)]
+    pub fn find(&self, line: u64) -> Option<Slot> {
+        match self.lookup(line) {
+            Lookup::Hit(s) => Some(s),
+            Lookup::Miss(_) => None,
         }
-        if hit == usize::MAX {
-            None
+    }
+
+    /// One scan of the set: the slot holding `line`, or where a fill would go if no invalid way
+    /// is left to the policy. Bit masks rather than early exits let the compiler vectorise it.
+    #[inline(always)]
+    pub fn lookup(&self, line: u64) -> Lookup {
+        let set_no = self.set_of_line(line);
+        let base = set_no * self.ways;
+        let set = &self.lines[base..base + self.ways];
+        let mut hit = 0u64;
+        let mut free = 0u64;
+        for (w, &l) in set.iter().enumerate() {
+            hit |= ((l == line) as u64) << w;
+            free |= ((l == INVALID) as u64) << w;
+        }
+        if hit != 0 {
+            let way = hit.trailing_zeros() as usize;
+            Lookup::Hit(Slot { set: set_no, way, index: base + way })
         } else {
-            Some(base + hit)
+            Lookup::Miss(Miss { set: set_no, base, free })
         }
     }
 
@@ -148,56 +193,60 @@ impl Cache {
         self.find(line).is_some()
     }
 
-    /// A demand hit on `slot`: update replacement state and reuse count.
-    #[inline]
-    pub fn touch(&mut self, slot: usize) {
-        self.repl.on_hit(slot / self.ways, slot % self.ways);
-        let m = &mut self.meta[slot];
+    /// A demand hit on `slot` (as returned by `find`): update replacement state and reuse count.
+    #[inline(always)]
+    pub fn touch(&mut self, slot: Slot) {
+        self.repl.on_hit(slot.set, slot.way);
+        let m = &mut self.meta[slot.index];
         m.reuse = m.reuse.saturating_add(1);
     }
 
     #[inline]
-    pub fn meta(&self, slot: usize) -> LineMeta {
-        self.meta[slot]
+    pub fn meta(&self, slot: Slot) -> LineMeta {
+        self.meta[slot.index]
     }
 
     #[inline]
-    pub fn meta_mut(&mut self, slot: usize) -> &mut LineMeta {
-        &mut self.meta[slot]
-    }
-
-    #[inline]
-    pub fn line_at(&self, slot: usize) -> u64 {
-        self.lines[slot]
+    pub fn meta_mut(&mut self, slot: Slot) -> &mut LineMeta {
+        &mut self.meta[slot.index]
     }
 
     /// Place `line` (not present) in its set: an invalid way if any, else the policy's victim.
     /// Returns the slot used and the line evicted, if a valid one was.
     #[inline]
-    pub fn fill(&mut self, line: u64, meta: LineMeta) -> (usize, Option<Evicted>) {
-        debug_assert!(!self.contains(line));
-        let base = self.set_base(line);
-        let set_no = base / self.ways;
-        let way = match self.lines[base..base + self.ways].iter().position(|&l| l == INVALID) {
-            Some(w) => w,
-            None => self.repl.victim(set_no),
-        };
-        let slot = base + way;
+    pub fn fill(&mut self, line: u64, meta: LineMeta) -> (Slot, Option<Evicted>) {
+        match self.lookup(line) {
+            Lookup::Miss(m) => self.fill_at(m, line, meta),
+            Lookup::Hit(_) => panic!("fill of line {line:#x} that is already cached"),
+        }
+    }
+
+    /// `fill` after a `lookup` that missed (and nothing touched the set since).
+    #[inline(always)]
+    pub fn fill_at(&mut self, m: Miss, line: u64, meta: LineMeta) -> (Slot, Option<Evicted>) {
+        let way = if m.free != 0 { m.free.trailing_zeros() as usize } else { self.repl.victim(m.set) };
+        let slot = m.base + way;
         let old = self.lines[slot];
         let evicted = (old != INVALID).then(|| Evicted { line: old, meta: self.meta[slot] });
         self.lines[slot] = line;
         self.meta[slot] = meta;
-        self.repl.on_fill(set_no, way);
-        (slot, evicted)
+        self.repl.on_fill(m.set, way);
+        (Slot { set: m.set, way, index: slot }, evicted)
     }
 
     /// Remove `line` if present, returning its metadata.
     #[inline]
     pub fn invalidate(&mut self, line: u64) -> Option<LineMeta> {
         let slot = self.find(line)?;
-        self.lines[slot] = INVALID;
-        self.repl.on_invalidate(slot / self.ways, slot % self.ways);
-        Some(std::mem::take(&mut self.meta[slot]))
+        self.lines[slot.index] = INVALID;
+        self.repl.on_invalidate(slot.set, slot.way);
+        Some(std::mem::take(&mut self.meta[slot.index]))
+    }
+
+    /// The line held in `slot` (`INVALID` if none).
+    #[inline]
+    pub fn line_at(&self, slot: Slot) -> u64 {
+        self.lines[slot.index]
     }
 
     /// Every valid line (for invariant checks and inspection).

@@ -89,7 +89,7 @@ impl Replacement {
     }
 
     /// A demand hit on `way` of `set`.
-    #[inline]
+    #[inline(always)]
     pub fn on_hit(&mut self, set: usize, way: usize) {
         match self {
             Replacement::Lru(p) => p.on_hit(set, way),
@@ -103,7 +103,7 @@ impl Replacement {
     }
 
     /// A new line was placed in `way` of `set` (after a miss).
-    #[inline]
+    #[inline(always)]
     pub fn on_fill(&mut self, set: usize, way: usize) {
         match self {
             Replacement::Lru(p) => p.on_fill(set, way),

@@ -1,0 +1,38 @@
+//! Quick throughput probe of the cache model on ANCHORS' reference traces:
+//! `cargo run --release -p cachecolor-sim --example throughput`. The side-by-side comparison
+//! with other tools is `make bench` (benches/run.py); this is for quick checks while tuning.
+use cachecolor_sim::cache::{Hierarchy, HierarchyConfig};
+use cachecolor_sim::config::from_toml;
+use cachecolor_sim::rng::SplitMix64;
+use cachecolor_sim::trace::Record;
+use std::time::Instant;
+
+fn main() {
+    let one = "[[levels]]\nname='L1'\nsize='32KiB'\nways=8\n";
+    let three = "[[levels]]\nname='L1'\nsize='48KiB'\nways=12\n[[levels]]\nname='L2'\nsize='1MiB'\nways=16\n[[levels]]\nname='L3'\nsize='32MiB'\nways=16\n";
+    let base = 0x2_0000_0000u64;
+    let n = 5_000_000u64;
+    let mut g = SplitMix64::new(1);
+    let rand: Vec<Record> = (0..n).map(|_| Record::load(base + 8 * (g.next_u64() >> 41))).collect();
+    let seq: Vec<Record> = (0..n).map(|i| Record::load(base + 8 * i)).collect();
+    let only: Option<String> = std::env::args().nth(1);
+    for (cname, ctext) in [("one-level", one), ("three-level", three)] {
+        for (tname, t) in [("uniform-64MiB", &rand), ("sequential", &seq)] {
+            if only.as_deref().is_some_and(|o| !format!("{cname}/{tname}").contains(o)) {
+                continue;
+            }
+            let cfg: HierarchyConfig = from_toml(ctext).unwrap();
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let mut h = Hierarchy::new(&cfg).unwrap();
+                let t0 = Instant::now();
+                for c in t.chunks(1 << 16) {
+                    h.run_block(c);
+                }
+                best = best.min(t0.elapsed().as_secs_f64());
+                std::hint::black_box(h.stats());
+            }
+            println!("{cname:12} {tname:14} {:7.1} M refs/s", n as f64 / best / 1e6);
+        }
+    }
+}
