@@ -20,7 +20,8 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   evicted from a level in every level above it on every core (dirty data there goes to memory);
   `exclusive` makes the last level a victim cache of the level above it, as AMD's L3 is: demand
   misses do not fill it, lines evicted from the level above are inserted into it, and a hit in
-  it moves the line up.
+  it moves the line up. A write-back from higher up that misses the level above the victim
+  cache goes to the victim cache if it holds the line (so no line is in both).
 - Prefetchers react to demand misses of their level; prefetched lines are fetched through the
   levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
   level and every level below it that missed.
@@ -761,6 +762,17 @@ impl Hierarchy {
             cache.meta_mut(slot).flags |= flags::DIRTY;
             return;
         }
+        let below = d + 1;
+        if below < path.len as usize && self.is_exclusive_last(path.get(below).level as usize) {
+            let vh = path.get(below);
+            let victim_cache = &mut self.levels[vh.level as usize];
+            if let Some(slot) = victim_cache.caches[vh.instance as usize].find(line) {
+                victim_cache.counters[vh.instance as usize].writebacks_received += 1;
+                victim_cache.caches[vh.instance as usize].meta_mut(slot).flags |= flags::DIRTY;
+                return;
+            }
+        }
+        let c = &mut self.levels[h.level as usize].counters[h.instance as usize];
         c.writeback_fills += 1;
         let meta = LineMeta { flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY, reuse: 0, ..meta };
         self.fill(path, d, line, meta);
@@ -876,17 +888,29 @@ impl Hierarchy {
                     }
                 }
             }
-            Inclusion::Exclusive if self.cores == 1 => {
+            Inclusion::Exclusive => {
+                // Exclusion holds between the victim cache and the one cache directly above it.
+                // With several caches directly above (per-core L2s, or L1I and L1D with no L2
+                // between), one of them may hold a line that a sibling has evicted into it.
                 let last = self.levels.len() - 1;
-                let llc = &self.levels[last].caches[0];
-                for up in &self.uppers[last][0] {
-                    let is_adjacent = self.paths[0].iter().any(|p| (1..p.len as usize).any(|d| p.get(d).level as usize == last && p.get(d - 1) == *up));
-                    if !is_adjacent {
-                        continue;
+                let mut adjacent: Vec<Hop> = Vec::new();
+                for pair in &self.paths {
+                    for p in pair {
+                        for d in 1..p.len as usize {
+                            if p.get(d).level as usize == last && !adjacent.contains(&p.get(d - 1)) {
+                                adjacent.push(p.get(d - 1));
+                            }
+                        }
                     }
+                }
+                if let [up] = adjacent[..] {
+                    let llc = &self.levels[last].caches[0];
                     for (line, _) in self.levels[up.level as usize].caches[up.instance as usize].valid_lines() {
                         if llc.contains(line) {
-                            bad.push(format!("exclusion: line {line:#x} is in both {} and {}", self.levels[up.level as usize].name, self.levels[last].name));
+                            bad.push(format!(
+                                "exclusion: line {line:#x} is in both {} and {}",
+                                self.levels[up.level as usize].name, self.levels[last].name
+                            ));
                             break;
                         }
                     }

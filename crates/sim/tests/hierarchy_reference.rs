@@ -1,0 +1,389 @@
+//! The optimised hierarchy (recency words, reused lookups, batched same-line runs, host
+//! prefetching) against a deliberately naive reference written from the semantics in
+//! `cache/hierarchy.rs`'s header: per-set vectors of (line, dirty, last-use), linear searches,
+//! one record at a time. Property tests drive both with random traces over small caches (many
+//! conflicts) in every inclusion mode, write policy and core count, and compare every counter.
+use cachecolor_sim::cache::{Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy};
+use cachecolor_sim::config::Size;
+use cachecolor_sim::trace::{Kind, Record};
+use proptest::prelude::*;
+
+#[derive(Clone, Default, Debug, PartialEq)]
+struct Counts {
+    acc: [u64; 4],
+    hit: [u64; 4],
+    miss: [u64; 4],
+    evictions: u64,
+    writebacks: u64,
+    wb_received: u64,
+    wb_fills: u64,
+    write_throughs: u64,
+    back_inval: u64,
+    victim_fills: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    line: u64,
+    dirty: bool,
+    used: u64,
+}
+
+struct RefCache {
+    sets: u64,
+    ways: usize,
+    data: Vec<Vec<Line>>,
+}
+
+impl RefCache {
+    fn new(size: u64, ways: usize) -> Self {
+        let sets = size / 64 / ways as u64;
+        RefCache { sets, ways, data: vec![Vec::new(); sets as usize] }
+    }
+    fn set(&mut self, line: u64) -> &mut Vec<Line> {
+        &mut self.data[(line % self.sets) as usize]
+    }
+    fn has(&mut self, line: u64) -> bool {
+        self.set(line).iter().any(|l| l.line == line)
+    }
+    /// Insert (absent) line; returns the LRU victim if the set was full.
+    fn insert(&mut self, line: u64, dirty: bool, now: u64) -> Option<Line> {
+        let ways = self.ways;
+        let s = self.set(line);
+        let victim = if s.len() == ways {
+            let i = (0..s.len()).min_by_key(|&i| s[i].used).unwrap();
+            Some(s.remove(i))
+        } else {
+            None
+        };
+        s.push(Line { line, dirty, used: now });
+        victim
+    }
+    fn remove(&mut self, line: u64) -> Option<Line> {
+        let s = self.set(line);
+        let i = s.iter().position(|l| l.line == line)?;
+        Some(s.remove(i))
+    }
+}
+
+struct RefLevel {
+    serves: Serves,
+    shared: bool,
+    write_back: bool,
+    write_allocate: bool,
+    caches: Vec<RefCache>,
+    counts: Vec<Counts>,
+}
+
+struct Reference {
+    levels: Vec<RefLevel>,
+    cores: usize,
+    inclusion: Inclusion,
+    now: u64,
+    mem_reads: u64,
+    mem_writes: u64,
+}
+
+impl Reference {
+    fn new(cfg: &HierarchyConfig) -> Self {
+        let n = cfg.levels.len();
+        let levels = cfg
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let shared = l.shared.unwrap_or(i == n - 1);
+                let k = if shared { 1 } else { cfg.cores as usize };
+                RefLevel {
+                    serves: l.serves,
+                    shared,
+                    write_back: l.write_policy == WritePolicy::WriteBack,
+                    write_allocate: l.write_allocate,
+                    caches: (0..k).map(|_| RefCache::new(l.size.0, l.ways as usize)).collect(),
+                    counts: vec![Counts::default(); k],
+                }
+            })
+            .collect();
+        Reference { levels, cores: cfg.cores as usize, inclusion: cfg.inclusion, now: 0, mem_reads: 0, mem_writes: 0 }
+    }
+
+    fn path(&self, core: usize, instr: bool) -> Vec<(usize, usize)> {
+        let want = if instr { Serves::Instruction } else { Serves::Data };
+        self.levels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.serves == want || l.serves == Serves::Unified)
+            .map(|(i, l)| (i, if l.shared { 0 } else { core }))
+            .collect()
+    }
+
+    fn last_level(&self) -> usize {
+        self.levels.len() - 1
+    }
+
+    fn access(&mut self, r: &Record) {
+        let core = r.thread as usize % self.cores;
+        let first = r.addr / 64;
+        let last = (r.addr + r.size.max(1) as u64 - 1) / 64;
+        for line in first..=last {
+            self.access_line(core, r.kind, line);
+        }
+    }
+
+    fn access_line(&mut self, core: usize, kind: Kind, line: u64) {
+        self.now += 1;
+        let path = self.path(core, kind == Kind::IFetch);
+        let exclusive = self.inclusion == Inclusion::Exclusive;
+        let ll = self.last_level();
+        let mut hit_at = path.len();
+        let mut moved_dirty = false;
+        for (d, &(lv, c)) in path.iter().enumerate() {
+            let k = kind as usize;
+            self.levels[lv].counts[c].acc[k] += 1;
+            if self.levels[lv].caches[c].has(line) {
+                self.levels[lv].counts[c].hit[k] += 1;
+                let now = self.now;
+                let s = self.levels[lv].caches[c].set(line);
+                s.iter_mut().find(|l| l.line == line).unwrap().used = now;
+                hit_at = d;
+                if exclusive && lv == ll && d > 0 {
+                    moved_dirty = self.levels[lv].caches[c].remove(line).unwrap().dirty;
+                }
+                break;
+            }
+            self.levels[lv].counts[c].miss[k] += 1;
+        }
+        if hit_at == path.len() {
+            self.mem_reads += 1;
+        }
+        let write = matches!(kind, Kind::Store | Kind::Modify);
+        let mut first_fill = true;
+        for d in (0..hit_at).rev() {
+            let (lv, _) = path[d];
+            if exclusive && lv == ll {
+                continue;
+            }
+            if write && !self.levels[lv].write_allocate {
+                continue;
+            }
+            let dirty = first_fill && moved_dirty;
+            first_fill = false;
+            self.fill(&path, d, line, dirty);
+        }
+        if write {
+            let mut done = false;
+            for &(lv, c) in &path {
+                if self.levels[lv].caches[c].has(line) {
+                    if self.levels[lv].write_back {
+                        let s = self.levels[lv].caches[c].set(line);
+                        s.iter_mut().find(|l| l.line == line).unwrap().dirty = true;
+                        done = true;
+                        break;
+                    }
+                    self.levels[lv].counts[c].write_throughs += 1;
+                }
+            }
+            if !done {
+                self.mem_writes += 1;
+            }
+        }
+    }
+
+    fn fill(&mut self, path: &[(usize, usize)], d: usize, line: u64, dirty: bool) {
+        let (lv, c) = path[d];
+        let now = self.now;
+        if let Some(v) = self.levels[lv].caches[c].insert(line, dirty, now) {
+            self.evicted(path, d, v);
+        }
+    }
+
+    fn evicted(&mut self, path: &[(usize, usize)], d: usize, mut v: Line) {
+        let (lv, c) = path[d];
+        self.levels[lv].counts[c].evictions += 1;
+        if self.inclusion == Inclusion::Inclusive {
+            // Every cache above this one on any core's path through it.
+            let mut uppers = Vec::new();
+            for core in 0..self.cores {
+                for instr in [false, true] {
+                    let p = self.path(core, instr);
+                    if let Some(pos) = p.iter().position(|&h| h == (lv, c)) {
+                        for &u in &p[..pos] {
+                            if !uppers.contains(&u) {
+                                uppers.push(u);
+                            }
+                        }
+                    }
+                }
+            }
+            for (ul, uc) in uppers {
+                if let Some(x) = self.levels[ul].caches[uc].remove(v.line) {
+                    self.levels[lv].counts[c].back_inval += 1;
+                    v.dirty |= x.dirty;
+                }
+            }
+        }
+        let below = d + 1;
+        if self.inclusion == Inclusion::Exclusive && below < path.len() && path[below].0 == self.last_level() {
+            if v.dirty {
+                self.levels[lv].counts[c].writebacks += 1;
+            }
+            let (bl, bc) = path[below];
+            self.levels[bl].counts[bc].victim_fills += 1;
+            if self.levels[bl].caches[bc].has(v.line) {
+                let s = self.levels[bl].caches[bc].set(v.line);
+                let e = s.iter_mut().find(|l| l.line == v.line).unwrap();
+                e.dirty |= v.dirty;
+            } else {
+                self.fill(path, below, v.line, v.dirty);
+            }
+            return;
+        }
+        if v.dirty {
+            self.levels[lv].counts[c].writebacks += 1;
+            if below >= path.len() {
+                self.mem_writes += 1;
+                return;
+            }
+            let (bl, bc) = path[below];
+            self.levels[bl].counts[bc].wb_received += 1;
+            let ll = self.last_level();
+            let next = path.get(below + 1).copied();
+            if self.levels[bl].caches[bc].has(v.line) {
+                let s = self.levels[bl].caches[bc].set(v.line);
+                s.iter_mut().find(|l| l.line == v.line).unwrap().dirty = true;
+            } else if let Some((nl, nc)) =
+                next.filter(|&(nl, nc)| self.inclusion == Inclusion::Exclusive && nl == ll && self.levels[nl].caches[nc].has(v.line))
+            {
+                // Exclusive: the victim cache holds the line, so the write-back lands there.
+                self.levels[nl].counts[nc].wb_received += 1;
+                let s = self.levels[nl].caches[nc].set(v.line);
+                s.iter_mut().find(|l| l.line == v.line).unwrap().dirty = true;
+            } else {
+                self.levels[bl].counts[bc].wb_fills += 1;
+                self.fill(path, below, v.line, true);
+            }
+        }
+    }
+}
+
+fn level(name: &str, size: u64, ways: u32, serves: Serves) -> LevelConfig {
+    LevelConfig {
+        name: name.into(),
+        size: Size(size),
+        ways,
+        policy: Default::default(),
+        serves,
+        shared: None,
+        write_policy: WritePolicy::WriteBack,
+        write_allocate: true,
+        prefetcher: Default::default(),
+        prefetch_degree: 1,
+        latency: 0,
+        slices: 1,
+        slice_hash: Default::default(),
+    }
+}
+
+fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
+    let mut levels = vec![
+        level("L1I", 512, 2, Serves::Instruction),
+        level("L1D", 512, 2, Serves::Data),
+        level("L2", 2048, 4, Serves::Unified),
+        level("L3", 6144, 6, Serves::Unified), // 16 sets of 6 ways: not a power of two in ways
+    ];
+    match variant {
+        1 => levels[1].write_policy = WritePolicy::WriteThrough,
+        2 => levels[1].write_allocate = false,
+        3 => {
+            levels.remove(2); // two levels
+        }
+        _ => {}
+    }
+    HierarchyConfig {
+        cores,
+        line_size: 64,
+        page_size: Size(4096),
+        inclusion,
+        seed: 0,
+        prefetch_enabled: true,
+        levels,
+    }
+}
+
+fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
+    let mut fast = Hierarchy::new(cfg).unwrap();
+    // Odd block boundaries exercise the run batching across blocks.
+    for chunk in recs.chunks(37) {
+        fast.run_block(chunk);
+    }
+    let mut slow = Reference::new(cfg);
+    for r in recs {
+        slow.access(r);
+    }
+    for (i, l) in slow.levels.iter().enumerate() {
+        let got = fast.instance_stats(i);
+        for (c, want) in l.counts.iter().enumerate() {
+            let g = &got[c];
+            let name = &g.name;
+            for k in Kind::ALL {
+                let gk = g.kind(k);
+                assert_eq!(
+                    (gk.accesses, gk.hits, gk.misses),
+                    (want.acc[k as usize], want.hit[k as usize], want.miss[k as usize]),
+                    "{name} {}",
+                    k.name()
+                );
+            }
+            assert_eq!(g.evictions, want.evictions, "{name} evictions");
+            assert_eq!(g.writebacks, want.writebacks, "{name} writebacks");
+            assert_eq!(g.writebacks_received, want.wb_received, "{name} writebacks received");
+            assert_eq!(g.writeback_fills, want.wb_fills, "{name} writeback fills");
+            assert_eq!(g.write_throughs, want.write_throughs, "{name} write-throughs");
+            assert_eq!(g.back_invalidations, want.back_inval, "{name} back-invalidations");
+            assert_eq!(g.victim_fills, want.victim_fills, "{name} victim fills");
+        }
+    }
+    let s = fast.stats();
+    assert_eq!((s.memory.reads, s.memory.writes), (slow.mem_reads, slow.mem_writes), "memory traffic");
+    let bad = fast.check_invariants();
+    assert!(bad.is_empty(), "{bad:?}");
+}
+
+fn record() -> impl Strategy<Value = Record> {
+    // A small address range (many conflicts), unaligned sizes that sometimes cross lines, and
+    // a bias towards repeating nearby addresses so that same-line runs occur.
+    (0u64..96, 0u64..64, prop_oneof![Just(1u16), Just(4), Just(8), Just(16), Just(64)], 0u8..4, 0u32..3).prop_map(
+        |(line, off, size, kind, thread)| Record {
+            addr: 0x1000 + line * 64 + off,
+            thread,
+            icount: 1,
+            size,
+            kind: Kind::from_u8(kind).unwrap(),
+            privileged: false,
+        },
+    )
+}
+
+fn trace() -> impl Strategy<Value = Vec<Record>> {
+    prop::collection::vec((record(), 1usize..6), 1..400)
+        .prop_map(|v| v.into_iter().flat_map(|(r, rep)| std::iter::repeat(r).take(rep)).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+        compare(&config(cores, Inclusion::NonInclusive, variant), &recs);
+    }
+
+    #[test]
+    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+        compare(&config(cores, Inclusion::Inclusive, variant), &recs);
+    }
+
+    #[test]
+    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+        compare(&config(cores, Inclusion::Exclusive, variant), &recs);
+    }
+}
