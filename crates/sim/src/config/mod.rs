@@ -3,8 +3,10 @@ Configuration types shared by every part of the simulator. Parsing is strict: un
 errors and every error names its field path (`levels[1].ways`) and what is allowed (STYLE.md:
 validating parse, then a build step that checks cross-field rules).
 */
+mod simulation;
 mod size;
 
+pub use simulation::SimulationConfig;
 pub use size::Size;
 
 use crate::error::ConfigError;
