@@ -289,7 +289,8 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
         level("L1I", 512, 2, Serves::Instruction),
         level("L1D", 512, 2, Serves::Data),
         level("L2", 2048, 4, Serves::Unified),
-        level("L3", 6144, 6, Serves::Unified), // 16 sets of 6 ways: not a power of two in ways
+        // 7 sets of 6 ways: neither the set count nor the associativity is a power of two.
+        level("L3", 7 * 6 * 64, 6, Serves::Unified),
     ];
     match variant {
         1 => levels[1].write_policy = WritePolicy::WriteThrough,

@@ -22,8 +22,9 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   misses do not fill it, lines evicted from the level above are inserted into it, and a hit in
   it moves the line up. A write-back from higher up that misses the level above the victim
   cache goes to the victim cache if it holds the line (so no line is in both).
-- Prefetchers react to demand misses of their level; prefetched lines are fetched through the
-  levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
+- Prefetchers react to demand misses of their level and to the first demand hit on a line they
+  prefetched (tagged prefetching, so a detected stream keeps going); prefetched lines are
+  fetched through the levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
   level and every level below it that missed.
 */
 use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};
@@ -610,9 +611,15 @@ impl Hierarchy {
                 counters.access(kind, true);
                 cache.touch(slot);
                 let m = cache.meta_mut(slot);
+                let mut prefetched_hit = false;
                 if m.flags & flags::PREFETCHED != 0 {
                     m.flags &= !flags::PREFETCHED;
                     counters.prefetches_useful += 1;
+                    prefetched_hit = true;
+                }
+                if prefetched_hit && self.prefetch_enabled && level.prefetchers[h.instance as usize].kind() != PrefetcherKind::None {
+                    let flags = if privileged { flags::PRIVILEGED } else { 0 };
+                    self.prefetch(&path, d, line, flags);
                 }
                 hit_depth = d;
                 if d == 0 {
@@ -778,7 +785,8 @@ impl Hierarchy {
         self.fill(path, d, line, meta);
     }
 
-    /// The prefetcher at depth `d` saw a demand miss to `line`.
+    /// The prefetcher at depth `d` saw a demand miss to `line`, or a first hit on a line it
+    /// prefetched.
     fn prefetch(&mut self, path: &Path, d: usize, line: u64, base_flags: u8) {
         let h = path.get(d);
         let mut cand = [0u64; MAX_DEGREE as usize];

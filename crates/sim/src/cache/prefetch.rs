@@ -1,14 +1,15 @@
 /*!
 Hardware prefetchers attached to a cache level. They observe that level's demand misses and
-propose lines to bring in; the hierarchy fetches them (counted as prefetch traffic, never as
+first hits on lines they prefetched (tagged prefetching, Smith 1982: without it a stream
+detector loses the stream as soon as its prefetches start to hit) and propose lines to bring in; the hierarchy fetches them (counted as prefetch traffic, never as
 demand accesses) and marks them prefetched, so a later demand hit counts as a useful prefetch.
 They can be switched off and on while a simulation runs: ROCS (section 4) turns the prefetcher
 off while it profiles, because prefetch-induced fills blur the per-page miss counts.
 
-- `next-line`: on a miss to line L, prefetch L+1 .. L+degree.
-- `stride`: a single-stream detector over the level's miss stream (no PC is available in a
-  memory trace): when two successive misses are `s` lines apart, and the previous pair was too,
-  prefetch L+s .. L+degree*s.
+- `next-line`: on a trigger at line L, prefetch L+1 .. L+degree.
+- `stride`: a single-stream detector over the level's trigger stream (no PC is available in a
+  memory trace): when two successive triggers are `s` lines apart, and the previous pair was
+  too, prefetch L+s .. L+degree*s.
 */
 use serde::{Deserialize, Serialize};
 
