@@ -92,3 +92,223 @@ pub fn collect(src: &mut dyn RecordSource) -> Result<Vec<Record>, TraceError> {
     }
     Ok(out)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Trace files: formats, opening by format, conversion to the native format.
+
+/// The on-disk trace formats cachecolor reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// cachecolor's own format (`native.rs`, docs/trace-format.md).
+    Native,
+    /// Valgrind `--tool=lackey --trace-mem=yes` output.
+    Lackey,
+    /// Dinero III/IV `din` text.
+    Din,
+    /// ChampSim binary `input_instr` records.
+    ChampSim,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [
+        Format::Native,
+        Format::Lackey,
+        Format::Din,
+        Format::ChampSim,
+    ];
+
+    /// The name used in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Native => "native",
+            Format::Lackey => "lackey",
+            Format::Din => "din",
+            Format::ChampSim => "champsim",
+        }
+    }
+
+    /// Parse a format name (case-insensitive).
+    pub fn parse(s: &str) -> Result<Format, crate::ConfigError> {
+        Format::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| {
+            crate::ConfigError::new(
+                "format",
+                format!("unknown trace format {s:?} (expected one of: native, lackey, din, champsim)"),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Open a trace file of the given format as a record source. Text and ChampSim files are
+/// decompressed by extension (`.gz`, `.xz`, `.zst`); progress reports the bytes read from the
+/// file itself and its size. A native trace is compressed inside and is opened as it is.
+pub fn open(
+    path: &std::path::Path,
+    format: Format,
+) -> Result<Box<dyn RecordSource + Send>, crate::Error> {
+    if format == Format::Native {
+        return Ok(Box::new(native::TraceReader::open(path)?));
+    }
+    let Input {
+        reader: input,
+        read,
+        total_bytes,
+    } = open_input(path)?;
+    let inner: Box<dyn RecordSource + Send> = match format {
+        Format::Lackey => Box::new(lackey::LackeyReader::new(
+            std::io::BufReader::with_capacity(1 << 20, input),
+        )),
+        Format::Din => Box::new(din::DinReader::new(std::io::BufReader::with_capacity(
+            1 << 20,
+            input,
+        ))),
+        Format::ChampSim => Box::new(champsim::ChampSimReader::new(input)),
+        Format::Native => unreachable!("handled above"),
+    };
+    Ok(Box::new(FileSource {
+        inner,
+        read,
+        total_bytes,
+    }))
+}
+
+/// A file opened for reading, decompressed by extension.
+pub(crate) struct Input {
+    pub(crate) reader: Box<dyn std::io::Read + Send>,
+    /// Bytes read from the file itself so far (compressed bytes for a compressed file).
+    pub(crate) read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The file's size, when known.
+    pub(crate) total_bytes: Option<u64>,
+}
+
+/// Open `path` for reading, decompressing by extension (`.gz`, `.xz`, `.zst`/`.zstd`).
+pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        crate::Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("cannot open {}: {e}", path.display()),
+        ))
+    })?;
+    let total_bytes = file.metadata().ok().map(|m| m.len());
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = std::io::BufReader::with_capacity(
+        1 << 16,
+        CountingReader {
+            inner: file,
+            read: std::sync::Arc::clone(&read),
+        },
+    );
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let reader: Box<dyn std::io::Read + Send> = match ext.as_str() {
+        "gz" => Box::new(flate2::bufread::MultiGzDecoder::new(counted)),
+        "xz" => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(counted)),
+        "zst" | "zstd" => Box::new(zstd::stream::read::Decoder::with_buffer(counted)?),
+        _ => Box::new(counted),
+    };
+    Ok(Input {
+        reader,
+        read,
+        total_bytes,
+    })
+}
+
+/// Counts the bytes read through it (shared with the source that reports progress).
+struct CountingReader<R> {
+    inner: R,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// An importer over a file: progress in bytes of the file rather than of the decoded text.
+struct FileSource {
+    inner: Box<dyn RecordSource + Send>,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    total_bytes: Option<u64>,
+}
+
+impl RecordSource for FileSource {
+    fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
+        self.inner.next_block(buf)
+    }
+    fn progress(&self) -> Progress {
+        Progress {
+            bytes: self.read.load(std::sync::atomic::Ordering::Relaxed),
+            total_bytes: self.total_bytes,
+            ..self.inner.progress()
+        }
+    }
+}
+
+/// Stream `src` into a native trace at `out` with the given metadata, calling `progress` after
+/// every block. The trace is written to a temporary file in the same directory and renamed to
+/// `out` only once complete, so a failure leaves any existing `out` untouched and no partial
+/// file behind. Returns the number of records written.
+pub fn convert(
+    src: &mut dyn RecordSource,
+    out: &std::path::Path,
+    metadata: &str,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<u64, crate::Error> {
+    let name = out.file_name().ok_or_else(|| {
+        crate::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cannot write a trace to {}: not a file name", out.display()),
+        ))
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    // Unique per process and per call, so concurrent conversions never share a temporary.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tmp_name.push(format!(".tmp-{}-{seq}", std::process::id()));
+    let tmp = out.with_file_name(tmp_name);
+
+    let mut write = || -> Result<u64, crate::Error> {
+        let mut w = native::TraceWriter::create(&tmp, metadata)?;
+        let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+        while src.next_block(&mut buf)? {
+            w.write_all(&buf)?;
+            progress(Progress {
+                records: w.records_written(),
+                ..src.progress()
+            });
+        }
+        let records = w.records_written();
+        let file = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(records)
+    };
+    match write() {
+        Ok(records) => {
+            std::fs::rename(&tmp, out).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                crate::Error::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot rename {} to {}: {e}", tmp.display(), out.display()),
+                ))
+            })?;
+            Ok(records)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

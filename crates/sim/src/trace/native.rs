@@ -1,1 +1,1024 @@
-/*! (in progress) */
+/*!
+cachecolor's native trace format: a versioned file header, then zstd-compressed blocks of up to
+`BLOCK_RECORDS` records, each with an xxh3-64 checksum, then an end marker carrying the total
+record count. `docs/trace-format.md` is the byte-exact specification; this comment is the map.
+
+```text
+file   = header block* end
+header = "CCTRACE\0" version:u16 flags:u16 meta_len:u32 meta[meta_len] xxh3(header so far):u64
+block  = "CCBK" n:u32 raw_len:u32 comp_len:u32 xxh3(n,raw_len,comp_len,payload):u64 payload
+end    = "CCEN" 0:u32 total_records:u64 xxh3(0,total_records):u64          (then end of file)
+```
+All integers are little-endian. A block's payload decompresses (zstd) to `raw_len` bytes that
+hold its `n` records in columns, so that each column compresses well and decodes in a tight
+loop (DESIGN.md principle 5):
+
+```text
+addr_len:u32 size_esc:u32 icount_esc:u32 threads:u32      column directory (counts)
+tag[n]     kind (bits 0-1) | privileged (bit 2) | address width class (bits 3-5) | new thread (bit 6)
+offset[n]  address & 63 (byte within the 64-byte line)
+size[n]    size, or 255 = the next u16 of the size escapes
+icount[n]  icount, or 255 = the next u32 of the icount escapes
+addr[addr_len]  per record, zigzag(line - previous line of the same stream) in 0,1,2,3,4,5,6
+                or 8 little-endian bytes (the width class); streams: instruction / data
+size escapes (u16 each), icount escapes (u32 each), new thread ids (u32 each)
+```
+Predictors (previous line per stream, current thread = 0) restart at every block, so a block
+decodes on its own.
+
+Contract:
+- A writer that is dropped without `finish` leaves a file without an end marker, which a reader
+  reports as truncated: a crash never passes for a complete trace.
+- A reader never panics and never trusts a length before checking it against a limit
+  (`MAX_BLOCK_RECORDS`, `MAX_METADATA_BYTES`, the per-record maximum encoded size); every error is
+  a `TraceError` carrying the byte offset where the problem was found. Reading is block at a
+  time, so memory does not grow with trace length. After an error the reader keeps returning it.
+*/
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+
+use super::{Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use crate::error::{Error, TraceError};
+
+/// The first 8 bytes of every native trace.
+pub const MAGIC: [u8; 8] = *b"CCTRACE\0";
+/// The format version this code writes and reads.
+pub const VERSION: u16 = 1;
+/// Marker that starts a block of records.
+pub const BLOCK_MAGIC: [u8; 4] = *b"CCBK";
+/// Marker that starts the end record.
+pub const END_MAGIC: [u8; 4] = *b"CCEN";
+/// Most records a reader accepts in one block (the writer uses `BLOCK_RECORDS`).
+pub const MAX_BLOCK_RECORDS: usize = 1 << 20;
+/// Longest metadata string a reader accepts.
+pub const MAX_METADATA_BYTES: usize = 1 << 20;
+/// zstd level used by the writer (1 is the fastest to write and decodes as fast as any).
+pub const ZSTD_LEVEL: i32 = 1;
+
+/// Bytes of a block header and of the end record.
+const BLOCK_HEADER_BYTES: usize = 24;
+/// Fixed part of the file header before the metadata.
+const FILE_HEADER_FIXED: usize = 16;
+/// Column directory at the start of a raw block.
+const DIRECTORY_BYTES: usize = 16;
+/// Largest encoding of one record: 4 fixed columns + 8 address + 2 size + 4 icount + 4 thread.
+const MAX_RECORD_BYTES: usize = 22;
+/// Address granularity of the delta coding (bytes): lines, with the offset in its own column.
+const LINE_SHIFT: u32 = 6;
+const OFFSET_MASK: u64 = (1 << LINE_SHIFT) - 1;
+/// Escape value in the one-byte size and icount columns.
+const ESCAPE: u8 = 255;
+
+const TAG_PRIVILEGED: u8 = 1 << 2;
+const TAG_WIDTH_SHIFT: u32 = 3;
+const TAG_NEW_THREAD: u8 = 1 << 6;
+const TAG_RESERVED: u8 = 1 << 7;
+/// Byte width of each address width class.
+const WIDTHS: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 8];
+/// Mask of the bytes of each address width class.
+const MASKS: [u64; 8] = [
+    0,
+    0xff,
+    0xffff,
+    0xff_ffff,
+    0xffff_ffff,
+    0xff_ffff_ffff,
+    0xffff_ffff_ffff,
+    u64::MAX,
+];
+/// Width class for a value needing `i` bytes.
+const CLASS_FOR_BYTES: [u8; 9] = [0, 1, 2, 3, 4, 5, 6, 7, 7];
+
+#[inline]
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Most bytes a compressed payload of `raw_len` bytes may take (zstd's own bound is below it).
+fn max_compressed_len(raw_len: usize) -> usize {
+    raw_len + raw_len / 64 + 1024
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block encoding
+
+// The writer's blocks must be readable.
+const _: () = assert!(BLOCK_RECORDS <= MAX_BLOCK_RECORDS);
+
+/// Column buffers reused from block to block by the writer.
+#[derive(Default)]
+struct Encoder {
+    addr: Vec<u8>,
+    size_esc: Vec<u8>,
+    icount_esc: Vec<u8>,
+    threads: Vec<u8>,
+}
+
+impl Encoder {
+    /// Encode `records` (at most `MAX_BLOCK_RECORDS`) into `raw`, replacing its contents.
+    fn encode(&mut self, records: &[Record], raw: &mut Vec<u8>) {
+        let n = records.len();
+        // Addresses are written as whole 8-byte words, each advancing by its width only; the
+        // buffer keeps its length between blocks so it is zeroed once, not per block.
+        if self.addr.len() < 8 * n + 8 {
+            self.addr.resize(8 * n + 8, 0);
+        }
+        let mut pa = 0usize;
+        self.size_esc.clear();
+        self.icount_esc.clear();
+        self.threads.clear();
+        raw.clear();
+        raw.resize(DIRECTORY_BYTES + 4 * n, 0);
+        let (dir, cols) = raw.split_at_mut(DIRECTORY_BYTES);
+        let (tags, rest) = cols.split_at_mut(n);
+        let (offsets, rest) = rest.split_at_mut(n);
+        let (sizes, icounts) = rest.split_at_mut(n);
+
+        let mut prev_line = [0u64; 2];
+        let mut thread = 0u32;
+        for (i, r) in records.iter().enumerate() {
+            let stream = (r.kind == Kind::IFetch) as usize;
+            let line = r.addr >> LINE_SHIFT;
+            let delta = zigzag(line.wrapping_sub(prev_line[stream]) as i64);
+            prev_line[stream] = line;
+            let class = CLASS_FOR_BYTES[(64 - delta.leading_zeros() as usize).div_ceil(8)];
+            self.addr[pa..pa + 8].copy_from_slice(&delta.to_le_bytes());
+            pa += WIDTHS[class as usize];
+
+            let mut tag = r.kind as u8 | (class << TAG_WIDTH_SHIFT);
+            if r.privileged {
+                tag |= TAG_PRIVILEGED;
+            }
+            if r.thread != thread {
+                tag |= TAG_NEW_THREAD;
+                thread = r.thread;
+                self.threads.extend_from_slice(&thread.to_le_bytes());
+            }
+            tags[i] = tag;
+            offsets[i] = (r.addr & OFFSET_MASK) as u8;
+            sizes[i] = if r.size < ESCAPE as u16 {
+                r.size as u8
+            } else {
+                self.size_esc.extend_from_slice(&r.size.to_le_bytes());
+                ESCAPE
+            };
+            icounts[i] = if r.icount < ESCAPE as u32 {
+                r.icount as u8
+            } else {
+                self.icount_esc.extend_from_slice(&r.icount.to_le_bytes());
+                ESCAPE
+            };
+        }
+        let counts = [
+            pa,
+            self.size_esc.len() / 2,
+            self.icount_esc.len() / 4,
+            self.threads.len() / 4,
+        ];
+        for (slot, count) in dir.chunks_exact_mut(4).zip(counts) {
+            slot.copy_from_slice(&(count as u32).to_le_bytes());
+        }
+        raw.extend_from_slice(&self.addr[..pa]);
+        raw.extend_from_slice(&self.size_esc);
+        raw.extend_from_slice(&self.icount_esc);
+        raw.extend_from_slice(&self.threads);
+    }
+}
+
+/// Decode a raw block of `n` records into `out` (cleared first). `raw` must be followed by at
+/// least 8 readable bytes (the reader pads its buffer) so that addresses load as whole words.
+/// Errors describe what is inconsistent; the caller adds the block and its offset.
+///
+/// A first pass checks the tags and escape counts against the column directory, so that the
+/// second, hot pass cannot run past a column and needs no error path of its own.
+fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result<(), String> {
+    debug_assert!(raw.len() >= raw_len + 8);
+    out.clear();
+    if raw_len < DIRECTORY_BYTES + 4 * n {
+        return Err(format!("{raw_len} bytes cannot hold {n} records"));
+    }
+    let dir = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap()) as usize;
+    let (addr_len, n_size_esc, n_icount_esc, n_threads) = (dir(0), dir(1), dir(2), dir(3));
+    let fixed_end = DIRECTORY_BYTES + 4 * n;
+    let expected = fixed_end as u64
+        + addr_len as u64
+        + 2 * n_size_esc as u64
+        + 4 * n_icount_esc as u64
+        + 4 * n_threads as u64;
+    if expected != raw_len as u64 {
+        return Err(format!(
+            "column directory describes {expected} bytes but the block holds {raw_len}"
+        ));
+    }
+    let tags = &raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n];
+    let offsets = &raw[DIRECTORY_BYTES + n..DIRECTORY_BYTES + 2 * n];
+    let sizes = &raw[DIRECTORY_BYTES + 2 * n..DIRECTORY_BYTES + 3 * n];
+    let icounts = &raw[DIRECTORY_BYTES + 3 * n..fixed_end];
+    let addr_end = fixed_end + addr_len;
+    let size_esc = &raw[addr_end..addr_end + 2 * n_size_esc];
+    let icount_end = addr_end + 2 * n_size_esc + 4 * n_icount_esc;
+    let icount_esc = &raw[addr_end + 2 * n_size_esc..icount_end];
+    let threads = &raw[icount_end..raw_len];
+
+    // Pass 1: validate, so pass 2 stays inside every column. Written as narrow reductions over
+    // chunks so the compiler vectorises them: width = class, except class 7 is 8 bytes wide.
+    let (mut widths, mut new_threads, mut all_tags) = (0usize, 0usize, 0u8);
+    for chunk in tags.chunks(4096) {
+        // u16 lanes cannot overflow: at most 4096 x 8.
+        let (mut class_sum, mut wide, mut changes) = (0u16, 0u16, 0u16);
+        for &tag in chunk {
+            let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as u16;
+            class_sum += class;
+            wide += (class == 7) as u16;
+            changes += ((tag & TAG_NEW_THREAD) != 0) as u16;
+            all_tags |= tag;
+        }
+        widths += class_sum as usize + wide as usize;
+        new_threads += changes as usize;
+    }
+    if all_tags & TAG_RESERVED != 0 {
+        return Err("a record has the reserved tag bit set".to_string());
+    }
+    let escaped = |col: &[u8]| -> usize {
+        col.chunks(255)
+            .map(|c| c.iter().fold(0u8, |n, &b| n + (b == ESCAPE) as u8) as usize)
+            .sum()
+    };
+    if widths != addr_len
+        || new_threads != n_threads
+        || escaped(sizes) != n_size_esc
+        || escaped(icounts) != n_icount_esc
+    {
+        return Err("column lengths do not match the records that use them".to_string());
+    }
+
+    // Pass 2: the common case, kept small enough to live in registers: escaped sizes and
+    // icounts come out as 255 and threads as 0 here, and are patched by pass 3 if present.
+    let addr = &raw[fixed_end..addr_end + 8];
+    let mut pa = 0usize;
+    let (mut prev_data, mut prev_inst) = (0u64, 0u64);
+    let records =
+        tags.iter()
+            .zip(offsets)
+            .zip(sizes)
+            .zip(icounts)
+            .map(|(((&tag, &off), &s), &c)| {
+                let kind = match tag & 3 {
+                    0 => Kind::Load,
+                    1 => Kind::Store,
+                    2 => Kind::IFetch,
+                    _ => Kind::Modify,
+                };
+                let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as usize;
+                // Pass 1 proved `pa <= addr_len`; the 8 bytes of padding keep this load in bounds.
+                let word = u64::from_le_bytes(addr[pa..pa + 8].try_into().unwrap());
+                pa += WIDTHS[class];
+                let delta = unzigzag(word & MASKS[class]) as u64;
+                let is_inst = kind == Kind::IFetch;
+                let line = if is_inst { prev_inst } else { prev_data }.wrapping_add(delta);
+                if is_inst {
+                    prev_inst = line;
+                } else {
+                    prev_data = line;
+                }
+                Record {
+                    addr: (line << LINE_SHIFT) | off as u64,
+                    thread: 0,
+                    icount: c as u32,
+                    size: s as u16,
+                    kind,
+                    privileged: tag & TAG_PRIVILEGED != 0,
+                }
+            });
+    out.extend(records);
+
+    // Pass 3: escapes and threads, only for blocks that have them. Pass 1 counted the escapes
+    // and thread ids, so each value iterator yields exactly one item per marked record.
+    if n_size_esc > 0 {
+        let mut values = size_esc.chunks_exact(2);
+        for_each_marked(
+            sizes,
+            |b| b == ESCAPE,
+            |i| {
+                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                    r.size = u16::from_le_bytes([v[0], v[1]]);
+                }
+            },
+        );
+    }
+    if n_icount_esc > 0 {
+        let mut values = icount_esc.chunks_exact(4);
+        for_each_marked(
+            icounts,
+            |b| b == ESCAPE,
+            |i| {
+                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                    r.icount = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+            },
+        );
+    }
+    if n_threads > 0 {
+        // Fill each run of records with its thread; runs of thread 0 are already right.
+        let mut values = threads.chunks_exact(4);
+        let (mut start, mut thread) = (0usize, 0u32);
+        let mut fill = |end: usize, thread: u32| {
+            if thread != 0 {
+                out[start..end].iter_mut().for_each(|r| r.thread = thread);
+            }
+            start = end;
+        };
+        for_each_marked(
+            tags,
+            |t| t & TAG_NEW_THREAD != 0,
+            |i| {
+                fill(i, thread);
+                if let Some(v) = values.next() {
+                    thread = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+            },
+        );
+        fill(n, thread);
+    }
+    Ok(())
+}
+
+/// Call `f(i)` for each index whose byte satisfies `marked`, in order. Rare marks are the common
+/// case, so 32-byte chunks are tested as a whole first (a loop the compiler vectorises).
+#[inline]
+fn for_each_marked(col: &[u8], marked: impl Fn(u8) -> bool, mut f: impl FnMut(usize)) {
+    for (c, chunk) in col.chunks(32).enumerate() {
+        if chunk.iter().fold(false, |any, &b| any | marked(b)) {
+            for (j, &b) in chunk.iter().enumerate() {
+                if marked(b) {
+                    f(32 * c + j);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+/// Writes a native trace: records are buffered and written a block at a time. Call `finish` to
+/// write the last block and the end marker; a trace without its end marker reads as truncated.
+pub struct TraceWriter<W: Write> {
+    w: W,
+    pending: Vec<Record>,
+    encoder: Encoder,
+    compressor: zstd::bulk::Compressor<'static>,
+    raw: Vec<u8>,
+    comp: Vec<u8>,
+    written: u64,
+}
+
+impl TraceWriter<BufWriter<File>> {
+    /// Create (or truncate) the file at `path` and write the header.
+    pub fn create(path: &Path, metadata: &str) -> Result<Self, Error> {
+        let file = File::create(path).map_err(|e| {
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("cannot create {}: {e}", path.display()),
+            ))
+        })?;
+        TraceWriter::new(BufWriter::with_capacity(1 << 20, file), metadata)
+    }
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Write the file header (with `metadata`, e.g. the command that produced the trace) to `w`.
+    pub fn new(mut w: W, metadata: &str) -> Result<Self, Error> {
+        if metadata.len() > MAX_METADATA_BYTES {
+            return Err(Error::Trace(TraceError::new(format!(
+                "trace metadata is {} bytes; at most {MAX_METADATA_BYTES} are allowed",
+                metadata.len()
+            ))));
+        }
+        let mut header = Vec::with_capacity(FILE_HEADER_FIXED + metadata.len() + 8);
+        header.extend_from_slice(&MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&0u16.to_le_bytes());
+        header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
+        header.extend_from_slice(metadata.as_bytes());
+        let sum = xxh3_64(&header);
+        header.extend_from_slice(&sum.to_le_bytes());
+        w.write_all(&header)?;
+        Ok(TraceWriter {
+            w,
+            pending: Vec::with_capacity(BLOCK_RECORDS),
+            encoder: Encoder::default(),
+            compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+            raw: Vec::new(),
+            comp: Vec::new(),
+            written: 0,
+        })
+    }
+
+    /// Buffer one record; a block is written when `BLOCK_RECORDS` are buffered.
+    #[inline]
+    pub fn write(&mut self, r: &Record) -> Result<(), Error> {
+        self.pending.push(*r);
+        if self.pending.len() >= BLOCK_RECORDS {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    /// Buffer many records, writing blocks as they fill.
+    pub fn write_all(&mut self, mut rs: &[Record]) -> Result<(), Error> {
+        while !rs.is_empty() {
+            let take = (BLOCK_RECORDS - self.pending.len()).min(rs.len());
+            self.pending.extend_from_slice(&rs[..take]);
+            rs = &rs[take..];
+            if self.pending.len() >= BLOCK_RECORDS {
+                self.flush_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records accepted so far (written or buffered).
+    pub fn records_written(&self) -> u64 {
+        self.written + self.pending.len() as u64
+    }
+
+    /// Write the last block and the end marker, flush, and hand back the inner writer.
+    pub fn finish(mut self) -> Result<W, Error> {
+        self.flush_block()?;
+        let mut end = [0u8; BLOCK_HEADER_BYTES];
+        end[..4].copy_from_slice(&END_MAGIC);
+        end[8..16].copy_from_slice(&self.written.to_le_bytes());
+        let sum = xxh3_64(&end[4..16]);
+        end[16..].copy_from_slice(&sum.to_le_bytes());
+        self.w.write_all(&end)?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+
+    fn flush_block(&mut self) -> Result<(), Error> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let n = self.pending.len();
+        self.encoder.encode(&self.pending, &mut self.raw);
+        self.comp.clear();
+        self.comp
+            .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
+        self.compressor
+            .compress_to_buffer(&self.raw, &mut self.comp)?;
+
+        let mut header = [0u8; BLOCK_HEADER_BYTES];
+        header[..4].copy_from_slice(&BLOCK_MAGIC);
+        header[4..8].copy_from_slice(&(n as u32).to_le_bytes());
+        header[8..12].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
+        header[12..16].copy_from_slice(&(self.comp.len() as u32).to_le_bytes());
+        let sum = block_checksum(&header[4..16], &self.comp);
+        header[16..].copy_from_slice(&sum.to_le_bytes());
+        self.w.write_all(&header)?;
+        self.w.write_all(&self.comp)?;
+        self.written += n as u64;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// xxh3-64 of a block header's count and length fields followed by its payload.
+fn block_checksum(fields: &[u8], payload: &[u8]) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(fields);
+    h.update(payload);
+    h.digest()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+/// Reads a native trace block by block (a `RecordSource`).
+pub struct TraceReader<R: Read> {
+    r: R,
+    metadata: String,
+    version: u16,
+    /// Bytes consumed from the start of the file.
+    offset: u64,
+    blocks: u64,
+    records: u64,
+    total_bytes: Option<u64>,
+    total_records: Option<u64>,
+    decompressor: zstd::bulk::Decompressor<'static>,
+    comp: Vec<u8>,
+    raw: Vec<u8>,
+    state: State,
+}
+
+enum State {
+    Reading,
+    Done,
+    Failed(TraceError),
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Open the trace at `path`. Progress then knows the file size and, when the end marker is
+    /// intact, the total record count.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let mut file = File::open(path).map_err(|e| {
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("cannot open {}: {e}", path.display()),
+            ))
+        })?;
+        let len = file.metadata().ok().map(|m| m.len());
+        let total_records = len.and_then(|len| peek_total_records(&mut file, len));
+        file.seek(SeekFrom::Start(0))?;
+        let mut reader = TraceReader::new(BufReader::with_capacity(1 << 20, file))?;
+        reader.total_bytes = len;
+        reader.total_records = total_records;
+        Ok(reader)
+    }
+}
+
+/// The record count in an intact end marker at the end of the file, if there is one.
+fn peek_total_records(file: &mut File, len: u64) -> Option<u64> {
+    if len < (FILE_HEADER_FIXED + 8 + BLOCK_HEADER_BYTES) as u64 {
+        return None;
+    }
+    let mut end = [0u8; BLOCK_HEADER_BYTES];
+    file.seek(SeekFrom::Start(len - BLOCK_HEADER_BYTES as u64))
+        .ok()?;
+    file.read_exact(&mut end).ok()?;
+    let sum = u64::from_le_bytes(end[16..].try_into().unwrap());
+    (end[..4] == END_MAGIC && xxh3_64(&end[4..16]) == sum)
+        .then(|| u64::from_le_bytes(end[8..16].try_into().unwrap()))
+}
+
+/// Read until `buf` is full or the input ends; returns the bytes read.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// A short description of what a file that is not a native trace seems to be.
+fn guess_format(start: &[u8]) -> &'static str {
+    if start.starts_with(&[0x1f, 0x8b]) {
+        " (it looks gzip-compressed)"
+    } else if start.starts_with(&[0xfd, b'7', b'z', b'X', b'Z']) {
+        " (it looks xz-compressed)"
+    } else if start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        " (it looks zstd-compressed)"
+    } else if start.starts_with(b"==") || start.starts_with(b"I ") || start.starts_with(b" ") {
+        " (it looks like text; is it Valgrind lackey output?)"
+    } else if start.first().is_some_and(|b| b"01234".contains(b)) && start.get(1) == Some(&b' ') {
+        " (it looks like text; is it a Dinero din trace?)"
+    } else {
+        ""
+    }
+}
+
+fn hex_bytes(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Read and check the file header from `r`.
+    pub fn new(mut r: R) -> Result<Self, Error> {
+        let io_err = |e: io::Error, at: u64| TraceError::at(at, format!("read error: {e}"));
+        let mut fixed = [0u8; FILE_HEADER_FIXED];
+        let got = read_full(&mut r, &mut fixed).map_err(|e| io_err(e, 0))?;
+        let magic_got = got.min(MAGIC.len());
+        if got == 0 {
+            return Err(TraceError::at(
+                0,
+                "empty file: not a cachecolor trace (expected magic \"CCTRACE\\0\")",
+            )
+            .into());
+        }
+        if fixed[..magic_got] != MAGIC[..magic_got] {
+            return Err(TraceError::at(
+                0,
+                format!(
+                    "not a cachecolor trace: it starts with {} where a native trace starts with \
+                     \"CCTRACE\\0\"{}; for another tool's trace, give its format (lackey, din \
+                     or champsim)",
+                    hex_bytes(&fixed[..magic_got]),
+                    guess_format(&fixed[..got]),
+                ),
+            )
+            .into());
+        }
+        if got < 10 {
+            return Err(TraceError::at(
+                got as u64,
+                format!("truncated trace: the file header ends after {got} bytes"),
+            )
+            .into());
+        }
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+        if version != VERSION {
+            return Err(TraceError::at(
+                8,
+                format!(
+                    "unsupported trace version {version} (this cachecolor reads version {VERSION})"
+                ),
+            )
+            .into());
+        }
+        if got < FILE_HEADER_FIXED {
+            return Err(TraceError::at(
+                got as u64,
+                format!("truncated trace: the file header ends after {got} bytes"),
+            )
+            .into());
+        }
+        let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
+        if flags != 0 {
+            return Err(TraceError::at(
+                10,
+                format!(
+                    "unsupported trace flags {flags:#06x} (this cachecolor knows none): the \
+                     file is corrupt or from a newer cachecolor"
+                ),
+            )
+            .into());
+        }
+        let meta_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap()) as usize;
+        if meta_len > MAX_METADATA_BYTES {
+            return Err(TraceError::at(
+                12,
+                format!(
+                    "metadata length {meta_len} exceeds the limit of {MAX_METADATA_BYTES} bytes: \
+                     the file header is corrupt"
+                ),
+            )
+            .into());
+        }
+        let mut rest = vec![0u8; meta_len + 8];
+        let got = read_full(&mut r, &mut rest).map_err(|e| io_err(e, FILE_HEADER_FIXED as u64))?;
+        let header_len = FILE_HEADER_FIXED + rest.len();
+        if got < rest.len() {
+            return Err(TraceError::at(
+                (FILE_HEADER_FIXED + got) as u64,
+                format!(
+                    "truncated trace: the file header ends after {} of {header_len} bytes",
+                    FILE_HEADER_FIXED + got
+                ),
+            )
+            .into());
+        }
+        let (meta, sum) = rest.split_at(meta_len);
+        let mut h = Xxh3::new();
+        h.update(&fixed);
+        h.update(meta);
+        if h.digest() != u64::from_le_bytes(sum.try_into().unwrap()) {
+            return Err(TraceError::at(
+                0,
+                "checksum mismatch in the file header: the file is corrupt",
+            )
+            .into());
+        }
+        let metadata = String::from_utf8(meta.to_vec()).map_err(|e| {
+            TraceError::at(
+                (FILE_HEADER_FIXED + e.utf8_error().valid_up_to()) as u64,
+                "trace metadata is not valid UTF-8: the file is corrupt",
+            )
+        })?;
+        Ok(TraceReader {
+            r,
+            metadata,
+            version,
+            offset: header_len as u64,
+            blocks: 0,
+            records: 0,
+            total_bytes: None,
+            total_records: None,
+            decompressor: zstd::bulk::Decompressor::new()?,
+            comp: Vec::new(),
+            raw: Vec::new(),
+            state: State::Reading,
+        })
+    }
+
+    /// The free-form metadata string stored in the header.
+    pub fn metadata(&self) -> &str {
+        &self.metadata
+    }
+
+    /// The format version of the file.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// Read the next block (or the end marker) into `buf`.
+    fn read_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
+        let at = self.offset;
+        let mut header = [0u8; BLOCK_HEADER_BYTES];
+        let got = read_full(&mut self.r, &mut header)
+            .map_err(|e| TraceError::at(at, format!("read error: {e}")))?;
+        if got == 0 {
+            return Err(TraceError::at(
+                at,
+                format!(
+                    "truncated trace: the file ends at byte {at} after {} blocks ({} records) \
+                     without an end marker (was the writer interrupted?)",
+                    self.blocks, self.records
+                ),
+            ));
+        }
+        let seen = got.min(4);
+        let is_block = header[..seen] == BLOCK_MAGIC[..seen];
+        let is_end = header[..seen] == END_MAGIC[..seen];
+        if !is_block && !is_end {
+            return Err(TraceError::at(
+                at,
+                format!(
+                    "expected a block (\"CCBK\") or the end marker (\"CCEN\") at byte {at} but \
+                     found {}: the file is corrupt",
+                    hex_bytes(&header[..got.min(4)])
+                ),
+            ));
+        }
+        let what = match (is_block, is_end) {
+            (true, true) => "block header or end marker",
+            (true, false) => "block header",
+            _ => "end marker",
+        };
+        if got < BLOCK_HEADER_BYTES {
+            return Err(TraceError::at(
+                at + got as u64,
+                format!(
+                    "truncated trace: {what} at byte {at} ends after {got} of \
+                     {BLOCK_HEADER_BYTES} bytes"
+                ),
+            ));
+        }
+        let field = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().unwrap());
+        let sum = u64::from_le_bytes(header[16..].try_into().unwrap());
+        self.offset += BLOCK_HEADER_BYTES as u64;
+
+        if is_end {
+            if xxh3_64(&header[4..16]) != sum {
+                return Err(TraceError::at(
+                    at,
+                    format!(
+                        "checksum mismatch in the end marker at byte {at}: the file is corrupt"
+                    ),
+                ));
+            }
+            if field(4) != 0 {
+                return Err(TraceError::at(
+                    at + 4,
+                    format!(
+                        "the end marker at byte {at} has a nonzero reserved field: the file is \
+                         corrupt or from a newer cachecolor"
+                    ),
+                ));
+            }
+            let total = u64::from_le_bytes(header[8..16].try_into().unwrap());
+            if total != self.records {
+                return Err(TraceError::at(
+                    at,
+                    format!(
+                        "the end marker at byte {at} counts {total} records but the file holds \
+                         {}: the file is corrupt",
+                        self.records
+                    ),
+                ));
+            }
+            let mut extra = [0u8; 1];
+            let more = read_full(&mut self.r, &mut extra)
+                .map_err(|e| TraceError::at(self.offset, format!("read error: {e}")))?;
+            if more != 0 {
+                return Err(TraceError::at(
+                    self.offset,
+                    format!(
+                        "unexpected data after the end marker at byte {}: the file is corrupt",
+                        self.offset
+                    ),
+                ));
+            }
+            return Ok(false);
+        }
+
+        let index = self.blocks;
+        let (n, raw_len, comp_len) = (field(4) as usize, field(8) as usize, field(12) as usize);
+        let corrupt = |msg: String| {
+            TraceError::at(
+                at,
+                format!("block {index} at byte {at} {msg}: the file is corrupt"),
+            )
+        };
+        if n == 0 || n > MAX_BLOCK_RECORDS {
+            return Err(corrupt(format!(
+                "declares {n} records (allowed 1 to {MAX_BLOCK_RECORDS})"
+            )));
+        }
+        if raw_len < DIRECTORY_BYTES + 4 * n || raw_len > DIRECTORY_BYTES + MAX_RECORD_BYTES * n {
+            return Err(corrupt(format!("declares {raw_len} bytes for {n} records")));
+        }
+        if comp_len > max_compressed_len(raw_len) {
+            return Err(corrupt(format!(
+                "declares {comp_len} compressed bytes for {raw_len} bytes of records"
+            )));
+        }
+        self.comp.clear();
+        self.comp.resize(comp_len, 0);
+        let got = read_full(&mut self.r, &mut self.comp)
+            .map_err(|e| TraceError::at(self.offset, format!("read error: {e}")))?;
+        if got < comp_len {
+            return Err(TraceError::at(
+                self.offset + got as u64,
+                format!(
+                    "truncated trace: block {index} at byte {at} ends after {} of {} bytes",
+                    BLOCK_HEADER_BYTES + got,
+                    BLOCK_HEADER_BYTES + comp_len
+                ),
+            ));
+        }
+        self.offset += comp_len as u64;
+        if block_checksum(&header[4..16], &self.comp) != sum {
+            return Err(TraceError::at(
+                at,
+                format!("checksum mismatch in block {index} at byte {at}: the file is corrupt"),
+            ));
+        }
+        self.raw.clear();
+        self.raw.reserve(raw_len + 8);
+        let out = self
+            .decompressor
+            .decompress_to_buffer(&self.comp, &mut self.raw)
+            .map_err(|e| corrupt(format!("does not decompress ({e})")))?;
+        if out != raw_len {
+            return Err(corrupt(format!(
+                "decompresses to {out} bytes instead of {raw_len}"
+            )));
+        }
+        self.raw.extend_from_slice(&[0u8; 8]);
+        decode(&self.raw, raw_len, n, buf)
+            .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
+        self.blocks += 1;
+        self.records += n as u64;
+        Ok(true)
+    }
+}
+
+impl<R: Read> RecordSource for TraceReader<R> {
+    fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
+        buf.clear();
+        match &self.state {
+            State::Done => return Ok(false),
+            State::Failed(e) => return Err(e.clone()),
+            State::Reading => {}
+        }
+        match self.read_block(buf) {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                self.state = State::Done;
+                Ok(false)
+            }
+            Err(e) => {
+                buf.clear();
+                self.state = State::Failed(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            records: self.records,
+            bytes: self.offset,
+            total_bytes: self.total_bytes,
+            total_records: self.total_records,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::collect;
+
+    fn sample(n: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| {
+                let kind = Kind::ALL[i % 4];
+                Record {
+                    addr: 0x7fff_0000_0000u64.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9)),
+                    thread: (i / 1000) as u32,
+                    icount: (i % 300) as u32,
+                    size: [1, 4, 8, 64, 300, 65535][i % 6],
+                    kind,
+                    privileged: i % 7 == 0,
+                }
+            })
+            .collect()
+    }
+
+    fn encode_file(records: &[Record], meta: &str) -> Vec<u8> {
+        let mut w = TraceWriter::new(Vec::new(), meta).unwrap();
+        w.write_all(records).unwrap();
+        w.finish().unwrap()
+    }
+
+    fn decode_file(bytes: &[u8]) -> Result<Vec<Record>, Error> {
+        let mut r = TraceReader::new(bytes)?;
+        Ok(collect(&mut r)?)
+    }
+
+    #[test]
+    fn zigzag_round_trips_extremes() {
+        for v in [0i64, 1, -1, i64::MAX, i64::MIN, 12345, -98765] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    #[test]
+    fn block_round_trip() {
+        let records = sample(5000);
+        let mut raw = Vec::new();
+        Encoder::default().encode(&records, &mut raw);
+        let len = raw.len();
+        raw.extend_from_slice(&[0; 8]);
+        let mut out = Vec::new();
+        decode(&raw, len, records.len(), &mut out).unwrap();
+        assert_eq!(out, records);
+    }
+
+    #[test]
+    fn file_round_trip_keeps_metadata() {
+        let records = sample(BLOCK_RECORDS + 17);
+        let bytes = encode_file(&records, "prog --flag ✓");
+        let r = TraceReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.metadata(), "prog --flag ✓");
+        assert_eq!(r.version(), VERSION);
+        assert_eq!(decode_file(&bytes).unwrap(), records);
+    }
+
+    #[test]
+    fn missing_end_marker_is_truncation() {
+        let bytes = encode_file(&sample(10), "");
+        let cut = &bytes[..bytes.len() - BLOCK_HEADER_BYTES];
+        let err = decode_file(cut).unwrap_err().to_string();
+        assert!(
+            err.contains("truncated") && err.contains("without an end marker"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn wrong_magic_and_version() {
+        let err = decode_file(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a cachecolor trace"), "{err}");
+        let mut bytes = encode_file(&[], "");
+        bytes[8] = 9;
+        let err = decode_file(&bytes).unwrap_err().to_string();
+        assert!(err.contains("unsupported trace version 9"), "{err}");
+        let err = decode_file(b"").unwrap_err().to_string();
+        assert!(err.contains("empty file"), "{err}");
+    }
+
+    #[test]
+    fn flipped_payload_bit_is_a_checksum_mismatch() {
+        let mut bytes = encode_file(&sample(100), "");
+        let payload = FILE_HEADER_FIXED + 8 + BLOCK_HEADER_BYTES + 3;
+        bytes[payload] ^= 0x10;
+        let err = decode_file(&bytes).unwrap_err().to_string();
+        assert!(err.contains("checksum mismatch in block 0"), "{err}");
+    }
+
+    #[test]
+    fn reader_is_fused_after_error_and_end() {
+        let bytes = encode_file(&sample(3), "");
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        let mut buf = Vec::new();
+        assert!(r.next_block(&mut buf).unwrap());
+        assert!(!r.next_block(&mut buf).unwrap());
+        assert!(!r.next_block(&mut buf).unwrap());
+        let cut = &bytes[..bytes.len() - 5];
+        let mut r = TraceReader::new(cut).unwrap();
+        assert!(r.next_block(&mut buf).unwrap());
+        let e1 = r.next_block(&mut buf).unwrap_err();
+        assert_eq!(r.next_block(&mut buf).unwrap_err(), e1);
+    }
+}
