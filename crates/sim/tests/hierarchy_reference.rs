@@ -367,7 +367,7 @@ fn record() -> impl Strategy<Value = Record> {
 
 fn trace() -> impl Strategy<Value = Vec<Record>> {
     prop::collection::vec((record(), 1usize..6), 1..400)
-        .prop_map(|v| v.into_iter().flat_map(|(r, rep)| std::iter::repeat(r).take(rep)).collect())
+        .prop_map(|v| v.into_iter().flat_map(|(r, rep)| std::iter::repeat_n(r, rep)).collect())
 }
 
 proptest! {

@@ -594,6 +594,7 @@ impl Hierarchy {
         // back-invalidation nothing a deeper fill does (evictions, write-backs further down)
         // changes a shallower set, so the lookup's scan is reused instead of repeated.
         let mut misses = [Miss { set: 0, base: 0, free: 0 }; MAX_DEPTH];
+        #[allow(clippy::needless_range_loop)] // `d` also indexes the path
         for d in 0..n {
             let h = path.get(d);
             let lv = h.level as usize;

@@ -48,8 +48,8 @@ impl Prefetcher {
         match self.kind {
             PrefetcherKind::None => 0,
             PrefetcherKind::NextLine => {
-                for i in 0..self.degree as usize {
-                    out[i] = line.wrapping_add(i as u64 + 1);
+                for (i, o) in out.iter_mut().take(self.degree as usize).enumerate() {
+                    *o = line.wrapping_add(i as u64 + 1);
                 }
                 self.degree as usize
             }
@@ -61,8 +61,8 @@ impl Prefetcher {
                 if !confirmed {
                     return 0;
                 }
-                for i in 0..self.degree as usize {
-                    out[i] = line.wrapping_add((stride * (i as i64 + 1)) as u64);
+                for (i, o) in out.iter_mut().take(self.degree as usize).enumerate() {
+                    *o = line.wrapping_add((stride * (i as i64 + 1)) as u64);
                 }
                 self.degree as usize
             }

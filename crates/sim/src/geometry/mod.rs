@@ -101,7 +101,7 @@ impl CacheGeometry {
             return Err(ConfigError::new("slices", "must be at least 1"));
         }
         let way_bytes = ways as u64 * line_size as u64;
-        if size % way_bytes != 0 {
+        if !size.is_multiple_of(way_bytes) {
             return Err(ConfigError::new(
                 "size",
                 format!(
@@ -110,7 +110,7 @@ impl CacheGeometry {
             ));
         }
         let sets = size / way_bytes;
-        if sets % slices as u64 != 0 {
+        if !sets.is_multiple_of(slices as u64) {
             return Err(ConfigError::new(
                 "slices",
                 format!("{sets} sets cannot be split evenly into {slices} slices"),
