@@ -1,1 +1,46 @@
-/*! (in progress) */
+/*!
+`cachecolor._core`: the PyO3 extension module, thin glue from the Rust crates to Python.
+
+Design (STYLE.md, pydantic-core / polars): Rust owns the models and the hot loop, Python owns
+the API, tables and the CLI (`python/cachecolor`). This module only converts: configs and
+results cross as JSON text, record columns as buffers / `bytes`, and every Rust error becomes a
+Python exception in one place (`errors.rs`). Nothing here is meant to be called directly; the
+typed stub `python/cachecolor/_core.pyi` documents the signatures the Python front relies on.
+
+Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs, runs),
+`traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
+Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
+*/
+mod capture;
+mod errors;
+mod simulate;
+mod traces;
+
+use pyo3::prelude::*;
+
+/// The trace format names `simulate`, `read_trace`, `convert_trace` and `trace_info` accept.
+#[pyfunction]
+fn trace_formats() -> Vec<&'static str> {
+    cachecolor_sim::trace::Format::ALL
+        .iter()
+        .map(|f| f.name())
+        .collect()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", cachecolor_sim::VERSION)?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(simulate::effective_config, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate::simulate_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::write_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(capture::capture, m)?)?;
+    m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
+    m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    Ok(())
+}

@@ -23,7 +23,7 @@ fn main() {
             }
             let cfg: HierarchyConfig = from_toml(ctext).unwrap();
             let mut best = f64::MAX;
-            for _ in 0..3 {
+            for _ in 0..reps() {
                 let mut h = Hierarchy::new(&cfg).unwrap();
                 let t0 = Instant::now();
                 for c in t.chunks(1 << 16) {
@@ -35,4 +35,9 @@ fn main() {
             println!("{cname:12} {tname:14} {:7.1} M refs/s", n as f64 / best / 1e6);
         }
     }
+}
+
+/// Repetitions per case (best is reported); `REPS=1` for instruction counting under callgrind.
+fn reps() -> usize {
+    std::env::var("REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(3)
 }

@@ -298,6 +298,11 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
         3 => {
             levels.remove(2); // two levels
         }
+        4 => {
+            // One unified first level shared by instruction fetches and data.
+            levels.remove(0);
+            levels[0].serves = Serves::Unified;
+        }
         _ => {}
     }
     HierarchyConfig {
@@ -374,17 +379,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
         compare(&config(cores, Inclusion::NonInclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
         compare(&config(cores, Inclusion::Inclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..4) {
+    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
         compare(&config(cores, Inclusion::Exclusive, variant), &recs);
     }
 }

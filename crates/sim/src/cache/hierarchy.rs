@@ -262,20 +262,23 @@ pub struct HierarchyStats {
 /// it is a first-level hit, confirmed by one load of the slot (so an invalidation or eviction in
 /// between is never missed). Sequential traces take this path for most references.
 ///
-/// `touched` records that the replacement state has already seen a hit on this line since it
-/// was last filled: every policy here is idempotent under a repeated hit to the same way with
-/// nothing in between (LRU's order, PLRU's and NRU's bits, RRIP's zero RRPV do not change), so
-/// the fast path skips the update and the victims chosen stay exactly those of the slow path.
+/// `touched` records that the replacement state's last update in that cache (`epoch`) was a
+/// hit on this very line: every policy here is idempotent under a repeated hit to the same way
+/// with nothing in between (LRU's order, PLRU's and NRU's bits, RRIP's zero RRPV do not
+/// change), so the fast path skips the update and the victims chosen stay exactly those of the
+/// slow path. Anything else that updates the cache in between (the other path of a unified
+/// first level, a prefetch fill) changes the epoch and the update is applied again.
 #[derive(Debug, Clone, Copy)]
 struct LastLine {
     line: u64,
     slot: Slot,
     touched: bool,
+    epoch: u64,
 }
 
 impl Default for LastLine {
     fn default() -> Self {
-        LastLine { line: INVALID, slot: Slot { set: 0, way: 0, index: 0 }, touched: false }
+        LastLine { line: INVALID, slot: Slot { set: 0, way: 0, index: 0 }, touched: false, epoch: 0 }
     }
 }
 
@@ -504,12 +507,15 @@ impl Hierarchy {
             kc.hits += c;
         }
         let count = recs.len() as u64;
-        if !last.touched {
+        let skip = last.touched && last.epoch == cache.epoch();
+        if !skip {
             cache.touch(last.slot);
-            self.last[core][class].touched = true;
+            let l = &mut self.last[core][class];
+            l.touched = true;
+            l.epoch = cache.epoch();
         }
         let m = cache.meta_mut(last.slot);
-        let extra = if last.touched { count } else { count - 1 };
+        let extra = if skip { count } else { count - 1 };
         m.reuse = u8::try_from(m.reuse as u64 + extra).unwrap_or(u8::MAX);
         if m.flags & flags::PREFETCHED != 0 {
             m.flags &= !flags::PREFETCHED;
@@ -564,12 +570,13 @@ impl Hierarchy {
             if cache.line_at(last.slot) == line {
                 let counters = &mut level.counters[h.instance as usize];
                 counters.access(kind, true);
-                if last.touched {
+                if last.touched && last.epoch == cache.epoch() {
                     let m = cache.meta_mut(last.slot);
                     m.reuse = m.reuse.saturating_add(1);
                 } else {
                     cache.touch(last.slot);
                     last.touched = true;
+                    last.epoch = cache.epoch();
                 }
                 let m = cache.meta_mut(last.slot);
                 if m.flags & flags::PREFETCHED != 0 {
@@ -588,6 +595,7 @@ impl Hierarchy {
         }
         let mut first_slot = None;
         let mut first_touched = false;
+        let mut first_epoch = 0;
         let mut hit_depth = n;
         let mut moved_dirty = false;
         // Where each missing level would put the line. Fills go deepest first, and without
@@ -611,6 +619,9 @@ impl Hierarchy {
             if let Some(slot) = slot {
                 counters.access(kind, true);
                 cache.touch(slot);
+                if d == 0 {
+                    first_epoch = cache.epoch();
+                }
                 let m = cache.meta_mut(slot);
                 let mut prefetched_hit = false;
                 if m.flags & flags::PREFETCHED != 0 {
@@ -676,7 +687,7 @@ impl Hierarchy {
             self.write(&path, 0, line);
         }
         self.last[core][class] = match first_slot {
-            Some(slot) => LastLine { line, slot, touched: first_touched },
+            Some(slot) => LastLine { line, slot, touched: first_touched, epoch: first_epoch },
             None => LastLine::default(),
         };
         if hit_depth == n {

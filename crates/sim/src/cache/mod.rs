@@ -109,6 +109,9 @@ pub struct Cache {
     lines: Vec<u64>,
     meta: Vec<LineMeta>,
     repl: Replacement,
+    /// Bumped by every change to the replacement state, so a caller that remembers the epoch
+    /// after its own update can tell that nothing has changed the order since.
+    epoch: u64,
 }
 
 impl Cache {
@@ -124,7 +127,7 @@ impl Cache {
         }
         let repl = Replacement::new(policy, sets, ways, seed)?;
         let set_mask = geom.is_pow2().then(|| geom.sets() - 1);
-        Ok(Cache { geom, set_mask, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl })
+        Ok(Cache { geom, set_mask, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl, epoch: 0 })
     }
 
     pub fn geometry(&self) -> &CacheGeometry {
@@ -196,6 +199,7 @@ impl Cache {
     /// A demand hit on `slot` (as returned by `find`): update replacement state and reuse count.
     #[inline(always)]
     pub fn touch(&mut self, slot: Slot) {
+        self.epoch += 1;
         self.repl.on_hit(slot.set, slot.way);
         let m = &mut self.meta[slot.index];
         m.reuse = m.reuse.saturating_add(1);
@@ -230,6 +234,7 @@ impl Cache {
         let evicted = (old != INVALID).then(|| Evicted { line: old, meta: self.meta[slot] });
         self.lines[slot] = line;
         self.meta[slot] = meta;
+        self.epoch += 1;
         self.repl.on_fill(m.set, way);
         (Slot { set: m.set, way, index: slot }, evicted)
     }
@@ -239,8 +244,15 @@ impl Cache {
     pub fn invalidate(&mut self, line: u64) -> Option<LineMeta> {
         let slot = self.find(line)?;
         self.lines[slot.index] = INVALID;
+        self.epoch += 1;
         self.repl.on_invalidate(slot.set, slot.way);
         Some(std::mem::take(&mut self.meta[slot.index]))
+    }
+
+    /// Replacement-state epoch: changes whenever a hit, fill or invalidation updates it.
+    #[inline(always)]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The line held in `slot` (`INVALID` if none).

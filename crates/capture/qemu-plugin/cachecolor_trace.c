@@ -1,0 +1,588 @@
+/*
+ * cachecolor_trace.c -- QEMU user-mode TCG plugin that streams the guest program's executed
+ * code and memory references as fixed-size binary records into a pipe, for cachecolor-capture
+ * (crates/capture/src/qemu.rs) to turn into a native cachecolor trace.
+ *
+ * Built by crates/capture/build.rs into a shared object that the Rust crate embeds and writes to
+ * a temporary file at run time; qemu loads it with
+ *     qemu-x86_64 -cpu max -plugin /tmp/.../cachecolor-trace.so,out=FIFO,ifetch=on PROGRAM ARGS
+ *
+ * Arguments (QEMU passes each `-plugin` option after the file name as "key=value"):
+ *   out=PATH      file or FIFO to write to (opened for writing at install, created if absent;
+ *                 required unless fd= is given)
+ *   fd=N          an already-open file descriptor to write to instead
+ *   ifetch=on|off on (default): describe blocks so the reader can emit instruction fetches;
+ *                 off: count instructions here and send only loads and stores
+ *   bufrecs=N     records buffered per vCPU before a write (default 8192 = 128 KiB)
+ *
+ * Why blocks, not one record per instruction: an instruction-fetch record per executed
+ * instruction would dominate the stream (~90% of records) and cost a callback each. Instead the
+ * plugin describes each translation block (TB) once, when it is translated, and then reports
+ * only "TB t started on vCPU v" plus the memory accesses, each tagged with the index of its
+ * instruction in the TB. The reader expands that into exactly one ifetch per executed
+ * instruction, in order, with the loads/stores after their instruction's fetch, and derives exact
+ * instruction counts. (An instruction that faults mid-block -- a guest SIGSEGV handler, say --
+ * still has the rest of its block's fetches reported, the one known inexactness.)
+ *
+ * QEMU 7.2 quirk handled here: when the translator gives up on a block's last instruction
+ * because it would cross into the next page (the instruction then starts the next block), the
+ * plugin's view of the block still lists it, truncated. Its callbacks never run, so a block whose
+ * last instruction starts within 16 bytes of a page end is flagged (TBDEF size = 1) and that
+ * instruction gets an exec callback that reports CONFIRM; the reader counts the instruction only
+ * when confirmed.
+ *
+ * With ifetch=off the plugin does that bookkeeping itself (per vCPU: the current TB's counted
+ * instructions, a cursor and the instructions not yet credited) and sends neither TB
+ * definitions nor TBEXEC records: each LOAD/STORE carries in `idx` the number of instructions
+ * the thread retired since its previous record (capped at 65535 per record, the rest carried
+ * to the next), which halves the stream.
+ *
+ * Wire format (host byte order; the reader is always on the same host): 16-byte records
+ *     struct cc_rec { uint64_t addr; uint32_t vcpu; uint8_t kind; uint8_t size; uint16_t idx; }
+ *   LOAD (0) / STORE (1): addr = virtual address, size = bytes, idx = index of the instruction
+ *                    in the TB the vCPU is executing (ifetch=off: instructions since the
+ *                    thread's previous record)
+ *   HELLO  (0xF0)    first record: addr = CC_MAGIC, vcpu = CC_FORMAT_VERSION,
+ *                    size = 1 if ifetch=on
+ *   THREAD (0xF1)    vCPU `vcpu` was (re)created: a new guest thread now uses that index
+ *   TBDEF  (0xF2)    TB number `addr` has `vcpu` instructions, described by the `vcpu` INSN
+ *                    records that follow it immediately; size = 1 if its last instruction
+ *                    counts only when CONFIRMed
+ *   INSN   (0xF3)    one instruction of the TB being defined: addr = vaddr, size = bytes
+ *   TBEXEC (0xF4)    vCPU `vcpu` starts executing TB number `addr`
+ *   CONFIRM (0xF5)   vCPU `vcpu` reached the (flagged) last instruction of TB number `addr`
+ *   END    (0xFF)    last record, written at exit: addr = number of records before it (HELLO
+ *                    included), so the reader can tell a complete stream from a cut one
+ * TB numbers are dense (0, 1, 2, ...) in translation order; a TB's definition always precedes
+ * the first record that uses it.
+ *
+ * Concurrency: in user mode every guest thread is a host thread with its own vCPU index. Each
+ * vCPU appends to its own buffer (no locking on the hot path); a full buffer is written with one
+ * write() under a global mutex, so records of different threads interleave in chunks of
+ * `bufrecs` records, never inside a record. TB definitions go to a shared buffer (under the
+ * mutex) that is written before any vCPU buffer, which keeps every definition ahead of its uses
+ * even when a TB translated by one thread is run by another. Buffers are flushed when a thread
+ * calls exit or execve, when its vCPU index is reused, and at process exit (atexit callback),
+ * which also writes END. A forked child process (guest fork) stops tracing: it closes its copy of
+ * the stream and drops the records it inherited, so the trace covers the initial process only.
+ * A write error (the reader went away) disables tracing silently; the reader notices the
+ * missing END.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qemu-plugin-api.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+#define CC_MAGIC 0x4543415254434343ULL /* "CCCTRACE" read as little-endian bytes */
+#define CC_FORMAT_VERSION 2u
+
+enum {
+    CC_LOAD = 0,
+    CC_STORE = 1,
+    CC_HELLO = 0xF0,
+    CC_THREAD = 0xF1,
+    CC_TBDEF = 0xF2,
+    CC_INSN = 0xF3,
+    CC_TBEXEC = 0xF4,
+    CC_CONFIRM = 0xF5,
+    CC_END = 0xFF,
+};
+
+struct cc_rec {
+    uint64_t addr;
+    uint32_t vcpu;
+    uint8_t kind;
+    uint8_t size;
+    uint16_t idx;
+};
+_Static_assert(sizeof(struct cc_rec) == 16, "cc_rec must be 16 bytes");
+
+struct vbuf {
+    struct cc_rec *recs;
+    uint32_t n;
+    uint32_t cap;
+    /* ifetch=off bookkeeping of the vCPU owning this buffer */
+    uint32_t tb_n;    /* instructions of the current TB that count (last one once confirmed) */
+    uint32_t tb_full; /* all instructions of the current TB */
+    uint32_t cursor;  /* instructions of the current TB already credited */
+    uint64_t pending; /* instructions retired but not yet credited to a record */
+};
+
+/* vCPU indices below MAX_VCPUS get their own buffer; any others share one, under the lock. */
+#define MAX_VCPUS 65536
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+static struct vbuf *bufs[MAX_VCPUS];
+static struct vbuf overflow_buf; /* under out_lock */
+static struct vbuf def_buf;      /* TB definitions not yet written; under out_lock */
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int out_fd = -1;
+static volatile int active = 0; /* 0 once the stream is closed, broken or in a forked child */
+static uint32_t buf_cap = 8192;
+static int describe_blocks = 1; /* ifetch=on */
+static uint64_t written_records = 0; /* under out_lock */
+static uint64_t next_tb = 0;         /* under out_lock */
+static int64_t sys_exit = -1, sys_execve = -1, sys_execveat = -1;
+
+static void write_locked(const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0 && active) {
+        ssize_t w = write(out_fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            active = 0; /* reader gone: stop tracing, let the program run on */
+            return;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+static void write_buf_locked(struct vbuf *b)
+{
+    if (b->n > 0) {
+        write_locked(b->recs, (size_t)b->n * sizeof(struct cc_rec));
+        written_records += b->n;
+        b->n = 0;
+    }
+}
+
+/* Write a vCPU's buffer, preceded by any TB definitions it may refer to. */
+static void flush_locked(struct vbuf *b)
+{
+    write_buf_locked(&def_buf);
+    write_buf_locked(b);
+}
+
+static void flush(struct vbuf *b)
+{
+    pthread_mutex_lock(&out_lock);
+    flush_locked(b);
+    pthread_mutex_unlock(&out_lock);
+}
+
+static int alloc_buf(struct vbuf *b, uint32_t cap)
+{
+    b->recs = malloc((size_t)cap * sizeof(struct cc_rec));
+    b->n = 0;
+    b->cap = b->recs ? cap : 0;
+    return b->recs ? 0 : -1;
+}
+
+static struct vbuf *new_buf(unsigned int vcpu)
+{
+    struct vbuf *b = calloc(1, sizeof(*b));
+    if (!b || alloc_buf(b, buf_cap)) {
+        free(b);
+        fprintf(stderr, "cachecolor-trace: out of memory; tracing stopped\n");
+        active = 0;
+        return NULL;
+    }
+    __atomic_store_n(&bufs[vcpu], b, __ATOMIC_RELEASE);
+    return b;
+}
+
+/* Append one record for `vcpu`. Only the thread that runs `vcpu` calls this for its index. */
+static inline void emit(unsigned int vcpu, uint64_t addr, uint8_t kind, uint8_t size, uint16_t idx)
+{
+    struct vbuf *b;
+    if (likely(vcpu < MAX_VCPUS)) {
+        b = bufs[vcpu];
+        if (unlikely(!b)) {
+            b = new_buf(vcpu);
+            if (!b) {
+                return;
+            }
+        }
+    } else {
+        pthread_mutex_lock(&out_lock);
+        b = &overflow_buf;
+    }
+    struct cc_rec *r = &b->recs[b->n];
+    r->addr = addr;
+    r->vcpu = vcpu;
+    r->kind = kind;
+    r->size = size;
+    r->idx = idx;
+    if (likely(vcpu < MAX_VCPUS)) {
+        if (unlikely(++b->n == b->cap)) {
+            flush(b);
+        }
+    } else {
+        if (++b->n == b->cap) {
+            flush_locked(b);
+        }
+        pthread_mutex_unlock(&out_lock);
+    }
+}
+
+static void flush_vcpu(unsigned int vcpu)
+{
+    if (vcpu < MAX_VCPUS) {
+        struct vbuf *b = __atomic_load_n(&bufs[vcpu], __ATOMIC_ACQUIRE);
+        if (b) {
+            flush(b);
+        }
+    }
+}
+
+/* ---- execution-time callbacks (hot) ---- */
+
+static void on_tb_exec(unsigned int vcpu, void *udata)
+{
+    if (likely(active)) {
+        emit(vcpu, (uint64_t)(uintptr_t)udata, CC_TBEXEC, 0, 0);
+    }
+}
+
+static void on_confirm(unsigned int vcpu, void *udata)
+{
+    if (likely(active)) {
+        emit(vcpu, (uint64_t)(uintptr_t)udata, CC_CONFIRM, 0, 0);
+    }
+}
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    if (likely(active)) {
+        uint8_t kind = qemu_plugin_mem_is_store(info) ? CC_STORE : CC_LOAD;
+        uint8_t size = (uint8_t)(1u << qemu_plugin_mem_size_shift(info));
+        emit(vcpu, vaddr, kind, size, (uint16_t)(uintptr_t)udata);
+    }
+}
+
+/* ifetch=off: the buffer holding `vcpu`'s bookkeeping (NULL for the rare shared one). */
+static inline struct vbuf *count_buf(unsigned int vcpu)
+{
+    if (unlikely(vcpu >= MAX_VCPUS)) {
+        return NULL;
+    }
+    struct vbuf *b = bufs[vcpu];
+    return likely(b != NULL) ? b : new_buf(vcpu);
+}
+
+/* ifetch=off: udata = (instructions << 1) | last-needs-confirmation. */
+static void on_tb_exec_count(unsigned int vcpu, void *udata)
+{
+    struct vbuf *b;
+    if (likely(active) && likely((b = count_buf(vcpu)) != NULL)) {
+        uintptr_t u = (uintptr_t)udata;
+        if (b->cursor < b->tb_n) {
+            b->pending += b->tb_n - b->cursor;
+        }
+        b->tb_full = (uint32_t)(u >> 1);
+        b->tb_n = b->tb_full - (uint32_t)(u & 1);
+        b->cursor = 0;
+    }
+}
+
+static void on_confirm_count(unsigned int vcpu, void *udata)
+{
+    struct vbuf *b;
+    (void)udata;
+    if (likely(active) && likely((b = count_buf(vcpu)) != NULL)) {
+        b->tb_n = b->tb_full;
+    }
+}
+
+static void on_mem_count(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                         void *udata)
+{
+    if (likely(active)) {
+        uint8_t kind = qemu_plugin_mem_is_store(info) ? CC_STORE : CC_LOAD;
+        uint8_t size = (uint8_t)(1u << qemu_plugin_mem_size_shift(info));
+        uint16_t icount = 0;
+        struct vbuf *b = count_buf(vcpu);
+        if (likely(b != NULL)) {
+            uint32_t upto = (uint32_t)(uintptr_t)udata + 1;
+            if (upto > b->tb_n) {
+                upto = b->tb_n;
+            }
+            if (upto > b->cursor) {
+                b->pending += upto - b->cursor;
+                b->cursor = upto;
+            }
+            icount = b->pending > 0xFFFF ? 0xFFFF : (uint16_t)b->pending;
+            b->pending -= icount;
+        }
+        emit(vcpu, vaddr, kind, size, icount);
+    }
+}
+
+/* ---- translation-time and lifecycle callbacks ---- */
+
+static int last_needs_confirmation(size_t n, uint64_t last_vaddr)
+{
+    /* Could the last instruction be one the translator abandoned at a page end? */
+    return n >= 2 && (last_vaddr >> 12) != ((last_vaddr + 15) >> 12);
+}
+
+static void on_tb_trans_count(struct qemu_plugin_tb *tb, size_t n)
+{
+    struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
+    int confirm = last_needs_confirmation(n, qemu_plugin_insn_vaddr(last));
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec_count, QEMU_PLUGIN_CB_NO_REGS,
+                                         (void *)(uintptr_t)((n << 1) | (size_t)confirm));
+    if (confirm) {
+        qemu_plugin_register_vcpu_insn_exec_cb(last, on_confirm_count, QEMU_PLUGIN_CB_NO_REGS,
+                                               NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem_count, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_RW, (void *)(uintptr_t)i);
+    }
+}
+
+static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    if (n == 0 || n > 0xFFFF || !active) {
+        return;
+    }
+    if (!describe_blocks) {
+        on_tb_trans_count(tb, n);
+        return;
+    }
+    pthread_mutex_lock(&out_lock);
+    uint64_t number = next_tb++;
+    if (def_buf.n + n + 1 > def_buf.cap) {
+        write_buf_locked(&def_buf);
+        if (n + 1 > def_buf.cap) {
+            free(def_buf.recs);
+            if (alloc_buf(&def_buf, (uint32_t)(n + 1))) {
+                active = 0;
+                pthread_mutex_unlock(&out_lock);
+                return;
+            }
+        }
+    }
+    struct cc_rec *r = &def_buf.recs[def_buf.n];
+    struct cc_rec *def = r++;
+    uint64_t last_vaddr = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        size_t size = qemu_plugin_insn_size(insn);
+        last_vaddr = qemu_plugin_insn_vaddr(insn);
+        *r++ = (struct cc_rec){
+            .addr = last_vaddr,
+            .kind = CC_INSN,
+            .size = (uint8_t)(size > 255 ? 255 : size),
+        };
+    }
+    int confirm = last_needs_confirmation(n, last_vaddr);
+    *def = (struct cc_rec){
+        .addr = number, .vcpu = (uint32_t)n, .kind = CC_TBDEF, .size = (uint8_t)confirm,
+    };
+    def_buf.n += (uint32_t)(n + 1);
+    pthread_mutex_unlock(&out_lock);
+
+    if (confirm) {
+        qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, n - 1), on_confirm,
+                                               QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)number);
+    }
+
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                         (void *)(uintptr_t)number);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                         (void *)(uintptr_t)i);
+    }
+}
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+    (void)id;
+    if (!active) {
+        return;
+    }
+    /* A reused index: whatever the previous thread left belongs before the new thread's
+     * records. (In user mode this runs in the parent thread, before the new one starts.) */
+    flush_vcpu(vcpu);
+    if (vcpu < MAX_VCPUS && bufs[vcpu]) {
+        struct vbuf *b = bufs[vcpu];
+        b->tb_n = b->tb_full = b->cursor = 0;
+        b->pending = 0;
+    }
+    emit(vcpu, 0, CC_THREAD, 0, 0);
+}
+
+static void on_vcpu_exit(qemu_plugin_id_t id, unsigned int vcpu)
+{
+    (void)id;
+    if (active) {
+        flush_vcpu(vcpu);
+    }
+}
+
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
+                       uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                       uint64_t a7, uint64_t a8)
+{
+    (void)id, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    /* A thread about to exit, or the process about to replace its image: write out what this
+     * thread has so nothing is lost (execve closes the stream: O_CLOEXEC). */
+    if (active && (num == sys_exit || num == sys_execve || num == sys_execveat)) {
+        flush_vcpu(vcpu);
+    }
+}
+
+static void on_exit_all(qemu_plugin_id_t id, void *udata)
+{
+    (void)id, (void)udata;
+    pthread_mutex_lock(&out_lock);
+    if (active) {
+        write_buf_locked(&def_buf);
+        for (unsigned int v = 0; v < MAX_VCPUS; v++) {
+            struct vbuf *b = __atomic_load_n(&bufs[v], __ATOMIC_ACQUIRE);
+            if (b) {
+                write_buf_locked(b);
+            }
+        }
+        write_buf_locked(&overflow_buf);
+        struct cc_rec end = { .addr = written_records, .vcpu = 0, .kind = CC_END };
+        write_locked(&end, sizeof(end));
+        written_records++;
+        active = 0;
+    }
+    if (out_fd >= 0) {
+        close(out_fd);
+        out_fd = -1;
+    }
+    pthread_mutex_unlock(&out_lock);
+}
+
+/* ---- guest fork: only the initial process is traced ---- */
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&out_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&out_lock);
+}
+
+static void atfork_child(void)
+{
+    active = 0;
+    if (out_fd >= 0) {
+        close(out_fd);
+        out_fd = -1;
+    }
+    pthread_mutex_unlock(&out_lock);
+}
+
+/* ---- install ---- */
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
+                                           char **argv)
+{
+    const char *out_path = NULL;
+    int fd = -1;
+
+    if (info->system_emulation) {
+        fprintf(stderr, "cachecolor-trace: only QEMU user mode (qemu-<arch>) is supported\n");
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        /* QEMU < 6.1 style "arg=key=value" is accepted too. */
+        if (!strncmp(a, "arg=", 4)) {
+            a += 4;
+        }
+        const char *eq = strchr(a, '=');
+        if (!eq) {
+            fprintf(stderr, "cachecolor-trace: bad argument '%s' (expected key=value)\n", a);
+            return -1;
+        }
+        size_t klen = (size_t)(eq - a);
+        const char *v = eq + 1;
+        if (klen == 3 && !strncmp(a, "out", 3)) {
+            out_path = v;
+        } else if (klen == 2 && !strncmp(a, "fd", 2)) {
+            fd = atoi(v);
+        } else if (klen == 6 && !strncmp(a, "ifetch", 6)) {
+            if (!strcmp(v, "on")) {
+                describe_blocks = 1;
+            } else if (!strcmp(v, "off")) {
+                describe_blocks = 0;
+            } else {
+                fprintf(stderr, "cachecolor-trace: ifetch=%s: expected on or off\n", v);
+                return -1;
+            }
+        } else if (klen == 7 && !strncmp(a, "bufrecs", 7)) {
+            long n = atol(v);
+            if (n < 1 || n > (1L << 24)) {
+                fprintf(stderr, "cachecolor-trace: bufrecs=%s: expected 1 .. 16777216\n", v);
+                return -1;
+            }
+            buf_cap = (uint32_t)n;
+        } else {
+            fprintf(stderr, "cachecolor-trace: unknown argument '%s'\n", a);
+            return -1;
+        }
+    }
+    if (out_path) {
+        fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "cachecolor-trace: cannot open %s: %s\n", out_path, strerror(errno));
+            return -1;
+        }
+    } else if (fd >= 0) {
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+    } else {
+        fprintf(stderr, "cachecolor-trace: missing out=PATH (or fd=N) argument\n");
+        return -1;
+    }
+    out_fd = fd;
+
+    if (alloc_buf(&overflow_buf, buf_cap) || alloc_buf(&def_buf, 1 << 16)) {
+        fprintf(stderr, "cachecolor-trace: out of memory\n");
+        return -1;
+    }
+
+    /* Guest syscall numbers at which this thread's buffer must be written out. */
+    const char *t = info->target_name ? info->target_name : "";
+    if (!strcmp(t, "x86_64")) {
+        sys_exit = 60, sys_execve = 59, sys_execveat = 322;
+    } else if (!strcmp(t, "aarch64") || !strcmp(t, "riscv64") || !strcmp(t, "loongarch64")) {
+        sys_exit = 93, sys_execve = 221, sys_execveat = 281;
+    } else if (!strcmp(t, "i386")) {
+        sys_exit = 1, sys_execve = 11, sys_execveat = 358;
+    }
+
+    active = 1;
+    struct cc_rec hello = {
+        .addr = CC_MAGIC, .vcpu = CC_FORMAT_VERSION, .kind = CC_HELLO,
+        .size = (uint8_t)describe_blocks,
+    };
+    pthread_mutex_lock(&out_lock);
+    write_locked(&hello, sizeof(hello));
+    written_records++;
+    pthread_mutex_unlock(&out_lock);
+
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
+    return 0;
+}

@@ -1,0 +1,374 @@
+/*!
+The QEMU back end: run the program under QEMU user mode with cachecolor's TCG plugin and turn
+the plugin's binary record stream into native trace records.
+
+Command line (x86-64 program; `ifetch=off` when instruction fetches are not wanted):
+```text
+qemu-x86_64 -cpu max -plugin $TMP/cachecolor-trace.so,out=$TMP/trace.fifo,ifetch=on \
+            -0 PROGRAM_AS_TYPED /resolved/PROGRAM ARGS...
+```
+- `qemu-<arch>` is chosen by the program's ELF machine (so foreign binaries work), found on
+  `PATH` (also as `qemu-<arch>-static`), or taken from `$CACHECOLOR_QEMU`.
+- `-cpu max` (x86 and Arm guests) lets the guest libc pick the same vector code paths as on the
+  host instead of baseline-CPU fallbacks.
+- The plugin (qemu-plugin/cachecolor_trace.c, built by build.rs) is embedded in this library and
+  written, with the FIFO, into a private temporary directory removed afterwards.
+- A `#!` script runs as `-0 INTERPRETER INTERPRETER [ARG] SCRIPT ARGS...`.
+
+Pipeline: a reader thread reads the FIFO in chunks of up to 4 MiB and decodes them
+(src/stream.rs) into blocks of `BLOCK_RECORDS` records, which go through a bounded channel to the
+calling thread, which encodes and compresses them into the trace (and calls `progress`, so the
+callback never leaves the caller's thread). On a 2-core machine qemu, decoding and compression
+then each get most of a core. The blocks are recycled through a second channel.
+
+Stopping early (`max_records`, or an error on the writing side): the child is killed first, so
+the reader sees end of file, then the channel is dropped, which unblocks a reader waiting to
+send; the reader thread is always joined.
+*/
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+
+use cachecolor_sim::trace::{Record, BLOCK_RECORDS};
+
+use crate::child::{self, exit_code};
+use crate::fifo::{self, FifoReader};
+use crate::program::{find_executable, Program};
+use crate::sink::{Counts, Sink};
+use crate::stream::{Decoder, REC_BYTES};
+use crate::{metadata, Backend, CaptureError, CaptureOptions, RunOutcome};
+
+/// The plugin shared object built by build.rs (empty if it could not be built).
+static PLUGIN_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cachecolor_trace.so"));
+
+/// Blocks in flight between the reader thread and the writer.
+const BLOCKS_IN_FLIGHT: usize = 4;
+
+/// A usable QEMU installation for a program.
+pub(crate) struct Qemu {
+    pub binary: PathBuf,
+}
+
+impl Qemu {
+    /// Find `qemu-<arch>` for `prog` and check that the plugin was built.
+    pub(crate) fn locate(prog: &Program) -> Result<Qemu, CaptureError> {
+        let name = prog.qemu_binary_name();
+        if PLUGIN_SO.is_empty() {
+            return Err(CaptureError::BackendNotInstalled {
+                backend: Backend::Qemu,
+                tool: "cachecolor's QEMU trace plugin".into(),
+                hint: "it was not compiled when cachecolor was built (no working C compiler); \
+                       install one (`apt-get install gcc`) and rebuild, or use --backend lackey"
+                    .into(),
+            });
+        }
+        if let Some(p) = std::env::var_os("CACHECOLOR_QEMU") {
+            let p = PathBuf::from(p);
+            return find_executable(&p.to_string_lossy())
+                .map(|binary| Qemu { binary })
+                .map_err(|_| CaptureError::BackendNotInstalled {
+                    backend: Backend::Qemu,
+                    tool: format!("{} (from $CACHECOLOR_QEMU)", p.display()),
+                    hint: "point CACHECOLOR_QEMU at a qemu user-mode binary, or unset it".into(),
+                });
+        }
+        for cand in [name.clone(), format!("{name}-static")] {
+            if let Ok(binary) = find_executable(&cand) {
+                return Ok(Qemu { binary });
+            }
+        }
+        Err(CaptureError::BackendNotInstalled {
+            backend: Backend::Qemu,
+            tool: name,
+            hint: "install QEMU user mode with `apt-get install qemu-user` (Debian/Ubuntu), \
+                   or use --backend lackey (Valgrind)"
+                .into(),
+        })
+    }
+}
+
+/// Escape a value for QEMU's `-plugin` option list (',' separates options; ',,' is a comma).
+fn qemu_opt_escape(p: &Path) -> String {
+    p.to_string_lossy().replace(',', ",,")
+}
+
+/// The qemu arguments (after the binary) for `prog args`.
+fn qemu_argv(prog: &Program, args: &[String], so: &Path, fifo: &Path, ifetch: bool) -> Vec<String> {
+    let mut v = Vec::new();
+    if matches!(
+        prog.arch,
+        "x86_64" | "i386" | "aarch64" | "aarch64_be" | "arm" | "armeb"
+    ) {
+        v.extend(["-cpu".to_string(), "max".to_string()]);
+    }
+    v.push("-plugin".into());
+    v.push(format!(
+        "{},out={},ifetch={}",
+        qemu_opt_escape(so),
+        qemu_opt_escape(fifo),
+        if ifetch { "on" } else { "off" }
+    ));
+    match &prog.interpreter {
+        None => {
+            v.extend(["-0".to_string(), prog.name.clone()]);
+            v.push(path_arg(&prog.path));
+        }
+        Some((interp, arg)) => {
+            v.extend(["-0".to_string(), interp.to_string_lossy().into_owned()]);
+            v.push(path_arg(interp));
+            v.extend(arg.iter().cloned());
+            v.push(path_arg(&prog.path));
+        }
+    }
+    v.extend(args.iter().cloned());
+    v
+}
+
+/// A program path as an argument that cannot be taken for an option.
+fn path_arg(p: &Path) -> String {
+    let s = p.to_string_lossy().into_owned();
+    if s.starts_with('-') {
+        format!("./{s}")
+    } else {
+        s
+    }
+}
+
+/// What the reader thread reports when it ends.
+struct ReaderEnd {
+    threads: u32,
+    complete: bool,
+}
+
+enum ReaderError {
+    /// qemu exited without ever opening the FIFO.
+    NeverConnected,
+    Io(io::Error),
+    Stream(String),
+}
+
+/// Read and decode the plugin's stream, sending full blocks to `tx`.
+fn reader_thread(
+    mut reader: FifoReader,
+    ifetch: bool,
+    tx: mpsc::SyncSender<(Vec<Record>, Counts)>,
+    free: mpsc::Receiver<Vec<Record>>,
+) -> Result<ReaderEnd, ReaderError> {
+    let mut dec = Decoder::new(ifetch);
+    let mut buf = vec![0u8; 4 << 20];
+    let mut have = 0usize;
+    let mut block: Vec<Record> = Vec::with_capacity(BLOCK_RECORDS + 1024);
+    let mut receiver_gone = false;
+    let send = |block: &mut Vec<Record>, counts: Counts| -> bool {
+        let next = free
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BLOCK_RECORDS + 1024));
+        let full = std::mem::replace(block, next);
+        block.clear();
+        tx.send((full, counts)).is_ok()
+    };
+    loop {
+        let n = match reader.read(&mut buf[have..]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                return Err(ReaderError::NeverConnected)
+            }
+            Err(e) => return Err(ReaderError::Io(e)),
+        };
+        have += n;
+        let whole = have - have % REC_BYTES;
+        let mut pos = 0;
+        while pos < whole {
+            pos += dec
+                .decode(&buf[pos..whole], &mut block, BLOCK_RECORDS)
+                .map_err(ReaderError::Stream)?;
+            if block.len() >= BLOCK_RECORDS && !send(&mut block, dec.take_counts()) {
+                receiver_gone = true;
+                break;
+            }
+        }
+        if receiver_gone {
+            break;
+        }
+        buf.copy_within(whole..have, 0);
+        have -= whole;
+    }
+    if !receiver_gone {
+        dec.finish(&mut block);
+        if !block.is_empty() {
+            send(&mut block, dec.take_counts());
+        }
+    }
+    Ok(ReaderEnd {
+        threads: dec.threads(),
+        complete: have == 0 && dec.complete(),
+    })
+}
+
+pub(crate) fn run(
+    prog: &Program,
+    args: &[String],
+    command: &[String],
+    opts: &CaptureOptions,
+    sink: &mut Sink,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RunOutcome, CaptureError> {
+    let qemu = Qemu::locate(prog)?;
+    let dir = tempfile::Builder::new()
+        .prefix("cachecolor-capture.")
+        .tempdir()
+        .map_err(|e| CaptureError::io("cannot create a temporary directory", e))?;
+    let so = dir.path().join("cachecolor-trace.so");
+    let fifo_path = dir.path().join("trace.fifo");
+    {
+        let mut f = std::fs::File::create(&so)
+            .map_err(|e| CaptureError::io(format!("cannot write {}", so.display()), e))?;
+        f.write_all(PLUGIN_SO)
+            .and_then(|_| f.set_permissions(std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| CaptureError::io(format!("cannot write {}", so.display()), e))?;
+    }
+    fifo::mkfifo(&fifo_path)
+        .map_err(|e| CaptureError::io(format!("cannot create FIFO {}", fifo_path.display()), e))?;
+    let mut reader = FifoReader::open(&fifo_path)
+        .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
+
+    let argv = qemu_argv(prog, args, &so, &fifo_path, opts.ifetch);
+    sink.start(&metadata(
+        Backend::Qemu,
+        &qemu.binary,
+        &argv,
+        command,
+        prog,
+        opts,
+    ))?;
+
+    let mut child = child::spawn(Command::new(&qemu.binary).args(&argv)).map_err(|e| {
+        CaptureError::BackendFailed {
+            backend: Backend::Qemu,
+            message: format!("cannot start {}: {e}", qemu.binary.display()),
+        }
+    })?;
+    reader.set_writer(child.id());
+
+    let (tx, rx) = mpsc::sync_channel::<(Vec<Record>, Counts)>(BLOCKS_IN_FLIGHT);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<Record>>();
+    let ifetch = opts.ifetch;
+    let handle = std::thread::Builder::new()
+        .name("cachecolor-capture-reader".into())
+        .spawn(move || reader_thread(reader, ifetch, tx, free_rx))
+        .map_err(|e| CaptureError::io("cannot start the reader thread", e))?;
+
+    // Write blocks as they come; stop early on the record limit or a write error.
+    let mut truncated = false;
+    let mut write_error = None;
+    for (block, counts) in rx.iter() {
+        match sink.push(&block, Some(counts), progress) {
+            Ok(full) => {
+                let _ = free_tx.send(block);
+                if full {
+                    truncated = true;
+                    break;
+                }
+            }
+            Err(e) => {
+                write_error = Some(e);
+                break;
+            }
+        }
+    }
+    let (status, ended) = if truncated || write_error.is_some() {
+        // Kill before dropping the channel: the reader then sees end of file rather than the
+        // tracer seeing a write error in the middle of the program.
+        let status = child.kill_and_wait();
+        drop(rx);
+        (status, handle.join().expect("the reader thread panicked"))
+    } else {
+        // The reader has finished (the channel closed). If it failed, the tracer may still be
+        // running (untraced, or blocked): stop it rather than wait for it.
+        let ended = handle.join().expect("the reader thread panicked");
+        let status = if ended.is_err() {
+            child.kill_and_wait()
+        } else {
+            child.wait()
+        };
+        (status, ended)
+    };
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    let status = status.map_err(|e| CaptureError::io("waiting for qemu", e))?;
+    let ended = match ended {
+        Ok(end) => end,
+        Err(ReaderError::NeverConnected) => {
+            return Err(CaptureError::BackendFailed {
+                backend: Backend::Qemu,
+                message: format!(
+                    "{} exited ({status}) before its tracing plugin started; see its messages \
+                     above",
+                    qemu.binary.display()
+                ),
+            })
+        }
+        Err(ReaderError::Io(e)) => {
+            return Err(CaptureError::io("reading the qemu plugin's stream", e))
+        }
+        Err(ReaderError::Stream(message)) => {
+            return Err(CaptureError::BackendFailed {
+                backend: Backend::Qemu,
+                message: format!("bad record stream from the plugin: {message}"),
+            })
+        }
+    };
+    Ok(RunOutcome {
+        exit_code: exit_code(status),
+        threads: ended.threads,
+        truncated,
+        complete: !truncated && ended.complete,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_shape() {
+        let prog = Program {
+            name: "prog".into(),
+            path: "/bin/prog".into(),
+            arch: "x86_64",
+            interpreter: None,
+        };
+        let v = qemu_argv(
+            &prog,
+            &["a,b".into()],
+            Path::new("/t/p.so"),
+            Path::new("/t/x,y"),
+            false,
+        );
+        assert_eq!(
+            v,
+            [
+                "-cpu",
+                "max",
+                "-plugin",
+                "/t/p.so,out=/t/x,,y,ifetch=off",
+                "-0",
+                "prog",
+                "/bin/prog",
+                "a,b"
+            ]
+        );
+        let script = Program {
+            name: "s.sh".into(),
+            path: "/t/s.sh".into(),
+            arch: "x86_64",
+            interpreter: Some(("/bin/sh".into(), Some("-e".into()))),
+        };
+        let v = qemu_argv(&script, &[], Path::new("/p.so"), Path::new("/f"), true);
+        assert_eq!(v[4..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
+    }
+}

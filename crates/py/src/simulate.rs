@@ -1,0 +1,307 @@
+/*!
+Configs and simulation runs for Python.
+
+Configs cross the boundary as text: TOML (a file's contents) or JSON (a Python dict dumped by
+`json.dumps`); `effective_config` parses strictly, checks every cross-field rule (hierarchy and
+workload) and returns the effective config as JSON, every default filled in. Results come back
+as one JSON document (`version`, `config`, `source`, the `HierarchyStats` fields, `invariants`)
+that `cachecolor.Result` wraps. JSON keeps this layer thin and the result self-describing; a run
+returns one small document, so the cost is nothing next to the simulation.
+
+The simulation itself runs with the GIL released (`py.detach`). After every block of records
+the run re-attaches briefly to check for Ctrl-C and to call the optional progress callback with
+`(records, bytes, total_bytes, total_records)`; an exception from either stops the run and is
+re-raised unchanged.
+*/
+use std::path::PathBuf;
+
+use cachecolor_sim::cache::Hierarchy;
+use cachecolor_sim::config::SimulationConfig;
+use cachecolor_sim::trace::{self, Format, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use cachecolor_sim::workload::Workload;
+use cachecolor_sim::ConfigError as RustConfigError;
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use serde_json::{json, Value};
+
+use crate::errors::{catch_panic, in_table, Failure, Result};
+
+/// Parse and check a config given as TOML or JSON text.
+pub fn parse_config(text: &str, format: &str) -> Result<SimulationConfig> {
+    let parsed = match format {
+        "toml" => SimulationConfig::from_toml(text)?,
+        "json" => SimulationConfig::from_json(text).map_err(without_json_position)?,
+        other => {
+            return Err(Failure::Argument(format!(
+                "config format {other:?}: expected \"toml\" or \"json\""
+            )))
+        }
+    };
+    let effective = parsed.effective()?;
+    if let Some(w) = &effective.workload {
+        w.validate().map_err(|e| in_table("workload", e))?;
+    }
+    Ok(effective)
+}
+
+/// serde_json ends its messages with the position in the JSON text (" at line 1 column 85"):
+/// noise for a config that was a Python dict, whose field path the message already names.
+fn without_json_position(mut e: RustConfigError) -> RustConfigError {
+    if let Some(k) = e.message.rfind(" at line ") {
+        let tail = &e.message[k + " at line ".len()..];
+        let mut parts = tail.split(" column ");
+        let is_num = |s: Option<&str>| {
+            s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if is_num(parts.next()) && is_num(parts.next()) && parts.next().is_none() {
+            e.message.truncate(k);
+        }
+    }
+    e
+}
+
+/// Check a config and return it with every default filled in, as JSON.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml"))]
+pub fn effective_config(text: &str, format: &str) -> PyResult<String> {
+    let c = parse_config(text, format)?;
+    Ok(serde_json::to_string(&c).expect("configs serialise"))
+}
+
+/// Call the progress callback (if any) and check for Ctrl-C: the once-per-block re-attach.
+pub fn report(progress: Option<&Py<PyAny>>, p: Progress) -> Result<()> {
+    Python::attach(|py| -> PyResult<()> {
+        py.check_signals()?;
+        if let Some(cb) = progress {
+            cb.call1(py, (p.records, p.bytes, p.total_bytes, p.total_records))?;
+        }
+        Ok(())
+    })
+    .map_err(Failure::Py)
+}
+
+fn hierarchy(config: &SimulationConfig) -> Result<Hierarchy> {
+    Hierarchy::new(&config.hierarchy).map_err(|e| in_table("hierarchy", e))
+}
+
+/// Run `src` through `h` block by block (GIL released by the caller).
+fn run(h: &mut Hierarchy, src: &mut dyn RecordSource, progress: Option<&Py<PyAny>>) -> Result<u64> {
+    let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+    let mut n = 0u64;
+    while src.next_block(&mut buf)? {
+        h.run_block(&buf);
+        n += buf.len() as u64;
+        report(progress, src.progress())?;
+    }
+    Ok(n)
+}
+
+/// The result document of a finished run.
+fn outcome(config: &SimulationConfig, h: &Hierarchy, source: Value) -> String {
+    let mut doc = serde_json::Map::new();
+    doc.insert("version".into(), json!(cachecolor_sim::VERSION));
+    doc.insert(
+        "config".into(),
+        serde_json::to_value(config).expect("configs serialise"),
+    );
+    doc.insert("source".into(), source);
+    if let Value::Object(stats) = serde_json::to_value(h.stats()).expect("stats serialise") {
+        doc.extend(stats);
+    }
+    doc.insert("invariants".into(), json!(h.check_invariants()));
+    Value::Object(doc).to_string()
+}
+
+/// Simulate a trace file, or the config's workload when `trace` is None. Returns the result
+/// document as JSON.
+#[pyfunction]
+#[pyo3(signature = (config_json, trace = None, trace_format = "native", progress = None))]
+pub fn simulate(
+    py: Python<'_>,
+    config_json: &str,
+    trace: Option<PathBuf>,
+    trace_format: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let config = parse_config(config_json, "json")?;
+    let format = Format::parse(trace_format).map_err(Failure::from)?;
+    let progress = progress.as_ref();
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let mut h = hierarchy(&config)?;
+            let (mut src, source): (Box<dyn RecordSource + Send>, Value) = match &trace {
+                Some(path) => (
+                    trace::open(path, format)?,
+                    json!({"kind": "trace", "path": path.display().to_string(), "format": format.name()}),
+                ),
+                None => match &config.workload {
+                    Some(w) => (Box::new(Workload::new(w).map_err(|e| in_table("workload", e))?), json!({"kind": "workload"})),
+                    None => {
+                        return Err(Failure::Config(RustConfigError::new(
+                            "workload",
+                            "no trace was given and the config has no [workload] table: pass a trace \
+                             (--trace FILE) or add a [workload] with [[workload.phases]]",
+                        )))
+                    }
+                },
+            };
+            run(&mut h, &mut *src, progress)?;
+            Ok(outcome(&config, &h, source))
+        })
+    })?;
+    Ok(doc)
+}
+
+/// Copy a 1-D buffer (NumPy array, `array.array`, bytes-like) into a vector.
+fn buffer_vec<T: pyo3::buffer::Element + Copy>(
+    py: Python<'_>,
+    name: &str,
+    obj: &Bound<'_, PyAny>,
+) -> Result<Vec<T>> {
+    let buf = PyBuffer::<T>::get(obj).map_err(|e| {
+        Failure::Argument(format!(
+            "{name}: {e} (pass a contiguous NumPy array of the right dtype)"
+        ))
+    })?;
+    Ok(buf.to_vec(py)?)
+}
+
+/// An optional column, checked against the number of addresses.
+fn column<T: pyo3::buffer::Element + Copy>(
+    py: Python<'_>,
+    name: &str,
+    obj: Option<&Bound<'_, PyAny>>,
+    n: usize,
+) -> Result<Option<Vec<T>>> {
+    let Some(obj) = obj else { return Ok(None) };
+    let v = buffer_vec::<T>(py, name, obj)?;
+    if v.len() != n {
+        return Err(Failure::Argument(format!(
+            "{name} has {} elements but addresses has {n}",
+            v.len()
+        )));
+    }
+    Ok(Some(v))
+}
+
+/// In-memory columns of records, as the Python front passes them.
+pub struct Columns {
+    pub addr: Vec<u64>,
+    pub kind: Option<Vec<u8>>,
+    pub size: Option<Vec<u16>>,
+    pub thread: Option<Vec<u32>>,
+    pub icount: Option<Vec<u32>>,
+    pub privileged: Option<Vec<u8>>,
+}
+
+impl Columns {
+    #[allow(clippy::too_many_arguments)]
+    pub fn extract(
+        py: Python<'_>,
+        addr: &Bound<'_, PyAny>,
+        kind: Option<&Bound<'_, PyAny>>,
+        size: Option<&Bound<'_, PyAny>>,
+        thread: Option<&Bound<'_, PyAny>>,
+        icount: Option<&Bound<'_, PyAny>>,
+        privileged: Option<&Bound<'_, PyAny>>,
+    ) -> Result<Columns> {
+        let addr = buffer_vec::<u64>(py, "addresses", addr)?;
+        let n = addr.len();
+        let kind = column::<u8>(py, "kinds", kind, n)?;
+        if let Some(k) = &kind {
+            if let Some((i, bad)) = k
+                .iter()
+                .enumerate()
+                .find(|(_, &v)| Kind::from_u8(v).is_none())
+            {
+                return Err(Failure::Argument(format!(
+                    "kinds[{i}] = {bad}: expected 0 (load), 1 (store), 2 (ifetch) or 3 (modify)"
+                )));
+            }
+        }
+        let size = column::<u16>(py, "sizes", size, n)?;
+        if let Some(s) = &size {
+            if let Some(i) = s.iter().position(|&v| v == 0) {
+                return Err(Failure::Argument(format!(
+                    "sizes[{i}] = 0: a reference is at least 1 byte"
+                )));
+            }
+        }
+        Ok(Columns {
+            addr,
+            kind,
+            size,
+            thread: column::<u32>(py, "threads", thread, n)?,
+            icount: column::<u32>(py, "icounts", icount, n)?,
+            privileged: column::<u8>(py, "privileged", privileged, n)?,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.addr.len()
+    }
+
+    /// Fill `buf` with records `start..end`. Defaults: load, 1 byte, thread 0, icount 0.
+    pub fn records(&self, start: usize, end: usize, buf: &mut Vec<Record>) {
+        buf.clear();
+        for i in start..end {
+            buf.push(Record {
+                addr: self.addr[i],
+                thread: self.thread.as_ref().map_or(0, |t| t[i]),
+                icount: self.icount.as_ref().map_or(0, |t| t[i]),
+                size: self.size.as_ref().map_or(1, |t| t[i]),
+                kind: self
+                    .kind
+                    .as_ref()
+                    .map_or(Kind::Load, |t| Kind::from_u8(t[i]).expect("checked")),
+                privileged: self.privileged.as_ref().is_some_and(|t| t[i] != 0),
+            });
+        }
+    }
+}
+
+/// Simulate records held in memory (NumPy columns). Returns the result document as JSON.
+#[pyfunction]
+#[pyo3(signature = (config_json, addresses, kinds = None, sizes = None, threads = None, icounts = None, privileged = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_arrays(
+    py: Python<'_>,
+    config_json: &str,
+    addresses: &Bound<'_, PyAny>,
+    kinds: Option<&Bound<'_, PyAny>>,
+    sizes: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    icounts: Option<&Bound<'_, PyAny>>,
+    privileged: Option<&Bound<'_, PyAny>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let config = parse_config(config_json, "json")?;
+    let cols = Columns::extract(py, addresses, kinds, sizes, threads, icounts, privileged)?;
+    let progress = progress.as_ref();
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let mut h = hierarchy(&config)?;
+            let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+            let n = cols.len();
+            let mut start = 0;
+            while start < n {
+                let end = (start + BLOCK_RECORDS).min(n);
+                cols.records(start, end, &mut buf);
+                h.run_block(&buf);
+                start = end;
+                let p = Progress {
+                    records: end as u64,
+                    total_records: Some(n as u64),
+                    ..Progress::default()
+                };
+                report(progress, p)?;
+            }
+            Ok(outcome(
+                &config,
+                &h,
+                json!({"kind": "arrays", "records": n}),
+            ))
+        })
+    })?;
+    Ok(doc)
+}

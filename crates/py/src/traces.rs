@@ -1,0 +1,266 @@
+/*!
+Trace files for Python: read a (small) trace into columns, write columns as a native trace,
+convert another tool's trace to the native format, and summarise a trace (`cachecolor trace info`).
+
+Columns cross the boundary as little-endian `bytes` (`addr` u64, `thread` u32, `icount` u32,
+`size` u16, `kind` u8, `privileged` u8) that the Python side views with `numpy.frombuffer`: no
+per-record Python objects. Reading a whole trace into memory is for small traces only (about 20
+bytes per record); simulation and conversion stream block by block and never hold a whole trace.
+
+Writing goes through `cachecolor_sim::trace::convert`, so a trace appears at its path only when
+complete (temporary file + rename). All file work runs with the GIL released.
+*/
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use cachecolor_sim::trace::{self, native, Format, Kind, RecordSource, VecSource, BLOCK_RECORDS};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use serde_json::json;
+
+use crate::errors::{catch_panic, Failure, Result};
+use crate::simulate::{report, Columns};
+
+/// A trace opened for reading, with (native traces only) the header's metadata and version.
+type Opened = (Box<dyn RecordSource + Send>, Option<(String, u16)>);
+
+/// Open `path` as `format`.
+fn open(path: &Path, format: Format) -> Result<Opened> {
+    if format == Format::Native {
+        let r = native::TraceReader::open(path)?;
+        let meta = (r.metadata().to_string(), r.version());
+        Ok((Box::new(r), Some(meta)))
+    } else {
+        Ok((trace::open(path, format)?, None))
+    }
+}
+
+fn le_bytes<const N: usize, T>(v: &[T], f: impl Fn(&T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * N);
+    for x in v {
+        out.extend_from_slice(&f(x));
+    }
+    out
+}
+
+/// Read up to `limit` records of a trace into columns. Returns a dict of `bytes` columns plus
+/// `metadata` (native traces), `version` and `truncated` (true when `limit` stopped the read).
+#[pyfunction]
+#[pyo3(signature = (path, format = "native", limit = None))]
+pub fn read_trace<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: &str,
+    limit: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let format = Format::parse(format).map_err(Failure::from)?;
+    let limit = limit.unwrap_or(u64::MAX);
+    struct Read {
+        addr: Vec<u64>,
+        thread: Vec<u32>,
+        icount: Vec<u32>,
+        size: Vec<u16>,
+        kind: Vec<u8>,
+        privileged: Vec<u8>,
+        meta: Option<(String, u16)>,
+        truncated: bool,
+    }
+    let r = py.detach(|| {
+        catch_panic(|| {
+            let (mut src, meta) = open(&path, format)?;
+            let mut out = Read {
+                addr: Vec::new(),
+                thread: Vec::new(),
+                icount: Vec::new(),
+                size: Vec::new(),
+                kind: Vec::new(),
+                privileged: Vec::new(),
+                meta,
+                truncated: false,
+            };
+            let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+            let mut n = 0u64;
+            'blocks: while src.next_block(&mut buf)? {
+                for rec in &buf {
+                    if n == limit {
+                        out.truncated = true;
+                        break 'blocks;
+                    }
+                    out.addr.push(rec.addr);
+                    out.thread.push(rec.thread);
+                    out.icount.push(rec.icount);
+                    out.size.push(rec.size);
+                    out.kind.push(rec.kind as u8);
+                    out.privileged.push(rec.privileged as u8);
+                    n += 1;
+                }
+                report(None, src.progress())?;
+            }
+            Ok(out)
+        })
+    })?;
+    let d = PyDict::new(py);
+    d.set_item(
+        "addr",
+        PyBytes::new(py, &le_bytes(&r.addr, |x| x.to_le_bytes())),
+    )?;
+    d.set_item(
+        "thread",
+        PyBytes::new(py, &le_bytes(&r.thread, |x| x.to_le_bytes())),
+    )?;
+    d.set_item(
+        "icount",
+        PyBytes::new(py, &le_bytes(&r.icount, |x| x.to_le_bytes())),
+    )?;
+    d.set_item(
+        "size",
+        PyBytes::new(py, &le_bytes(&r.size, |x| x.to_le_bytes())),
+    )?;
+    d.set_item("kind", PyBytes::new(py, &r.kind))?;
+    d.set_item("privileged", PyBytes::new(py, &r.privileged))?;
+    d.set_item("metadata", r.meta.as_ref().map(|m| m.0.clone()))?;
+    d.set_item("version", r.meta.as_ref().map(|m| m.1))?;
+    d.set_item("truncated", r.truncated)?;
+    Ok(d)
+}
+
+/// Write columns as a native trace at `path` (atomically). Returns the records written.
+#[pyfunction]
+#[pyo3(signature = (path, addresses, kinds = None, sizes = None, threads = None, icounts = None, privileged = None, metadata = ""))]
+#[allow(clippy::too_many_arguments)]
+pub fn write_trace(
+    py: Python<'_>,
+    path: PathBuf,
+    addresses: &Bound<'_, PyAny>,
+    kinds: Option<&Bound<'_, PyAny>>,
+    sizes: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    icounts: Option<&Bound<'_, PyAny>>,
+    privileged: Option<&Bound<'_, PyAny>>,
+    metadata: &str,
+) -> PyResult<u64> {
+    let cols = Columns::extract(py, addresses, kinds, sizes, threads, icounts, privileged)?;
+    let n = py.detach(|| {
+        catch_panic(|| {
+            let mut records = Vec::with_capacity(cols.len());
+            let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+            let mut start = 0;
+            while start < cols.len() {
+                let end = (start + BLOCK_RECORDS).min(cols.len());
+                cols.records(start, end, &mut buf);
+                records.extend_from_slice(&buf);
+                start = end;
+            }
+            let mut src = VecSource::new(records);
+            Ok(trace::convert(&mut src, &path, metadata, &mut |_| {})?)
+        })
+    })?;
+    Ok(n)
+}
+
+/// Convert `src` (any format) to a native trace at `out`. Returns the records written.
+#[pyfunction]
+#[pyo3(signature = (src, format, out, metadata = None, progress = None))]
+pub fn convert_trace(
+    py: Python<'_>,
+    src: PathBuf,
+    format: &str,
+    out: PathBuf,
+    metadata: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<u64> {
+    let format = Format::parse(format).map_err(Failure::from)?;
+    let metadata = metadata.unwrap_or_else(|| {
+        json!({
+            "source": "cachecolor trace convert",
+            "cachecolor_version": cachecolor_sim::VERSION,
+            "from": format.name(),
+            "input": src.display().to_string(),
+        })
+        .to_string()
+    });
+    let progress = progress.as_ref();
+    let n = py.detach(|| {
+        catch_panic(|| {
+            let (mut source, _) = open(&src, format)?;
+            // `convert` takes an infallible callback; keep the first error and stop reporting.
+            let mut failed: Option<Failure> = None;
+            let n = trace::convert(&mut *source, &out, &metadata, &mut |p| {
+                if failed.is_none() {
+                    if let Err(e) = report(progress, p) {
+                        failed = Some(e);
+                    }
+                }
+            })?;
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(n),
+            }
+        })
+    })?;
+    Ok(n)
+}
+
+/// Summarise a trace: records, kinds, threads, address range, sizes, metadata. Returns JSON.
+#[pyfunction]
+#[pyo3(signature = (path, format = "native", progress = None))]
+pub fn trace_info(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let format = Format::parse(format).map_err(Failure::from)?;
+    let progress = progress.as_ref();
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let file_bytes = std::fs::metadata(&path).map(|m| m.len()).ok();
+            let (mut src, meta) = open(&path, format)?;
+            let mut kinds = [0u64; 4];
+            let mut threads = BTreeSet::new();
+            let (mut lo, mut hi) = (u64::MAX, 0u64);
+            let (mut records, mut privileged, mut bytes, mut icount) = (0u64, 0u64, 0u64, 0u64);
+            let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+            while src.next_block(&mut buf)? {
+                for r in &buf {
+                    kinds[r.kind as usize] += 1;
+                    if threads.len() < 1 << 16 {
+                        threads.insert(r.thread);
+                    }
+                    lo = lo.min(r.addr);
+                    hi = hi.max(r.addr.saturating_add(r.size.max(1) as u64 - 1));
+                    privileged += r.privileged as u64;
+                    bytes += r.size as u64;
+                    icount += r.icount as u64;
+                }
+                records += buf.len() as u64;
+                report(progress, src.progress())?;
+            }
+            let metadata = meta.as_ref().map(|(m, _)| {
+                serde_json::from_str::<serde_json::Value>(m).unwrap_or_else(|_| json!(m))
+            });
+            let kinds: serde_json::Map<String, serde_json::Value> = Kind::ALL
+                .iter()
+                .map(|k| (k.name().to_string(), json!(kinds[*k as usize])))
+                .collect();
+            Ok(json!({
+                "path": path.display().to_string(),
+                "format": format.name(),
+                "version": meta.as_ref().map(|m| m.1),
+                "file_bytes": file_bytes,
+                "records": records,
+                "kinds": kinds,
+                "threads": threads.len(),
+                "thread_ids": threads.iter().take(64).collect::<Vec<_>>(),
+                "address_min": (records > 0).then_some(lo),
+                "address_max": (records > 0).then_some(hi),
+                "privileged": privileged,
+                "bytes_accessed": bytes,
+                "instructions": icount,
+                "metadata": metadata,
+            })
+            .to_string())
+        })
+    })?;
+    Ok(doc)
+}

@@ -1,0 +1,66 @@
+"""cachecolor: cache-aware page management you can run.
+
+The Python front of cachecolor's Rust simulator. Rust (``cachecolor._core``) owns the models and
+the hot loop and releases the GIL while it simulates; this package owns the API, tables, the CLI
+(``cachecolor.cli``) and, later, plots, sweeps and reports.
+
+Public API (everything here is re-exported from submodules; see each for details)::
+
+    load_config(path_or_dict) -> dict            # effective config, every default filled in
+    simulate(config, trace=None, trace_format="native", progress=None, ...) -> Result
+    read_trace(path, format="native", limit=None, as_="frame") -> DataFrame | ndarray
+    write_trace(path, records, metadata="") -> int
+    convert_trace(src, fmt, out, progress=None) -> int
+    trace_info(path, format="native") -> dict
+    capture(program_args, out, backend="auto", ...) -> dict
+    presets.detect() -> dict                      # this machine's hierarchy as a config
+
+Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
+``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
+core from one mapping (crates/py/src/errors.rs).
+"""
+
+from . import _core
+from ._core import (
+    CachecolorError,
+    CaptureError,
+    ConfigError,
+    SimulationError,
+    TraceError,
+)
+from . import presets
+from .config import load_config
+from .results import Result
+from .simulation import Progress, simulate
+from .traces import (
+    KIND_NAMES,
+    capture,
+    convert_trace,
+    read_trace,
+    trace_formats,
+    trace_info,
+    write_trace,
+)
+
+__version__: str = _core.__version__
+
+__all__ = [
+    "CachecolorError",
+    "CaptureError",
+    "ConfigError",
+    "KIND_NAMES",
+    "Progress",
+    "Result",
+    "SimulationError",
+    "TraceError",
+    "__version__",
+    "capture",
+    "convert_trace",
+    "load_config",
+    "presets",
+    "read_trace",
+    "simulate",
+    "trace_formats",
+    "trace_info",
+    "write_trace",
+]

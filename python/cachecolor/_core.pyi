@@ -1,0 +1,108 @@
+"""Typed stub of the compiled module ``cachecolor._core`` (crates/py).
+
+The extension is thin glue: configs and results cross as JSON text, record columns as buffers
+(NumPy arrays) in and little-endian ``bytes`` out. Use the public API in ``cachecolor`` instead
+of calling these directly. ``tests/test_api.py`` checks that this stub and the compiled module
+name the same functions and exceptions.
+"""
+
+from os import PathLike
+from typing import Any, Callable, Optional, Sequence, Union
+
+__version__: str
+
+_Path = Union[str, PathLike[str]]
+# (records, bytes, total_bytes, total_records), called once per block of records.
+_Progress = Callable[[int, int, Optional[int], Optional[int]], Any]
+
+class CachecolorError(ValueError):
+    """Base class of every error cachecolor raises for bad input or a failed run."""
+
+class ConfigError(CachecolorError):
+    """An invalid configuration; ``field`` is the dotted path of the field ("" if none)."""
+
+    field: str
+
+class TraceError(CachecolorError):
+    """A trace that cannot be read; ``offset`` is the byte offset of the problem, if known."""
+
+    offset: Optional[int]
+
+class SimulationError(CachecolorError):
+    """A run that failed for a reason other than its config or trace (an internal error)."""
+
+class CaptureError(CachecolorError):
+    """A failed capture; ``summary`` is set (and the trace kept) when the program itself failed."""
+
+    summary: Optional[dict[str, Any]]
+    exit_code: Optional[int]
+
+def effective_config(text: str, format: str = "toml") -> str:
+    """Parse a config (``format`` "toml" or "json"), check it, return it as JSON with defaults filled in."""
+
+def simulate(
+    config_json: str,
+    trace: Optional[_Path] = None,
+    trace_format: str = "native",
+    progress: Optional[_Progress] = None,
+) -> str:
+    """Simulate a trace file, or the config's workload when ``trace`` is None; returns the result JSON."""
+
+def simulate_arrays(
+    config_json: str,
+    addresses: Any,
+    kinds: Any = None,
+    sizes: Any = None,
+    threads: Any = None,
+    icounts: Any = None,
+    privileged: Any = None,
+    progress: Optional[_Progress] = None,
+) -> str:
+    """Simulate in-memory columns (uint64 addresses; uint8 kinds, uint16 sizes, uint32 threads/icounts, uint8 privileged)."""
+
+def read_trace(path: _Path, format: str = "native", limit: Optional[int] = None) -> dict[str, Any]:
+    """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged (+ metadata, version, truncated)."""
+
+def write_trace(
+    path: _Path,
+    addresses: Any,
+    kinds: Any = None,
+    sizes: Any = None,
+    threads: Any = None,
+    icounts: Any = None,
+    privileged: Any = None,
+    metadata: str = "",
+) -> int:
+    """Write columns as a native trace (atomically); returns the number of records."""
+
+def convert_trace(
+    src: _Path,
+    format: str,
+    out: _Path,
+    metadata: Optional[str] = None,
+    progress: Optional[_Progress] = None,
+) -> int:
+    """Convert a trace of ``format`` to a native trace at ``out``; returns the number of records."""
+
+def trace_info(path: _Path, format: str = "native", progress: Optional[_Progress] = None) -> str:
+    """Summarise a trace (records, kinds, threads, address range, metadata) as JSON."""
+
+def capture(
+    program: str,
+    args: Sequence[str],
+    out: _Path,
+    backend: str = "auto",
+    ifetch: bool = True,
+    max_records: Optional[int] = None,
+    progress: Optional[_Progress] = None,
+) -> str:
+    """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
+
+def capture_backends() -> list[str]:
+    """The backend names ``capture`` accepts."""
+
+def host_caches() -> list[tuple[int, str, int, int, int, int]]:
+    """The host's caches as (level, type, size, ways, line_size, shared_by), from sysfs."""
+
+def trace_formats() -> list[str]:
+    """The trace format names the readers accept."""

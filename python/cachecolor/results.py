@@ -1,0 +1,163 @@
+"""``Result``: what a simulation returns, as a dict (the JSON document the CLI writes) and as
+pandas frames for notebooks.
+
+The document (``Result.to_dict()``, ``cachecolor simulate --json``)::
+
+    version      cachecolor version that ran
+    config       the effective config (every default filled in)
+    source       {"kind": "trace", "path", "format"} | {"kind": "workload"} | {"kind": "arrays"}
+    levels       per level, in hierarchy order: name, accesses, hits, misses, miss_rate,
+                 load/store/ifetch/modify {accesses, hits, misses}, evictions, writebacks,
+                 writebacks_received, writeback_fills, write_throughs, prefetches_issued,
+                 prefetches_useful, prefetch_accesses, prefetch_misses, back_invalidations,
+                 victim_fills
+    memory       {"reads", "writes"}: lines read from / written to memory
+    records, line_accesses, unserved
+    invariants   violated accounting invariants (empty when all hold; DESIGN.md principle 4)
+
+Contract: a ``Result`` never changes after it is made; ``to_dict`` returns a deep copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Union
+
+KINDS = ("load", "store", "ifetch", "modify")
+
+
+class Result:
+    """The outcome of one simulation."""
+
+    def __init__(self, doc: dict[str, Any]):
+        self._doc = doc
+
+    @property
+    def version(self) -> str:
+        """The cachecolor version that produced this result."""
+        return self._doc["version"]
+
+    @property
+    def effective_config(self) -> dict[str, Any]:
+        """The config the run used, every default filled in."""
+        return copy.deepcopy(self._doc["config"])
+
+    @property
+    def records(self) -> int:
+        """Records simulated."""
+        return self._doc["records"]
+
+    @property
+    def memory(self) -> dict[str, int]:
+        """Lines read from and written to memory below the last level."""
+        return dict(self._doc["memory"])
+
+    @property
+    def invariants(self) -> list[str]:
+        """Violated invariants (empty when every check held)."""
+        return list(self._doc["invariants"])
+
+    @property
+    def level_names(self) -> list[str]:
+        return [lv["name"] for lv in self._doc["levels"]]
+
+    def level(self, name: str) -> dict[str, Any]:
+        """The statistics of the level called ``name``."""
+        for lv in self._doc["levels"]:
+            if lv["name"] == name:
+                return copy.deepcopy(lv)
+        raise KeyError(f"no level {name!r}; levels are {', '.join(self.level_names)}")
+
+    @property
+    def levels(self):
+        """A pandas DataFrame, one row per level in hierarchy order, indexed by level name.
+
+        Columns: accesses, hits, misses, miss_rate, evictions, writebacks, ..., and the per-kind
+        counts flattened as ``load_accesses``, ``load_hits``, ``load_misses``, ``store_...``.
+        """
+        import pandas as pd
+
+        rows = []
+        for lv in self._doc["levels"]:
+            row = {}
+            for key, value in lv.items():
+                if key in KINDS:
+                    for sub, count in value.items():
+                        row[f"{key}_{sub}"] = count
+                else:
+                    row[key] = value
+            rows.append(row)
+        frame = pd.DataFrame(rows).set_index("name")
+        frame.index.name = "level"
+        return frame
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole result document (a deep copy), as ``--json`` writes it."""
+        return copy.deepcopy(self._doc)
+
+    def to_json(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write the result document to ``path`` atomically (temporary file, then rename)."""
+        write_json_atomic(path, self._doc)
+
+    def table(self) -> str:
+        """A plain-text table of the per-level statistics."""
+        return format_table(self._doc)
+
+    def __repr__(self) -> str:
+        levels = ", ".join(f"{lv['name']}: {lv['misses']}/{lv['accesses']} misses" for lv in self._doc["levels"])
+        return f"<cachecolor.Result {self.records} records; {levels}>"
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """Per-level statistics as an aligned text table."""
+    header = ["level", "accesses", "hits", "misses", "miss rate", "evictions", "writebacks"]
+    rows = [
+        [
+            lv["name"],
+            f"{lv['accesses']:,}",
+            f"{lv['hits']:,}",
+            f"{lv['misses']:,}",
+            f"{100.0 * lv['miss_rate']:.2f}%",
+            f"{lv['evictions']:,}",
+            f"{lv['writebacks']:,}",
+        ]
+        for lv in doc["levels"]
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for n, r in enumerate([header, *rows]):
+        cells = [str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    mem = doc.get("memory", {})
+    lines.append(f"memory: {mem.get('reads', 0):,} line reads, {mem.get('writes', 0):,} line writes")
+    return "\n".join(lines)
+
+
+def write_json_atomic(path: Union[str, "os.PathLike[str]"], obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` via a temporary file in the same directory and a rename,
+    so readers never see a half-written file and a failure leaves the old file in place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,107 @@
+"""Shared fixtures for the Python tests (run by `make test` inside .venv).
+
+- ``repo``: the repository root; ``examples``: examples/.
+- ``run_cli(*args)``: runs the installed console script (``.venv/bin/cachecolor``, the file
+  beside the interpreter running pytest) as a subprocess and returns the CompletedProcess, so
+  the CLI is tested exactly as a user runs it: exit codes, stdout, stderr.
+- ``din_trace`` / ``native_trace``: small traces written into the test's tmp_path.
+- ``needs_qemu`` / ``needs_valgrind`` / ``needs_cc``: skip markers that fire only when the tool
+  is truly absent from PATH, saying which tool and how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _script() -> list[str]:
+    script = BIN / "cachecolor"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "cachecolor"]  # pragma: no cover - outside a venv
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def examples() -> Path:
+    return REPO / "examples"
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    def run(*args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        env.pop("CACHECOLOR_DEBUG", None)
+        return subprocess.run(
+            [*_script(), *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd or tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run
+
+
+def write_din(path: Path, rng_seed: int = 7, n: int = 20_000) -> Path:
+    """A Dinero din trace: label 0 read, 1 write, 2 instruction fetch; hex addresses."""
+    rng = np.random.default_rng(rng_seed)
+    labels = rng.choice([0, 0, 0, 1, 2], size=n)
+    addrs = rng.integers(0, 256 << 10, size=n) & ~np.int64(7)
+    path.write_text("".join(f"{lab} {addr:x}\n" for lab, addr in zip(labels, addrs)))
+    return path
+
+
+@pytest.fixture
+def din_trace(tmp_path) -> Path:
+    return write_din(tmp_path / "small.din")
+
+
+@pytest.fixture
+def native_trace(tmp_path) -> Path:
+    import cachecolor
+
+    rng = np.random.default_rng(3)
+    n = 150_000  # three blocks of 65,536 records: corruption tests can hit a middle block
+    path = tmp_path / "small.cctrace"
+    cachecolor.write_trace(
+        path,
+        {
+            "addr": rng.integers(0, 1 << 22, size=n, dtype=np.uint64),
+            "kind": rng.integers(0, 4, size=n, dtype=np.uint8),
+            "size": rng.choice(np.array([1, 2, 4, 8], dtype=np.uint16), size=n),
+            "thread": rng.integers(0, 3, size=n, dtype=np.uint32),
+        },
+        metadata='{"made_by": "tests/conftest.py"}',
+    )
+    return path
+
+
+def _skip_unless(tool: str, package: str):
+    return pytest.mark.skipif(
+        shutil.which(tool) is None,
+        reason=f"{tool} is not installed (apt-get install {package}; `make test` installs it when run as root)",
+    )
+
+
+needs_qemu = _skip_unless("qemu-x86_64", "qemu-user")
+needs_valgrind = _skip_unless("valgrind", "valgrind")
+needs_cc = pytest.mark.skipif(
+    not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler (apt-get install gcc)"
+)
