@@ -17,7 +17,9 @@ pub struct HostCache {
 }
 
 fn read_trim(p: &std::path::Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 fn parse_size(s: &str) -> Option<u64> {
@@ -49,11 +51,17 @@ pub fn host_caches() -> Vec<HostCache> {
 /// As `host_caches`, from any directory laid out like sysfs (tests use a fake one).
 pub fn host_caches_under(dir: &std::path::Path) -> Vec<HostCache> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     let mut idx: Vec<_> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("index")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("index"))
+        })
         .collect();
     idx.sort();
     for p in idx {
@@ -68,7 +76,14 @@ pub fn host_caches_under(dir: &std::path::Path) -> Vec<HostCache> {
             continue;
         };
         let shared_by = get("shared_cpu_list").map(|s| count_cpus(&s)).unwrap_or(1);
-        out.push(HostCache { level, kind, size, ways, line_size: line, shared_by });
+        out.push(HostCache {
+            level,
+            kind,
+            size,
+            ways,
+            line_size: line,
+            shared_by,
+        });
     }
     out.sort_by_key(|c| (c.level, c.kind != "Instruction"));
     out
@@ -82,10 +97,13 @@ mod tests {
     fn parses_a_sysfs_like_tree() {
         let d = std::env::temp_dir().join(format!("cc-sysfs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
-        for (i, (lvl, ty, size, ways)) in
-            [(1, "Data", "48K", "12"), (1, "Instruction", "32K", "8"), (2, "Unified", "1024K", "16")]
-                .iter()
-                .enumerate()
+        for (i, (lvl, ty, size, ways)) in [
+            (1, "Data", "48K", "12"),
+            (1, "Instruction", "32K", "8"),
+            (2, "Unified", "1024K", "16"),
+        ]
+        .iter()
+        .enumerate()
         {
             let p = d.join(format!("index{i}"));
             std::fs::create_dir_all(&p).unwrap();

@@ -13,12 +13,17 @@ fn main() {
     let base = 0x2_0000_0000u64;
     let n = 5_000_000u64;
     let mut g = SplitMix64::new(1);
-    let rand: Vec<Record> = (0..n).map(|_| Record::load(base + 8 * (g.next_u64() >> 41))).collect();
+    let rand: Vec<Record> = (0..n)
+        .map(|_| Record::load(base + 8 * (g.next_u64() >> 41)))
+        .collect();
     let seq: Vec<Record> = (0..n).map(|i| Record::load(base + 8 * i)).collect();
     let only: Option<String> = std::env::args().nth(1);
     for (cname, ctext) in [("one-level", one), ("three-level", three)] {
         for (tname, t) in [("uniform-64MiB", &rand), ("sequential", &seq)] {
-            if only.as_deref().is_some_and(|o| !format!("{cname}/{tname}").contains(o)) {
+            if only
+                .as_deref()
+                .is_some_and(|o| !format!("{cname}/{tname}").contains(o))
+            {
                 continue;
             }
             let cfg: HierarchyConfig = from_toml(ctext).unwrap();
@@ -32,12 +37,18 @@ fn main() {
                 best = best.min(t0.elapsed().as_secs_f64());
                 std::hint::black_box(h.stats());
             }
-            println!("{cname:12} {tname:14} {:7.1} M refs/s", n as f64 / best / 1e6);
+            println!(
+                "{cname:12} {tname:14} {:7.1} M refs/s",
+                n as f64 / best / 1e6
+            );
         }
     }
 }
 
 /// Repetitions per case (best is reported); `REPS=1` for instruction counting under callgrind.
 fn reps() -> usize {
-    std::env::var("REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(3)
+    std::env::var("REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
 }

@@ -17,7 +17,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError { field: field.into(), message: message.into() }
+        ConfigError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -43,10 +46,16 @@ pub struct TraceError {
 
 impl TraceError {
     pub fn at(offset: u64, message: impl Into<String>) -> Self {
-        TraceError { offset: Some(offset), message: message.into() }
+        TraceError {
+            offset: Some(offset),
+            message: message.into(),
+        }
     }
     pub fn new(message: impl Into<String>) -> Self {
-        TraceError { offset: None, message: message.into() }
+        TraceError {
+            offset: None,
+            message: message.into(),
+        }
     }
 }
 

@@ -35,7 +35,9 @@ fn three_level() -> Hierarchy {
 
 fn uniform(seed: u64, shift: u32) -> Vec<Record> {
     let mut g = SplitMix64::new(seed);
-    (0..N).map(|_| Record::load(BASE + 8 * (g.next_u64() >> shift))).collect()
+    (0..N)
+        .map(|_| Record::load(BASE + 8 * (g.next_u64() >> shift)))
+        .collect()
 }
 
 fn check(recs: &[Record], expected: [(u64, u64, u64); 3]) {
@@ -45,29 +47,53 @@ fn check(recs: &[Record], expected: [(u64, u64, u64); 3]) {
     }
     let s = h.stats();
     for (lvl, (acc, hit, miss)) in s.levels.iter().zip(expected) {
-        assert_eq!((lvl.accesses, lvl.hits, lvl.misses), (acc, hit, miss), "level {}", lvl.name);
+        assert_eq!(
+            (lvl.accesses, lvl.hits, lvl.misses),
+            (acc, hit, miss),
+            "level {}",
+            lvl.name
+        );
     }
-    assert!(h.check_invariants().is_empty(), "{:?}", h.check_invariants());
+    assert!(
+        h.check_invariants().is_empty(),
+        "{:?}",
+        h.check_invariants()
+    );
 }
 
 #[test]
 fn uniform_over_64_mib_matches_other_simulators() {
     check(
         &uniform(1, 41),
-        [(5_000_000, 3_716, 4_996_284), (4_996_284, 74_384, 4_921_900), (4_921_900, 2_252_592, 2_669_308)],
+        [
+            (5_000_000, 3_716, 4_996_284),
+            (4_996_284, 74_384, 4_921_900),
+            (4_921_900, 2_252_592, 2_669_308),
+        ],
     );
 }
 
 #[test]
 fn sequential_matches_other_simulators() {
     let recs: Vec<Record> = (0..N as u64).map(|i| Record::load(BASE + 8 * i)).collect();
-    check(&recs, [(5_000_000, 4_375_000, 625_000), (625_000, 0, 625_000), (625_000, 0, 625_000)]);
+    check(
+        &recs,
+        [
+            (5_000_000, 4_375_000, 625_000),
+            (625_000, 0, 625_000),
+            (625_000, 0, 625_000),
+        ],
+    );
 }
 
 #[test]
 fn uniform_over_4_mib_matches_other_simulators() {
     check(
         &uniform(2, 45),
-        [(5_000_000, 58_465, 4_941_535), (4_941_535, 1_188_091, 3_753_444), (3_753_444, 3_687_908, 65_536)],
+        [
+            (5_000_000, 58_465, 4_941_535),
+            (4_941_535, 1_188_091, 3_753_444),
+            (3_753_444, 3_687_908, 65_536),
+        ],
     );
 }

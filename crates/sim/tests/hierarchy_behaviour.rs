@@ -11,7 +11,9 @@ fn hierarchy(toml: &str) -> Hierarchy {
 }
 
 fn seq(n: u64, stride: u64) -> Vec<Record> {
-    (0..n).map(|i| Record::load(0x10_0000 + i * stride)).collect()
+    (0..n)
+        .map(|i| Record::load(0x10_0000 + i * stride))
+        .collect()
 }
 
 const TWO_LEVEL_PF: &str = r#"
@@ -37,7 +39,10 @@ fn next_line_prefetcher_hides_sequential_misses_and_can_be_switched_off() {
     assert_eq!(on.misses + on.hits, 100_000);
     assert_eq!(on.misses, 1, "{on:?}");
     assert_eq!(on.prefetches_useful, 99_999);
-    assert_eq!(on.prefetches_issued, 100_000, "the last prefetch is never used");
+    assert_eq!(
+        on.prefetches_issued, 100_000,
+        "the last prefetch is never used"
+    );
     // Prefetches reach L2 as prefetch traffic, not demand accesses.
     let l2 = &h.stats().levels[1];
     assert_eq!(l2.accesses, 1);
@@ -46,12 +51,20 @@ fn next_line_prefetcher_hides_sequential_misses_and_can_be_switched_off() {
     let mut off = hierarchy(TWO_LEVEL_PF);
     off.set_prefetch_enabled(false);
     off.run_block(&recs[..50_000]);
-    assert_eq!(off.stats().levels[0].misses, 50_000, "no prefetches while switched off");
+    assert_eq!(
+        off.stats().levels[0].misses,
+        50_000,
+        "no prefetches while switched off"
+    );
     assert_eq!(off.stats().levels[0].prefetches_issued, 0);
     off.set_prefetch_enabled(true);
     off.run_block(&recs[50_000..]);
     let s = off.stats().levels[0].clone();
-    assert_eq!(s.misses, 50_000 + 1, "prefetching resumes when switched back on");
+    assert_eq!(
+        s.misses,
+        50_000 + 1,
+        "prefetching resumes when switched back on"
+    );
     assert!(off.check_invariants().is_empty());
 }
 
@@ -67,14 +80,22 @@ fn stride_prefetcher_follows_a_page_stride() {
     assert_eq!(l1.prefetches_useful, 19_997);
     let mut n = hierarchy(TWO_LEVEL_PF);
     n.run_block(&recs);
-    assert_eq!(n.stats().levels[0].prefetches_useful, 0, "next-line prefetches are useless here");
+    assert_eq!(
+        n.stats().levels[0].prefetches_useful,
+        0,
+        "next-line prefetches are useless here"
+    );
 }
 
 #[test]
 fn seeded_policies_are_deterministic_and_seed_sensitive() {
     let mut g = cachecolor_sim::rng::SplitMix64::new(3);
-    let recs: Vec<Record> = (0..200_000).map(|_| Record::load(g.below(1 << 22) * 8)).collect();
-    for policy in ["random", "brrip", "drrip", "srrip", "nru", "plru", "fifo", "lru"] {
+    let recs: Vec<Record> = (0..200_000)
+        .map(|_| Record::load(g.below(1 << 22) * 8))
+        .collect();
+    for policy in [
+        "random", "brrip", "drrip", "srrip", "nru", "plru", "fifo", "lru",
+    ] {
         let cfg = |seed: u64| {
             format!("seed = {seed}\n[[levels]]\nname = \"L1\"\nsize = \"64KiB\"\nways = 8\npolicy = \"{policy}\"\n[[levels]]\nname = \"L2\"\nsize = \"1MiB\"\nways = 16\npolicy = \"{policy}\"\n")
         };
@@ -88,7 +109,11 @@ fn seeded_policies_are_deterministic_and_seed_sensitive() {
         if matches!(policy, "random" | "brrip" | "drrip") {
             assert_ne!(run(1), run(2), "{policy}: the seed matters");
         } else {
-            assert_eq!(run(1), run(2), "{policy}: deterministic policies ignore the seed");
+            assert_eq!(
+                run(1),
+                run(2),
+                "{policy}: deterministic policies ignore the seed"
+            );
         }
     }
 }
@@ -110,18 +135,29 @@ fn inclusive_llc_back_invalidates_on_every_core() {
     let mut h = hierarchy(cfg);
     let mut g = cachecolor_sim::rng::SplitMix64::new(9);
     let recs: Vec<Record> = (0..50_000)
-        .map(|i| Record { thread: (i % 2) as u32, kind: if i % 3 == 0 { Kind::Store } else { Kind::Load }, ..Record::load(g.below(2048) * 64) })
+        .map(|i| Record {
+            thread: (i % 2) as u32,
+            kind: if i % 3 == 0 { Kind::Store } else { Kind::Load },
+            ..Record::load(g.below(2048) * 64)
+        })
         .collect();
     h.run_block(&recs);
     let s = h.stats();
     assert!(s.levels[1].back_invalidations > 0);
-    assert!(h.check_invariants().is_empty(), "{:?}", h.check_invariants());
+    assert!(
+        h.check_invariants().is_empty(),
+        "{:?}",
+        h.check_invariants()
+    );
 }
 
 #[test]
 fn a_line_crossing_access_is_two_accesses() {
     let mut h = hierarchy("[[levels]]\nname = \"L1\"\nsize = \"32KiB\"\nways = 8\n");
-    h.access(&Record { size: 8, ..Record::load(60) }); // bytes 60..68: lines 0 and 1
+    h.access(&Record {
+        size: 8,
+        ..Record::load(60)
+    }); // bytes 60..68: lines 0 and 1
     let s = h.stats();
     assert_eq!(s.levels[0].accesses, 2);
     assert_eq!(s.records, 1);
@@ -147,6 +183,9 @@ fn impossible_hierarchies_are_rejected_with_the_field() {
         let e = Hierarchy::new(&cfg).unwrap_err();
         assert_eq!(e.field, field, "{text}: {e}");
     }
-    let e = from_toml::<HierarchyConfig>("[[levels]]\nname = \"L1\"\nsize = \"32KiB\"\nways = 8\ncolour = 1\n").unwrap_err();
+    let e = from_toml::<HierarchyConfig>(
+        "[[levels]]\nname = \"L1\"\nsize = \"32KiB\"\nways = 8\ncolour = 1\n",
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
 }

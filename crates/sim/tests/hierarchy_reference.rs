@@ -3,7 +3,9 @@
 //! `cache/hierarchy.rs`'s header: per-set vectors of (line, dirty, last-use), linear searches,
 //! one record at a time. Property tests drive both with random traces over small caches (many
 //! conflicts) in every inclusion mode, write policy and core count, and compare every counter.
-use cachecolor_sim::cache::{Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy};
+use cachecolor_sim::cache::{
+    Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy,
+};
 use cachecolor_sim::config::Size;
 use cachecolor_sim::trace::{Kind, Record};
 use proptest::prelude::*;
@@ -38,7 +40,11 @@ struct RefCache {
 impl RefCache {
     fn new(size: u64, ways: usize) -> Self {
         let sets = size / 64 / ways as u64;
-        RefCache { sets, ways, data: vec![Vec::new(); sets as usize] }
+        RefCache {
+            sets,
+            ways,
+            data: vec![Vec::new(); sets as usize],
+        }
     }
     fn set(&mut self, line: u64) -> &mut Vec<Line> {
         &mut self.data[(line % self.sets) as usize]
@@ -56,7 +62,11 @@ impl RefCache {
         } else {
             None
         };
-        s.push(Line { line, dirty, used: now });
+        s.push(Line {
+            line,
+            dirty,
+            used: now,
+        });
         victim
     }
     fn remove(&mut self, line: u64) -> Option<Line> {
@@ -99,16 +109,29 @@ impl Reference {
                     shared,
                     write_back: l.write_policy == WritePolicy::WriteBack,
                     write_allocate: l.write_allocate,
-                    caches: (0..k).map(|_| RefCache::new(l.size.0, l.ways as usize)).collect(),
+                    caches: (0..k)
+                        .map(|_| RefCache::new(l.size.0, l.ways as usize))
+                        .collect(),
                     counts: vec![Counts::default(); k],
                 }
             })
             .collect();
-        Reference { levels, cores: cfg.cores as usize, inclusion: cfg.inclusion, now: 0, mem_reads: 0, mem_writes: 0 }
+        Reference {
+            levels,
+            cores: cfg.cores as usize,
+            inclusion: cfg.inclusion,
+            now: 0,
+            mem_reads: 0,
+            mem_writes: 0,
+        }
     }
 
     fn path(&self, core: usize, instr: bool) -> Vec<(usize, usize)> {
-        let want = if instr { Serves::Instruction } else { Serves::Data };
+        let want = if instr {
+            Serves::Instruction
+        } else {
+            Serves::Data
+        };
         self.levels
             .iter()
             .enumerate()
@@ -223,7 +246,10 @@ impl Reference {
             }
         }
         let below = d + 1;
-        if self.inclusion == Inclusion::Exclusive && below < path.len() && path[below].0 == self.last_level() {
+        if self.inclusion == Inclusion::Exclusive
+            && below < path.len()
+            && path[below].0 == self.last_level()
+        {
             if v.dirty {
                 self.levels[lv].counts[c].writebacks += 1;
             }
@@ -251,9 +277,11 @@ impl Reference {
             if self.levels[bl].caches[bc].has(v.line) {
                 let s = self.levels[bl].caches[bc].set(v.line);
                 s.iter_mut().find(|l| l.line == v.line).unwrap().dirty = true;
-            } else if let Some((nl, nc)) =
-                next.filter(|&(nl, nc)| self.inclusion == Inclusion::Exclusive && nl == ll && self.levels[nl].caches[nc].has(v.line))
-            {
+            } else if let Some((nl, nc)) = next.filter(|&(nl, nc)| {
+                self.inclusion == Inclusion::Exclusive
+                    && nl == ll
+                    && self.levels[nl].caches[nc].has(v.line)
+            }) {
                 // Exclusive: the victim cache holds the line, so the write-back lands there.
                 self.levels[nl].counts[nc].wb_received += 1;
                 let s = self.levels[nl].caches[nc].set(v.line);
@@ -335,22 +363,39 @@ fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
                 let gk = g.kind(k);
                 assert_eq!(
                     (gk.accesses, gk.hits, gk.misses),
-                    (want.acc[k as usize], want.hit[k as usize], want.miss[k as usize]),
+                    (
+                        want.acc[k as usize],
+                        want.hit[k as usize],
+                        want.miss[k as usize]
+                    ),
                     "{name} {}",
                     k.name()
                 );
             }
             assert_eq!(g.evictions, want.evictions, "{name} evictions");
             assert_eq!(g.writebacks, want.writebacks, "{name} writebacks");
-            assert_eq!(g.writebacks_received, want.wb_received, "{name} writebacks received");
+            assert_eq!(
+                g.writebacks_received, want.wb_received,
+                "{name} writebacks received"
+            );
             assert_eq!(g.writeback_fills, want.wb_fills, "{name} writeback fills");
-            assert_eq!(g.write_throughs, want.write_throughs, "{name} write-throughs");
-            assert_eq!(g.back_invalidations, want.back_inval, "{name} back-invalidations");
+            assert_eq!(
+                g.write_throughs, want.write_throughs,
+                "{name} write-throughs"
+            );
+            assert_eq!(
+                g.back_invalidations, want.back_inval,
+                "{name} back-invalidations"
+            );
             assert_eq!(g.victim_fills, want.victim_fills, "{name} victim fills");
         }
     }
     let s = fast.stats();
-    assert_eq!((s.memory.reads, s.memory.writes), (slow.mem_reads, slow.mem_writes), "memory traffic");
+    assert_eq!(
+        (s.memory.reads, s.memory.writes),
+        (slow.mem_reads, slow.mem_writes),
+        "memory traffic"
+    );
     let bad = fast.check_invariants();
     assert!(bad.is_empty(), "{bad:?}");
 }
@@ -358,21 +403,29 @@ fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
 fn record() -> impl Strategy<Value = Record> {
     // A small address range (many conflicts), unaligned sizes that sometimes cross lines, and
     // a bias towards repeating nearby addresses so that same-line runs occur.
-    (0u64..96, 0u64..64, prop_oneof![Just(1u16), Just(4), Just(8), Just(16), Just(64)], 0u8..4, 0u32..3).prop_map(
-        |(line, off, size, kind, thread)| Record {
+    (
+        0u64..96,
+        0u64..64,
+        prop_oneof![Just(1u16), Just(4), Just(8), Just(16), Just(64)],
+        0u8..4,
+        0u32..3,
+    )
+        .prop_map(|(line, off, size, kind, thread)| Record {
             addr: 0x1000 + line * 64 + off,
             thread,
             icount: 1,
             size,
             kind: Kind::from_u8(kind).unwrap(),
             privileged: false,
-        },
-    )
+        })
 }
 
 fn trace() -> impl Strategy<Value = Vec<Record>> {
-    prop::collection::vec((record(), 1usize..6), 1..400)
-        .prop_map(|v| v.into_iter().flat_map(|(r, rep)| std::iter::repeat_n(r, rep)).collect())
+    prop::collection::vec((record(), 1usize..6), 1..400).prop_map(|v| {
+        v.into_iter()
+            .flat_map(|(r, rep)| std::iter::repeat_n(r, rep))
+            .collect()
+    })
 }
 
 proptest! {

@@ -138,13 +138,22 @@ impl HierarchyConfig {
     pub fn effective(&self) -> Result<HierarchyConfig, ConfigError> {
         let mut c = self.clone();
         if c.levels.is_empty() {
-            return Err(ConfigError::new("levels", "a hierarchy needs at least one level"));
+            return Err(ConfigError::new(
+                "levels",
+                "a hierarchy needs at least one level",
+            ));
         }
         if c.levels.len() > MAX_DEPTH {
-            return Err(ConfigError::new("levels", format!("at most {MAX_DEPTH} levels are supported")));
+            return Err(ConfigError::new(
+                "levels",
+                format!("at most {MAX_DEPTH} levels are supported"),
+            ));
         }
         if c.cores == 0 || c.cores > 1024 {
-            return Err(ConfigError::new("cores", format!("{} cores: allowed 1..=1024", c.cores)));
+            return Err(ConfigError::new(
+                "cores",
+                format!("{} cores: allowed 1..=1024", c.cores),
+            ));
         }
         let n = c.levels.len();
         let mut shared_seen = false;
@@ -163,14 +172,29 @@ impl HierarchyConfig {
                 ));
             }
             if l.prefetch_degree == 0 || l.prefetch_degree > MAX_DEGREE {
-                return Err(ConfigError::new(f("prefetch_degree"), format!("allowed 1..={MAX_DEGREE}")));
+                return Err(ConfigError::new(
+                    f("prefetch_degree"),
+                    format!("allowed 1..={MAX_DEGREE}"),
+                ));
             }
-            CacheGeometry::sliced(l.size.0, l.ways, c.line_size, c.page_size.0, l.slices, l.slice_hash.clone())
-                .map_err(|e| {
-                    let field = if e.field == "line_size" || e.field == "page_size" { e.field.clone() } else { f(&e.field) };
-                    ConfigError::new(field, format!("level `{}`: {}", l.name, e.message))
-                })?;
-            if l.policy == ReplacementKind::TreePlru && !(l.ways.is_power_of_two() && l.ways <= 64) {
+            CacheGeometry::sliced(
+                l.size.0,
+                l.ways,
+                c.line_size,
+                c.page_size.0,
+                l.slices,
+                l.slice_hash.clone(),
+            )
+            .map_err(|e| {
+                let field = if e.field == "line_size" || e.field == "page_size" {
+                    e.field.clone()
+                } else {
+                    f(&e.field)
+                };
+                ConfigError::new(field, format!("level `{}`: {}", l.name, e.message))
+            })?;
+            if l.policy == ReplacementKind::TreePlru && !(l.ways.is_power_of_two() && l.ways <= 64)
+            {
                 return Err(ConfigError::new(
                     f("policy"),
                     format!("tree-plru needs a power-of-two associativity up to 64, but `{}` has {} ways", l.name, l.ways),
@@ -180,25 +204,38 @@ impl HierarchyConfig {
         for i in 0..n {
             for j in 0..i {
                 if c.levels[i].name == c.levels[j].name {
-                    return Err(ConfigError::new(format!("levels[{i}].name"), format!("`{}` is used twice", c.levels[i].name)));
+                    return Err(ConfigError::new(
+                        format!("levels[{i}].name"),
+                        format!("`{}` is used twice", c.levels[i].name),
+                    ));
                 }
             }
         }
         // Every kind of reference needs somewhere to go, and each path must be a chain.
         for kind in [Serves::Instruction, Serves::Data] {
-            if !c.levels.iter().any(|l| l.serves == kind || l.serves == Serves::Unified) {
+            if !c
+                .levels
+                .iter()
+                .any(|l| l.serves == kind || l.serves == Serves::Unified)
+            {
                 // A data-only hierarchy is fine as long as the trace has no ifetches; the run
                 // reports them as unserved. Nothing to reject here.
                 continue;
             }
         }
         if c.inclusion == Inclusion::Exclusive && n < 2 {
-            return Err(ConfigError::new("inclusion", "an exclusive (victim) last level needs a level above it"));
+            return Err(ConfigError::new(
+                "inclusion",
+                "an exclusive (victim) last level needs a level above it",
+            ));
         }
         if c.inclusion == Inclusion::Exclusive {
             let last = &c.levels[n - 1];
             if last.serves != Serves::Unified {
-                return Err(ConfigError::new("inclusion", "an exclusive last level must be unified"));
+                return Err(ConfigError::new(
+                    "inclusion",
+                    "an exclusive last level must be unified",
+                ));
             }
         }
         Ok(c)
@@ -278,7 +315,16 @@ struct LastLine {
 
 impl Default for LastLine {
     fn default() -> Self {
-        LastLine { line: INVALID, slot: Slot { set: 0, way: 0, index: 0 }, touched: false, epoch: 0 }
+        LastLine {
+            line: INVALID,
+            slot: Slot {
+                set: 0,
+                way: 0,
+                index: 0,
+            },
+            touched: false,
+            epoch: 0,
+        }
     }
 }
 
@@ -314,19 +360,30 @@ impl Hierarchy {
         for (i, l) in config.levels.iter().enumerate() {
             let shared = l.shared.unwrap_or(false);
             let instances = if shared { 1 } else { cores };
-            let geom = CacheGeometry::sliced(l.size.0, l.ways, config.line_size, config.page_size.0, l.slices, l.slice_hash.clone())?;
+            let geom = CacheGeometry::sliced(
+                l.size.0,
+                l.ways,
+                config.line_size,
+                config.page_size.0,
+                l.slices,
+                l.slice_hash.clone(),
+            )?;
             let mut caches = Vec::with_capacity(instances);
             for inst in 0..instances {
                 // Each instance gets its own stream so cores do not share random choices.
                 let seed = crate::rng::mix64(config.seed ^ ((i as u64) << 32 | inst as u64));
-                caches.push(Cache::new(geom.clone(), l.policy, seed).map_err(|e| ConfigError::new(format!("levels[{i}].{}", e.field), e.message))?);
+                caches.push(Cache::new(geom.clone(), l.policy, seed).map_err(|e| {
+                    ConfigError::new(format!("levels[{i}].{}", e.field), e.message)
+                })?);
             }
             levels.push(Level {
                 name: l.name.clone(),
                 write_back: l.write_policy == WritePolicy::WriteBack,
                 write_allocate: l.write_allocate,
                 counters: vec![Counters::default(); instances],
-                prefetchers: (0..instances).map(|_| Prefetcher::new(l.prefetcher, l.prefetch_degree)).collect(),
+                prefetchers: (0..instances)
+                    .map(|_| Prefetcher::new(l.prefetcher, l.prefetch_degree))
+                    .collect(),
                 caches,
             });
         }
@@ -337,15 +394,25 @@ impl Hierarchy {
                 let p = &mut pair[slot];
                 for (i, l) in config.levels.iter().enumerate() {
                     if l.serves == wanted || l.serves == Serves::Unified {
-                        let instance = if l.shared.unwrap_or(false) { 0 } else { core as u16 };
-                        p.hops[p.len as usize] = Hop { level: i as u8, instance };
+                        let instance = if l.shared.unwrap_or(false) {
+                            0
+                        } else {
+                            core as u16
+                        };
+                        p.hops[p.len as usize] = Hop {
+                            level: i as u8,
+                            instance,
+                        };
                         p.len += 1;
                     }
                 }
             }
             paths.push(pair);
         }
-        let mut uppers: Vec<Vec<Vec<Hop>>> = levels.iter().map(|l| vec![Vec::new(); l.caches.len()]).collect();
+        let mut uppers: Vec<Vec<Vec<Hop>>> = levels
+            .iter()
+            .map(|l| vec![Vec::new(); l.caches.len()])
+            .collect();
         for pair in &paths {
             for p in pair {
                 for d in 0..p.len as usize {
@@ -448,7 +515,8 @@ impl Hierarchy {
             let r = &recs[i];
             self.access(r);
             i += 1;
-            let within_line = |x: &Record| (x.addr & line_mask) + (x.size.max(1) as u64) <= line_mask + 1;
+            let within_line =
+                |x: &Record| (x.addr & line_mask) + (x.size.max(1) as u64) <= line_mask + 1;
             if i < n && within_line(r) {
                 let line = r.addr >> self.line_shift;
                 let core = self.core_of(r.thread);
@@ -490,7 +558,11 @@ impl Hierarchy {
         let h = path.get(0);
         let level = &mut self.levels[h.level as usize];
         let cache = &mut level.caches[h.instance as usize];
-        if last.line != line || path.len == 0 || cache.line_at(last.slot) != line || !level.write_back {
+        if last.line != line
+            || path.len == 0
+            || cache.line_at(last.slot) != line
+            || !level.write_back
+        {
             for r in recs {
                 self.access(r);
             }
@@ -530,7 +602,11 @@ impl Hierarchy {
 
     #[inline]
     fn host_prefetch(&self, r: &Record) {
-        let core = if self.cores == 1 { 0 } else { r.thread as usize % self.cores };
+        let core = if self.cores == 1 {
+            0
+        } else {
+            r.thread as usize % self.cores
+        };
         let path = &self.paths[core][r.kind.is_instruction() as usize];
         let line = r.addr >> self.line_shift;
         for d in 0..path.len as usize {
@@ -540,7 +616,11 @@ impl Hierarchy {
     }
 
     /// Run a whole source through the hierarchy, reporting progress after every block.
-    pub fn run(&mut self, src: &mut dyn RecordSource, progress: &mut dyn FnMut(Progress)) -> Result<u64, TraceError> {
+    pub fn run(
+        &mut self,
+        src: &mut dyn RecordSource,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<u64, TraceError> {
         let mut buf = Vec::new();
         let mut n = 0u64;
         while src.next_block(&mut buf)? {
@@ -601,7 +681,11 @@ impl Hierarchy {
         // Where each missing level would put the line. Fills go deepest first, and without
         // back-invalidation nothing a deeper fill does (evictions, write-backs further down)
         // changes a shallower set, so the lookup's scan is reused instead of repeated.
-        let mut misses = [Miss { set: 0, base: 0, free: 0 }; MAX_DEPTH];
+        let mut misses = [Miss {
+            set: 0,
+            base: 0,
+            free: 0,
+        }; MAX_DEPTH];
         #[allow(clippy::needless_range_loop)] // `d` also indexes the path
         for d in 0..n {
             let h = path.get(d);
@@ -629,7 +713,10 @@ impl Hierarchy {
                     counters.prefetches_useful += 1;
                     prefetched_hit = true;
                 }
-                if prefetched_hit && self.prefetch_enabled && level.prefetchers[h.instance as usize].kind() != PrefetcherKind::None {
+                if prefetched_hit
+                    && self.prefetch_enabled
+                    && level.prefetchers[h.instance as usize].kind() != PrefetcherKind::None
+                {
                     let flags = if privileged { flags::PRIVILEGED } else { 0 };
                     self.prefetch(&path, d, line, flags);
                 }
@@ -640,7 +727,9 @@ impl Hierarchy {
                 }
                 if d > 0 && self.inclusion == Inclusion::Exclusive && lv == self.levels.len() - 1 {
                     // A victim-cache hit moves the line up (it is filled above, below).
-                    let m = self.levels[lv].caches[h.instance as usize].invalidate(line).unwrap_or_default();
+                    let m = self.levels[lv].caches[h.instance as usize]
+                        .invalidate(line)
+                        .unwrap_or_default();
                     moved_dirty = m.dirty();
                 }
                 break;
@@ -666,11 +755,16 @@ impl Hierarchy {
                 f |= flags::DIRTY;
             }
             deepest_filled = false;
-            let meta = LineMeta { asid: 0, flags: f, reuse: 0 };
+            let meta = LineMeta {
+                asid: 0,
+                flags: f,
+                reuse: 0,
+            };
             let slot = if self.inclusion == Inclusion::Inclusive {
                 self.fill(&path, d, line, meta)
             } else {
-                let (slot, ev) = self.levels[lv].caches[h.instance as usize].fill_at(misses[d], line, meta);
+                let (slot, ev) =
+                    self.levels[lv].caches[h.instance as usize].fill_at(misses[d], line, meta);
                 if let Some(ev) = ev {
                     self.evicted(&path, d, ev);
                 }
@@ -679,7 +773,9 @@ impl Hierarchy {
             if d == 0 {
                 first_slot = Some(slot);
             }
-            if self.prefetch_enabled && self.levels[lv].prefetchers[h.instance as usize].kind() != PrefetcherKind::None {
+            if self.prefetch_enabled
+                && self.levels[lv].prefetchers[h.instance as usize].kind() != PrefetcherKind::None
+            {
                 self.prefetch(&path, d, line, base_flags);
             }
         }
@@ -687,7 +783,12 @@ impl Hierarchy {
             self.write(&path, 0, line);
         }
         self.last[core][class] = match first_slot {
-            Some(slot) => LastLine { line, slot, touched: first_touched, epoch: first_epoch },
+            Some(slot) => LastLine {
+                line,
+                slot,
+                touched: first_touched,
+                epoch: first_epoch,
+            },
             None => LastLine::default(),
         };
         if hit_depth == n {
@@ -732,7 +833,9 @@ impl Hierarchy {
         if self.inclusion == Inclusion::Inclusive {
             for i in 0..self.uppers[lv][h.instance as usize].len() {
                 let up = self.uppers[lv][h.instance as usize][i];
-                if let Some(m) = self.levels[up.level as usize].caches[up.instance as usize].invalidate(ev.line) {
+                if let Some(m) =
+                    self.levels[up.level as usize].caches[up.instance as usize].invalidate(ev.line)
+                {
                     self.levels[lv].counters[h.instance as usize].back_invalidations += 1;
                     if m.dirty() {
                         // The copy above is newer than this one; it leaves with the victim.
@@ -755,7 +858,11 @@ impl Hierarchy {
                 // Another core's path may have left a copy there.
                 cache.meta_mut(slot).flags |= ev.meta.flags & flags::DIRTY;
             } else {
-                let meta = LineMeta { reuse: 0, flags: ev.meta.flags & !flags::PREFETCHED, ..ev.meta };
+                let meta = LineMeta {
+                    reuse: 0,
+                    flags: ev.meta.flags & !flags::PREFETCHED,
+                    ..ev.meta
+                };
                 self.fill(path, below, ev.line, meta);
             }
             return;
@@ -787,13 +894,19 @@ impl Hierarchy {
             let victim_cache = &mut self.levels[vh.level as usize];
             if let Some(slot) = victim_cache.caches[vh.instance as usize].find(line) {
                 victim_cache.counters[vh.instance as usize].writebacks_received += 1;
-                victim_cache.caches[vh.instance as usize].meta_mut(slot).flags |= flags::DIRTY;
+                victim_cache.caches[vh.instance as usize]
+                    .meta_mut(slot)
+                    .flags |= flags::DIRTY;
                 return;
             }
         }
         let c = &mut self.levels[h.level as usize].counters[h.instance as usize];
         c.writeback_fills += 1;
-        let meta = LineMeta { flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY, reuse: 0, ..meta };
+        let meta = LineMeta {
+            flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY,
+            reuse: 0,
+            ..meta
+        };
         self.fill(path, d, line, meta);
     }
 
@@ -802,7 +915,8 @@ impl Hierarchy {
     fn prefetch(&mut self, path: &Path, d: usize, line: u64, base_flags: u8) {
         let h = path.get(d);
         let mut cand = [0u64; MAX_DEGREE as usize];
-        let k = self.levels[h.level as usize].prefetchers[h.instance as usize].on_miss(line, &mut cand);
+        let k =
+            self.levels[h.level as usize].prefetchers[h.instance as usize].on_miss(line, &mut cand);
         for &p in &cand[..k] {
             if self.levels[h.level as usize].caches[h.instance as usize].contains(p) {
                 continue;
@@ -829,8 +943,21 @@ impl Hierarchy {
                 if self.is_exclusive_last(path.get(e).level as usize) {
                     continue;
                 }
-                let f = if e == d { base_flags | flags::PREFETCHED } else { base_flags };
-                self.fill(path, e, p, LineMeta { asid: 0, flags: f, reuse: 0 });
+                let f = if e == d {
+                    base_flags | flags::PREFETCHED
+                } else {
+                    base_flags
+                };
+                self.fill(
+                    path,
+                    e,
+                    p,
+                    LineMeta {
+                        asid: 0,
+                        flags: f,
+                        reuse: 0,
+                    },
+                );
             }
         }
     }
@@ -838,7 +965,11 @@ impl Hierarchy {
     /// Statistics per level, in hierarchy order.
     pub fn stats(&self) -> HierarchyStats {
         HierarchyStats {
-            levels: self.levels.iter().map(|l| LevelStats::from_counters(&l.name, &l.counters)).collect(),
+            levels: self
+                .levels
+                .iter()
+                .map(|l| LevelStats::from_counters(&l.name, &l.counters))
+                .collect(),
             memory: self.memory,
             records: self.records,
             line_accesses: self.line_accesses,
@@ -849,7 +980,11 @@ impl Hierarchy {
     /// Statistics of each instance of `level` (one per core for a private level).
     pub fn instance_stats(&self, level: usize) -> Vec<LevelStats> {
         let l = &self.levels[level];
-        l.counters.iter().enumerate().map(|(i, c)| LevelStats::from_counters(&format!("{}#{i}", l.name), [c])).collect()
+        l.counters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| LevelStats::from_counters(&format!("{}#{i}", l.name), [c]))
+            .collect()
     }
 
     /// Check the accounting and structural invariants; returns every violation found.
@@ -860,11 +995,21 @@ impl Hierarchy {
             for k in Kind::ALL {
                 let c = s.kind(k);
                 if c.hits + c.misses != c.accesses {
-                    bad.push(format!("{} {}: hits {} + misses {} != accesses {}", s.name, k.name(), c.hits, c.misses, c.accesses));
+                    bad.push(format!(
+                        "{} {}: hits {} + misses {} != accesses {}",
+                        s.name,
+                        k.name(),
+                        c.hits,
+                        c.misses,
+                        c.accesses
+                    ));
                 }
             }
             if s.prefetches_useful > s.prefetches_issued {
-                bad.push(format!("{}: {} useful prefetches of {} issued", s.name, s.prefetches_useful, s.prefetches_issued));
+                bad.push(format!(
+                    "{}: {} useful prefetches of {} issued",
+                    s.name, s.prefetches_useful, s.prefetches_issued
+                ));
             }
         }
         // Flow: without exclusion, the demand accesses of a level are the demand misses of the
@@ -876,16 +1021,31 @@ impl Hierarchy {
                 let mut has_upper = false;
                 for (i, up) in self.levels.iter().enumerate().take(lv) {
                     let directly_above = self.paths.iter().any(|pair| {
-                        pair.iter().any(|p| (1..p.len as usize).any(|d| p.get(d).level as usize == lv && p.get(d - 1).level as usize == i))
+                        pair.iter().any(|p| {
+                            (1..p.len as usize).any(|d| {
+                                p.get(d).level as usize == lv && p.get(d - 1).level as usize == i
+                            })
+                        })
                     });
                     if directly_above {
                         has_upper = true;
-                        expected += up.counters.iter().map(|c| c.by_kind.iter().map(|k| k.misses).sum::<u64>()).sum::<u64>();
+                        expected += up
+                            .counters
+                            .iter()
+                            .map(|c| c.by_kind.iter().map(|k| k.misses).sum::<u64>())
+                            .sum::<u64>();
                     }
                 }
-                let got: u64 = level.counters.iter().map(|c| c.by_kind.iter().map(|k| k.accesses).sum::<u64>()).sum();
+                let got: u64 = level
+                    .counters
+                    .iter()
+                    .map(|c| c.by_kind.iter().map(|k| k.accesses).sum::<u64>())
+                    .sum();
                 if has_upper && got != expected {
-                    bad.push(format!("{}: {} demand accesses but the levels above missed {}", level.name, got, expected));
+                    bad.push(format!(
+                        "{}: {} demand accesses but the levels above missed {}",
+                        level.name, got, expected
+                    ));
                 }
             }
         }
@@ -894,7 +1054,8 @@ impl Hierarchy {
                 for (lv, level) in self.levels.iter().enumerate() {
                     for (inst, cache) in level.caches.iter().enumerate() {
                         for up in &self.uppers[lv][inst] {
-                            let upper = &self.levels[up.level as usize].caches[up.instance as usize];
+                            let upper =
+                                &self.levels[up.level as usize].caches[up.instance as usize];
                             for (line, _) in upper.valid_lines() {
                                 if !cache.contains(line) {
                                     bad.push(format!(
@@ -917,7 +1078,8 @@ impl Hierarchy {
                 for pair in &self.paths {
                     for p in pair {
                         for d in 1..p.len as usize {
-                            if p.get(d).level as usize == last && !adjacent.contains(&p.get(d - 1)) {
+                            if p.get(d).level as usize == last && !adjacent.contains(&p.get(d - 1))
+                            {
                                 adjacent.push(p.get(d - 1));
                             }
                         }
@@ -925,7 +1087,9 @@ impl Hierarchy {
                 }
                 if let [up] = adjacent[..] {
                     let llc = &self.levels[last].caches[0];
-                    for (line, _) in self.levels[up.level as usize].caches[up.instance as usize].valid_lines() {
+                    for (line, _) in
+                        self.levels[up.level as usize].caches[up.instance as usize].valid_lines()
+                    {
                         if llc.contains(line) {
                             bad.push(format!(
                                 "exclusion: line {line:#x} is in both {} and {}",

@@ -115,19 +115,40 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(geom: CacheGeometry, policy: ReplacementKind, seed: u64) -> Result<Self, ConfigError> {
-        let sets = usize::try_from(geom.sets()).map_err(|_| ConfigError::new("size", "too many sets"))?;
+    pub fn new(
+        geom: CacheGeometry,
+        policy: ReplacementKind,
+        seed: u64,
+    ) -> Result<Self, ConfigError> {
+        let sets =
+            usize::try_from(geom.sets()).map_err(|_| ConfigError::new("size", "too many sets"))?;
         let ways = geom.ways() as usize;
-        let n = sets.checked_mul(ways).ok_or_else(|| ConfigError::new("size", "cache too large"))?;
+        let n = sets
+            .checked_mul(ways)
+            .ok_or_else(|| ConfigError::new("size", "cache too large"))?;
         if ways > 64 {
-            return Err(ConfigError::new("ways", format!("{ways} ways: at most 64 are supported")));
+            return Err(ConfigError::new(
+                "ways",
+                format!("{ways} ways: at most 64 are supported"),
+            ));
         }
         if n > (1 << 34) {
-            return Err(ConfigError::new("size", format!("{} lines is more than this simulator holds (2^34)", n)));
+            return Err(ConfigError::new(
+                "size",
+                format!("{} lines is more than this simulator holds (2^34)", n),
+            ));
         }
         let repl = Replacement::new(policy, sets, ways, seed)?;
         let set_mask = geom.is_pow2().then(|| geom.sets() - 1);
-        Ok(Cache { geom, set_mask, ways, lines: vec![INVALID; n], meta: vec![LineMeta::default(); n], repl, epoch: 0 })
+        Ok(Cache {
+            geom,
+            set_mask,
+            ways,
+            lines: vec![INVALID; n],
+            meta: vec![LineMeta::default(); n],
+            repl,
+            epoch: 0,
+        })
     }
 
     pub fn geometry(&self) -> &CacheGeometry {
@@ -185,9 +206,17 @@ impl Cache {
         }
         if hit != 0 {
             let way = hit.trailing_zeros() as usize;
-            Lookup::Hit(Slot { set: set_no, way, index: base + way })
+            Lookup::Hit(Slot {
+                set: set_no,
+                way,
+                index: base + way,
+            })
         } else {
-            Lookup::Miss(Miss { set: set_no, base, free })
+            Lookup::Miss(Miss {
+                set: set_no,
+                base,
+                free,
+            })
         }
     }
 
@@ -228,15 +257,29 @@ impl Cache {
     /// `fill` after a `lookup` that missed (and nothing touched the set since).
     #[inline(always)]
     pub fn fill_at(&mut self, m: Miss, line: u64, meta: LineMeta) -> (Slot, Option<Evicted>) {
-        let way = if m.free != 0 { m.free.trailing_zeros() as usize } else { self.repl.victim(m.set) };
+        let way = if m.free != 0 {
+            m.free.trailing_zeros() as usize
+        } else {
+            self.repl.victim(m.set)
+        };
         let slot = m.base + way;
         let old = self.lines[slot];
-        let evicted = (old != INVALID).then(|| Evicted { line: old, meta: self.meta[slot] });
+        let evicted = (old != INVALID).then(|| Evicted {
+            line: old,
+            meta: self.meta[slot],
+        });
         self.lines[slot] = line;
         self.meta[slot] = meta;
         self.epoch += 1;
         self.repl.on_fill(m.set, way);
-        (Slot { set: m.set, way, index: slot }, evicted)
+        (
+            Slot {
+                set: m.set,
+                way,
+                index: slot,
+            },
+            evicted,
+        )
     }
 
     /// Remove `line` if present, returning its metadata.
@@ -263,7 +306,11 @@ impl Cache {
 
     /// Every valid line (for invariant checks and inspection).
     pub fn valid_lines(&self) -> impl Iterator<Item = (u64, LineMeta)> + '_ {
-        self.lines.iter().zip(&self.meta).filter(|(l, _)| **l != INVALID).map(|(l, m)| (*l, *m))
+        self.lines
+            .iter()
+            .zip(&self.meta)
+            .filter(|(l, _)| **l != INVALID)
+            .map(|(l, m)| (*l, *m))
     }
 
     /// Number of valid lines.
@@ -297,17 +344,27 @@ mod tests {
     #[test]
     fn invalidate_frees_the_way() {
         let mut c = cache(2 * 64, 2, ReplacementKind::Lru);
-        c.fill(1, LineMeta { flags: flags::DIRTY, ..Default::default() });
+        c.fill(
+            1,
+            LineMeta {
+                flags: flags::DIRTY,
+                ..Default::default()
+            },
+        );
         c.fill(2, LineMeta::default());
         assert!(c.invalidate(1).unwrap().dirty());
         assert_eq!(c.invalidate(1), None);
-        assert_eq!(c.fill(3, LineMeta::default()).1, None, "the invalidated way is reused");
+        assert_eq!(
+            c.fill(3, LineMeta::default()).1,
+            None,
+            "the invalidated way is reused"
+        );
     }
 
     #[test]
     fn lines_map_to_their_sets() {
         let mut c = cache(32 << 10, 8, ReplacementKind::Lru); // 64 sets
-        // 9 lines in one set (stride 64 lines) overflow an 8-way set; 9 lines in 9 sets do not.
+                                                              // 9 lines in one set (stride 64 lines) overflow an 8-way set; 9 lines in 9 sets do not.
         for i in 0..9u64 {
             c.fill(i * 64, LineMeta::default());
         }

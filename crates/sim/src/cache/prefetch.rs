@@ -35,7 +35,12 @@ pub struct Prefetcher {
 
 impl Prefetcher {
     pub fn new(kind: PrefetcherKind, degree: u32) -> Self {
-        Prefetcher { kind, degree: degree.clamp(1, MAX_DEGREE), last_line: u64::MAX, last_stride: 0 }
+        Prefetcher {
+            kind,
+            degree: degree.clamp(1, MAX_DEGREE),
+            last_line: u64::MAX,
+            last_stride: 0,
+        }
     }
 
     pub fn kind(&self) -> PrefetcherKind {
@@ -54,7 +59,11 @@ impl Prefetcher {
                 self.degree as usize
             }
             PrefetcherKind::Stride => {
-                let stride = if self.last_line == u64::MAX { 0 } else { line.wrapping_sub(self.last_line) as i64 };
+                let stride = if self.last_line == u64::MAX {
+                    0
+                } else {
+                    line.wrapping_sub(self.last_line) as i64
+                };
                 let confirmed = stride != 0 && stride == self.last_stride;
                 self.last_stride = stride;
                 self.last_line = line;

@@ -91,7 +91,10 @@ pub struct LevelStats {
 
 impl LevelStats {
     pub fn from_counters<'a>(name: &str, counters: impl IntoIterator<Item = &'a Counters>) -> Self {
-        let mut s = LevelStats { name: name.to_string(), ..Default::default() };
+        let mut s = LevelStats {
+            name: name.to_string(),
+            ..Default::default()
+        };
         for c in counters {
             s.load.add(&c.by_kind[Kind::Load as usize]);
             s.store.add(&c.by_kind[Kind::Store as usize]);
@@ -114,7 +117,11 @@ impl LevelStats {
             s.hits += k.hits;
             s.misses += k.misses;
         }
-        s.miss_rate = if s.accesses == 0 { 0.0 } else { s.misses as f64 / s.accesses as f64 };
+        s.miss_rate = if s.accesses == 0 {
+            0.0
+        } else {
+            s.misses as f64 / s.accesses as f64
+        };
         s
     }
 

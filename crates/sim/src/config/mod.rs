@@ -17,7 +17,10 @@ pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        ConfigError::new(if path == "." { String::new() } else { path }, e.inner().to_string())
+        ConfigError::new(
+            if path == "." { String::new() } else { path },
+            e.inner().to_string(),
+        )
     })
 }
 

@@ -48,7 +48,10 @@ impl SimulationConfig {
             .hierarchy
             .effective()
             .map_err(|e| ConfigError::new(prefixed("hierarchy", &e.field), e.message))?;
-        Ok(SimulationConfig { hierarchy, workload: self.workload.clone() })
+        Ok(SimulationConfig {
+            hierarchy,
+            workload: self.workload.clone(),
+        })
     }
 }
 
@@ -79,7 +82,13 @@ mod tests {
             "[hierarchy]\n[[hierarchy.levels]]\nname = \"L1\"\nsize = \"32KiB\"\nways = 8\npolicy = \"belady\"\n",
         )
         .unwrap_err();
-        assert!(e.field.contains("hierarchy.levels[0].policy") || e.to_string().contains("policy"), "{e}");
-        assert!(e.to_string().contains("lru"), "the message lists the valid policies: {e}");
+        assert!(
+            e.field.contains("hierarchy.levels[0].policy") || e.to_string().contains("policy"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("lru"),
+            "the message lists the valid policies: {e}"
+        );
     }
 }

@@ -40,7 +40,9 @@ impl Size {
                 ))
             }
         };
-        n.checked_mul(mult).map(Size).ok_or_else(|| format!("`{s}` is too large"))
+        n.checked_mul(mult)
+            .map(Size)
+            .ok_or_else(|| format!("`{s}` is too large"))
     }
 }
 
@@ -74,7 +76,9 @@ impl<'de> Deserialize<'de> for Size {
                 Ok(Size(v))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Size, E> {
-                u64::try_from(v).map(Size).map_err(|_| E::custom(format!("size {v} is negative")))
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom(format!("size {v} is negative")))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Size, E> {
                 Size::parse(v).map_err(E::custom)
@@ -95,7 +99,9 @@ mod tests {
         assert_eq!(Size::parse("32M").unwrap(), Size(32 << 20));
         assert_eq!(Size::parse("4096").unwrap(), Size(4096));
         assert_eq!(Size::parse("0x200000000").unwrap(), Size(0x2_0000_0000));
-        assert!(Size::parse("12 furlongs").unwrap_err().contains("allowed units"));
+        assert!(Size::parse("12 furlongs")
+            .unwrap_err()
+            .contains("allowed units"));
         assert!(Size::parse("KiB").is_err());
         assert_eq!(Size(48 << 10).to_string(), "48KiB");
     }

@@ -76,13 +76,17 @@ impl CacheGeometry {
         if line_size == 0 || !is_pow2(line_size as u64) {
             return Err(ConfigError::new(
                 "line_size",
-                format!("{line_size} is not allowed: the line size must be a power of two (e.g. 64)"),
+                format!(
+                    "{line_size} is not allowed: the line size must be a power of two (e.g. 64)"
+                ),
             ));
         }
         if page_size == 0 || !is_pow2(page_size) {
             return Err(ConfigError::new(
                 "page_size",
-                format!("{page_size} is not allowed: the page size must be a power of two (e.g. 4096)"),
+                format!(
+                    "{page_size} is not allowed: the page size must be a power of two (e.g. 4096)"
+                ),
             ));
         }
         if line_size as u64 > page_size {
@@ -298,7 +302,9 @@ mod tests {
             64,
             4096,
             2,
-            SliceHash::Xor { masks: vec![1 << 17 | 1 << 20] },
+            SliceHash::Xor {
+                masks: vec![1 << 17 | 1 << 20],
+            },
         )
         .unwrap();
         assert_eq!(x.slice_of_line(0), 0);
@@ -318,7 +324,10 @@ mod tests {
             (CacheGeometry::new(1000, 8, 64, 4096), "size"),
             (CacheGeometry::new(0, 8, 64, 4096), "size"),
             (CacheGeometry::new(32 << 10, 8, 64, 3000), "page_size"),
-            (CacheGeometry::sliced(32 << 10, 8, 64, 4096, 3, SliceHash::Modulo), "slices"),
+            (
+                CacheGeometry::sliced(32 << 10, 8, 64, 4096, 3, SliceHash::Modulo),
+                "slices",
+            ),
             (
                 CacheGeometry::sliced(32 << 10, 8, 64, 4096, 4, SliceHash::Xor { masks: vec![1] }),
                 "slice_hash.masks",

@@ -20,67 +20,29 @@ A din trace without instruction fetches therefore has no instruction count (MPKI
 */
 use std::io::BufRead;
 
-use super::lackey::{parse_hex, parse_size, Lines};
-use super::{Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use super::lackey::{parse_hex, parse_size, TextReader};
+use super::{Kind, Progress, Record, RecordSource};
 use crate::error::TraceError;
 
 /// Dinero's default access size when a line gives none.
 pub const DEFAULT_SIZE: u16 = 4;
 
 /// Reads a din trace line by line into records.
-pub struct DinReader<R: BufRead> {
-    lines: Lines<R>,
-    records: u64,
-    failed: Option<TraceError>,
-}
+pub struct DinReader<R: BufRead>(TextReader<R>);
 
 impl<R: BufRead> DinReader<R> {
     pub fn new(r: R) -> Self {
-        DinReader {
-            lines: Lines::new(r),
-            records: 0,
-            failed: None,
-        }
+        DinReader(TextReader::new(r, parse_line))
     }
 }
 
 impl<R: BufRead> RecordSource for DinReader<R> {
     fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
-        buf.clear();
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        while buf.len() < BLOCK_RECORDS {
-            let line = match self.lines.next() {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
-                Err(e) => {
-                    self.failed = Some(e.clone());
-                    buf.clear();
-                    return Err(e);
-                }
-            };
-            match parse_line(line.text) {
-                Ok(Some(r)) => buf.push(r),
-                Ok(None) => {}
-                Err(what) => {
-                    let e = line.error(&what);
-                    self.failed = Some(e.clone());
-                    buf.clear();
-                    return Err(e);
-                }
-            }
-        }
-        self.records += buf.len() as u64;
-        Ok(!buf.is_empty())
+        self.0.next_block(buf)
     }
 
     fn progress(&self) -> Progress {
-        Progress {
-            records: self.records,
-            bytes: self.lines.bytes,
-            ..Progress::default()
-        }
+        self.0.progress()
     }
 }
 

@@ -24,23 +24,47 @@ use super::{Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
 use crate::error::TraceError;
 
 /// Reads lackey output line by line into records.
-pub struct LackeyReader<R: BufRead> {
-    lines: Lines<R>,
-    records: u64,
-    failed: Option<TraceError>,
-}
+pub struct LackeyReader<R: BufRead>(TextReader<R>);
 
 impl<R: BufRead> LackeyReader<R> {
     pub fn new(r: R) -> Self {
-        LackeyReader {
-            lines: Lines::new(r),
-            records: 0,
-            failed: None,
-        }
+        LackeyReader(TextReader::new(r, parse_line))
     }
 }
 
 impl<R: BufRead> RecordSource for LackeyReader<R> {
+    fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
+        self.0.next_block(buf)
+    }
+
+    fn progress(&self) -> Progress {
+        self.0.progress()
+    }
+}
+
+/// A line-oriented text trace (lackey, din): `parse` turns one line into a record, nothing
+/// (a line to skip) or what is wrong with it. The first error is sticky: later calls return it
+/// again, and a block that fails hands out no records.
+pub(super) struct TextReader<R: BufRead> {
+    lines: Lines<R>,
+    records: u64,
+    failed: Option<TraceError>,
+    parse: fn(&[u8]) -> Result<Option<Record>, String>,
+}
+
+impl<R: BufRead> TextReader<R> {
+    pub(super) fn new(r: R, parse: fn(&[u8]) -> Result<Option<Record>, String>) -> Self {
+        TextReader { lines: Lines::new(r), records: 0, failed: None, parse }
+    }
+
+    fn fail(&mut self, e: TraceError, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
+        self.failed = Some(e.clone());
+        buf.clear();
+        Err(e)
+    }
+}
+
+impl<R: BufRead> RecordSource for TextReader<R> {
     fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
         buf.clear();
         if let Some(e) = &self.failed {
@@ -50,20 +74,14 @@ impl<R: BufRead> RecordSource for LackeyReader<R> {
             let line = match self.lines.next() {
                 Ok(Some(line)) => line,
                 Ok(None) => break,
-                Err(e) => {
-                    self.failed = Some(e.clone());
-                    buf.clear();
-                    return Err(e);
-                }
+                Err(e) => return self.fail(e, buf),
             };
-            match parse_line(line.text) {
+            match (self.parse)(line.text) {
                 Ok(Some(r)) => buf.push(r),
                 Ok(None) => {}
                 Err(what) => {
                     let e = line.error(&what);
-                    self.failed = Some(e.clone());
-                    buf.clear();
-                    return Err(e);
+                    return self.fail(e, buf);
                 }
             }
         }
@@ -72,11 +90,7 @@ impl<R: BufRead> RecordSource for LackeyReader<R> {
     }
 
     fn progress(&self) -> Progress {
-        Progress {
-            records: self.records,
-            bytes: self.lines.bytes,
-            ..Progress::default()
-        }
+        Progress { records: self.records, bytes: self.lines.bytes, ..Progress::default() }
     }
 }
 

@@ -73,7 +73,14 @@ pub struct Record {
 impl Record {
     #[inline]
     pub fn new(kind: Kind, addr: u64, size: u16) -> Self {
-        Record { addr, thread: 0, icount: 0, size, kind, privileged: false }
+        Record {
+            addr,
+            thread: 0,
+            icount: 0,
+            size,
+            kind,
+            privileged: false,
+        }
     }
 
     #[inline]

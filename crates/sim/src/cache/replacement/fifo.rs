@@ -12,7 +12,11 @@ pub struct Fifo {
 
 impl Fifo {
     pub fn new(sets: usize, ways: usize) -> Self {
-        Fifo { ways, stamps: vec![0; sets * ways], clock: 0 }
+        Fifo {
+            ways,
+            stamps: vec![0; sets * ways],
+            clock: 0,
+        }
     }
 
     #[inline]

@@ -17,23 +17,41 @@ const NIBBLE_HIGHS: u64 = 0x8888_8888_8888_8888;
 
 #[derive(Debug, Clone)]
 pub enum Lru {
-    Order { ways: u32, order: Vec<u64> },
-    Stamps { ways: usize, stamps: Vec<u32>, clock: u32 },
+    Order {
+        ways: u32,
+        order: Vec<u64>,
+    },
+    Stamps {
+        ways: usize,
+        stamps: Vec<u32>,
+        clock: u32,
+    },
 }
 
 impl Lru {
     pub fn new(sets: usize, ways: usize) -> Self {
         if ways <= 16 {
-            Lru::Order { ways: ways as u32, order: vec![initial_order(ways as u32); sets] }
+            Lru::Order {
+                ways: ways as u32,
+                order: vec![initial_order(ways as u32); sets],
+            }
         } else {
-            Lru::Stamps { ways, stamps: vec![0; sets * ways], clock: 0 }
+            Lru::Stamps {
+                ways,
+                stamps: vec![0; sets * ways],
+                clock: 0,
+            }
         }
     }
 
     /// Timestamp representation regardless of associativity (tests compare the two).
     #[cfg(test)]
     fn with_stamps(sets: usize, ways: usize) -> Self {
-        Lru::Stamps { ways, stamps: vec![0; sets * ways], clock: 0 }
+        Lru::Stamps {
+            ways,
+            stamps: vec![0; sets * ways],
+            clock: 0,
+        }
     }
 
     #[inline(always)]
@@ -43,7 +61,11 @@ impl Lru {
                 let o = &mut order[set];
                 *o = move_to_front(*o, way as u64);
             }
-            Lru::Stamps { ways, stamps, clock } => {
+            Lru::Stamps {
+                ways,
+                stamps,
+                clock,
+            } => {
                 if *clock == u32::MAX {
                     renormalise(stamps, *ways, clock);
                 }
@@ -87,8 +109,12 @@ impl Lru {
     #[inline]
     pub fn prefetch(&self, set: usize) {
         match self {
-            Lru::Order { order, .. } => crate::cache::prefetch_read(order.as_ptr().wrapping_add(set)),
-            Lru::Stamps { ways, stamps, .. } => crate::cache::prefetch_read(stamps.as_ptr().wrapping_add(set * ways)),
+            Lru::Order { order, .. } => {
+                crate::cache::prefetch_read(order.as_ptr().wrapping_add(set))
+            }
+            Lru::Stamps { ways, stamps, .. } => {
+                crate::cache::prefetch_read(stamps.as_ptr().wrapping_add(set * ways))
+            }
         }
     }
 }
@@ -113,7 +139,11 @@ fn move_to_front(order: u64, way: u64) -> u64 {
     debug_assert!(zeros != 0, "way {way} not in order word {order:#x}");
     let pos = zeros.trailing_zeros() / 4;
     let below = (1u64 << (4 * pos)) - 1; // positions more recent than `way`
-    let upto = if pos == 15 { u64::MAX } else { (1u64 << (4 * pos + 4)) - 1 };
+    let upto = if pos == 15 {
+        u64::MAX
+    } else {
+        (1u64 << (4 * pos + 4)) - 1
+    };
     (order & !upto) | ((order & below) << 4) | way
 }
 

@@ -75,14 +75,23 @@ pub enum Replacement {
 }
 
 impl Replacement {
-    pub fn new(kind: ReplacementKind, sets: usize, ways: usize, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new(
+        kind: ReplacementKind,
+        sets: usize,
+        ways: usize,
+        seed: u64,
+    ) -> Result<Self, ConfigError> {
         Ok(match kind {
             ReplacementKind::Lru => Replacement::Lru(Lru::new(sets, ways)),
             ReplacementKind::TreePlru => Replacement::TreePlru(TreePlru::new(sets, ways)?),
             ReplacementKind::Random => Replacement::Random(RandomReplacement::new(ways, seed)),
             ReplacementKind::Nru => Replacement::Nru(Nru::new(sets, ways)),
-            ReplacementKind::Srrip => Replacement::Srrip(Rrip::new(sets, ways, RripInsertion::Static, seed)),
-            ReplacementKind::Brrip => Replacement::Brrip(Rrip::new(sets, ways, RripInsertion::Bimodal, seed)),
+            ReplacementKind::Srrip => {
+                Replacement::Srrip(Rrip::new(sets, ways, RripInsertion::Static, seed))
+            }
+            ReplacementKind::Brrip => {
+                Replacement::Brrip(Rrip::new(sets, ways, RripInsertion::Bimodal, seed))
+            }
             ReplacementKind::Drrip => Replacement::Drrip(Drrip::new(sets, ways, seed)),
             ReplacementKind::Fifo => Replacement::Fifo(Fifo::new(sets, ways)),
         })
@@ -201,7 +210,11 @@ mod tests {
 
     #[test]
     fn policy_names_parse() {
-        for (s, k) in [("\"lru\"", ReplacementKind::Lru), ("\"plru\"", ReplacementKind::TreePlru), ("\"drrip\"", ReplacementKind::Drrip)] {
+        for (s, k) in [
+            ("\"lru\"", ReplacementKind::Lru),
+            ("\"plru\"", ReplacementKind::TreePlru),
+            ("\"drrip\"", ReplacementKind::Drrip),
+        ] {
             assert_eq!(serde_json::from_str::<ReplacementKind>(s).unwrap(), k);
         }
         assert!(serde_json::from_str::<ReplacementKind>("\"belady\"").is_err());

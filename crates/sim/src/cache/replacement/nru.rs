@@ -12,7 +12,10 @@ pub struct Nru {
 
 impl Nru {
     pub fn new(sets: usize, ways: usize) -> Self {
-        Nru { ways, used: vec![false; sets * ways] }
+        Nru {
+            ways,
+            used: vec![false; sets * ways],
+        }
     }
 
     #[inline]

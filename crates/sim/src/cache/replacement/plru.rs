@@ -20,7 +20,11 @@ impl TreePlru {
                 format!("tree-plru needs a power-of-two associativity up to 64, not {ways}; use lru, nru or an rrip policy"),
             ));
         }
-        Ok(TreePlru { ways, levels: ways.trailing_zeros(), bits: vec![0; sets] })
+        Ok(TreePlru {
+            ways,
+            levels: ways.trailing_zeros(),
+            bits: vec![0; sets],
+        })
     }
 
     #[inline]

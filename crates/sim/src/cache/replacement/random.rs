@@ -12,7 +12,10 @@ pub struct RandomReplacement {
 
 impl RandomReplacement {
     pub fn new(ways: usize, seed: u64) -> Self {
-        RandomReplacement { ways: ways as u64, rng: SplitMix64::new(seed) }
+        RandomReplacement {
+            ways: ways as u64,
+            rng: SplitMix64::new(seed),
+        }
     }
 
     #[inline]

@@ -36,7 +36,12 @@ pub struct Rrip {
 
 impl Rrip {
     pub fn new(sets: usize, ways: usize, insertion: RripInsertion, seed: u64) -> Self {
-        Rrip { ways, rrpv: vec![DISTANT; sets * ways], insertion, rng: SplitMix64::new(seed) }
+        Rrip {
+            ways,
+            rrpv: vec![DISTANT; sets * ways],
+            insertion,
+            rng: SplitMix64::new(seed),
+        }
     }
 
     #[inline]
@@ -104,7 +109,12 @@ impl Drrip {
         // Spread the leaders evenly: set s leads SRRIP when s % stride == 0 and BRRIP when
         // s % stride == stride / 2 (for one- or two-set caches the leaders cover every set).
         let stride = (sets / LEADERS_PER_POLICY).max(2);
-        Drrip { inner: Rrip::new(sets, ways, RripInsertion::Static, seed), sets, stride, psel: PSEL_MAX / 2 }
+        Drrip {
+            inner: Rrip::new(sets, ways, RripInsertion::Static, seed),
+            sets,
+            stride,
+            psel: PSEL_MAX / 2,
+        }
     }
 
     fn role(&self, set: usize) -> Role {
