@@ -29,7 +29,7 @@ use cachecolor_sim::trace::{Kind, Record, RecordSource};
 use crate::child::{self, exit_code};
 use crate::fifo::{self, FifoReader};
 use crate::program::{find_executable, Program};
-use crate::sink::Sink;
+use crate::sink::{drain, Drained, Sink};
 use crate::{metadata, Backend, CaptureError, CaptureOptions, RunOutcome};
 
 /// Find valgrind.
@@ -157,43 +157,20 @@ pub(crate) fn run(
         .spawn(move || reader_thread(reader, ifetch, tx, free_rx))
         .map_err(|e| CaptureError::io("cannot start the reader thread", e))?;
 
-    let mut truncated = false;
-    let mut write_error = None;
-    for block in rx.iter() {
-        match sink.push(&block, None, progress) {
-            Ok(full) => {
-                let _ = free_tx.send(block);
-                if full {
-                    truncated = true;
-                    break;
-                }
-            }
-            Err(e) => {
-                write_error = Some(e);
-                break;
-            }
-        }
-    }
-    let (status, ended) = if truncated || write_error.is_some() {
-        // Kill before dropping the channel: the reader then sees end of file rather than the
-        // tracer seeing a write error in the middle of the program.
-        let status = child.kill_and_wait();
-        drop(rx);
-        (status, handle.join().expect("the reader thread panicked"))
-    } else {
-        // The reader has finished (the channel closed). If it failed, the tracer may still be
-        // running (untraced, or blocked): stop it rather than wait for it.
-        let ended = handle.join().expect("the reader thread panicked");
-        let status = if ended.is_err() {
-            child.kill_and_wait()
-        } else {
-            child.wait()
-        };
-        (status, ended)
-    };
-    if let Some(e) = write_error {
-        return Err(e);
-    }
+    let Drained {
+        status,
+        ended,
+        truncated,
+    } = drain(
+        sink,
+        rx,
+        |b| (b, None),
+        &free_tx,
+        &mut child,
+        handle,
+        Result::is_err,
+        progress,
+    )?;
     let status = status.map_err(|e| CaptureError::io("waiting for valgrind", e))?;
     if let Err((message, any)) = ended {
         return Err(CaptureError::BackendFailed {

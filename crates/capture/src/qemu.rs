@@ -36,7 +36,7 @@ use cachecolor_sim::trace::{Record, BLOCK_RECORDS};
 use crate::child::{self, exit_code};
 use crate::fifo::{self, FifoReader};
 use crate::program::{find_executable, Program};
-use crate::sink::{Counts, Sink};
+use crate::sink::{drain, Counts, Drained, Sink};
 use crate::stream::{Decoder, REC_BYTES};
 use crate::{metadata, Backend, CaptureError, CaptureOptions, RunOutcome};
 
@@ -261,44 +261,20 @@ pub(crate) fn run(
         .spawn(move || reader_thread(reader, ifetch, tx, free_rx))
         .map_err(|e| CaptureError::io("cannot start the reader thread", e))?;
 
-    // Write blocks as they come; stop early on the record limit or a write error.
-    let mut truncated = false;
-    let mut write_error = None;
-    for (block, counts) in rx.iter() {
-        match sink.push(&block, Some(counts), progress) {
-            Ok(full) => {
-                let _ = free_tx.send(block);
-                if full {
-                    truncated = true;
-                    break;
-                }
-            }
-            Err(e) => {
-                write_error = Some(e);
-                break;
-            }
-        }
-    }
-    let (status, ended) = if truncated || write_error.is_some() {
-        // Kill before dropping the channel: the reader then sees end of file rather than the
-        // tracer seeing a write error in the middle of the program.
-        let status = child.kill_and_wait();
-        drop(rx);
-        (status, handle.join().expect("the reader thread panicked"))
-    } else {
-        // The reader has finished (the channel closed). If it failed, the tracer may still be
-        // running (untraced, or blocked): stop it rather than wait for it.
-        let ended = handle.join().expect("the reader thread panicked");
-        let status = if ended.is_err() {
-            child.kill_and_wait()
-        } else {
-            child.wait()
-        };
-        (status, ended)
-    };
-    if let Some(e) = write_error {
-        return Err(e);
-    }
+    let Drained {
+        status,
+        ended,
+        truncated,
+    } = drain(
+        sink,
+        rx,
+        |(b, c)| (b, Some(c)),
+        &free_tx,
+        &mut child,
+        handle,
+        Result::is_err,
+        progress,
+    )?;
     let status = status.map_err(|e| CaptureError::io("waiting for qemu", e))?;
     let ended = match ended {
         Ok(end) => end,

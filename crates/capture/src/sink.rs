@@ -185,6 +185,74 @@ impl Sink {
     }
 }
 
+/// What `drain` leaves: the tracer's exit status, the reader thread's own result, and whether
+/// the record limit cut the capture short.
+pub(crate) struct Drained<T> {
+    pub(crate) status: std::io::Result<std::process::ExitStatus>,
+    pub(crate) ended: T,
+    pub(crate) truncated: bool,
+}
+
+/// Write the reader thread's blocks into `sink` as they come (handing each buffer back through
+/// `free_tx` for reuse) until the stream ends, the record limit is reached or a write fails;
+/// then stop the tracer and join the reader in the order that cannot hang. Both back ends run
+/// their capture through this. A write error is returned after everything has been stopped.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn drain<I, T>(
+    sink: &mut Sink,
+    rx: std::sync::mpsc::Receiver<I>,
+    parts: impl Fn(I) -> (Vec<Record>, Option<Counts>),
+    free_tx: &std::sync::mpsc::Sender<Vec<Record>>,
+    child: &mut crate::child::ChildGuard,
+    handle: std::thread::JoinHandle<T>,
+    failed: impl Fn(&T) -> bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Drained<T>, CaptureError> {
+    let mut truncated = false;
+    let mut write_error = None;
+    for item in rx.iter() {
+        let (block, counts) = parts(item);
+        match sink.push(&block, counts, progress) {
+            Ok(full) => {
+                let _ = free_tx.send(block);
+                if full {
+                    truncated = true;
+                    break;
+                }
+            }
+            Err(e) => {
+                write_error = Some(e);
+                break;
+            }
+        }
+    }
+    let (status, ended) = if truncated || write_error.is_some() {
+        // Kill before dropping the channel: the reader then sees end of file rather than the
+        // tracer seeing a write error in the middle of the program.
+        let status = child.kill_and_wait();
+        drop(rx);
+        (status, handle.join().expect("the reader thread panicked"))
+    } else {
+        // The reader has finished (the channel closed). If it failed, the tracer may still be
+        // running (untraced, or blocked): stop it rather than wait for it.
+        let ended = handle.join().expect("the reader thread panicked");
+        let status = if failed(&ended) {
+            child.kill_and_wait()
+        } else {
+            child.wait()
+        };
+        (status, ended)
+    };
+    match write_error {
+        Some(e) => Err(e),
+        None => Ok(Drained {
+            status,
+            ended,
+            truncated,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,12 @@ pub(super) struct TextReader<R: BufRead> {
 
 impl<R: BufRead> TextReader<R> {
     pub(super) fn new(r: R, parse: fn(&[u8]) -> Result<Option<Record>, String>) -> Self {
-        TextReader { lines: Lines::new(r), records: 0, failed: None, parse }
+        TextReader {
+            lines: Lines::new(r),
+            records: 0,
+            failed: None,
+            parse,
+        }
     }
 
     fn fail(&mut self, e: TraceError, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
@@ -90,7 +95,11 @@ impl<R: BufRead> RecordSource for TextReader<R> {
     }
 
     fn progress(&self) -> Progress {
-        Progress { records: self.records, bytes: self.lines.bytes, ..Progress::default() }
+        Progress {
+            records: self.records,
+            bytes: self.lines.bytes,
+            ..Progress::default()
+        }
     }
 }
 
