@@ -211,18 +211,8 @@ impl HierarchyConfig {
                 }
             }
         }
-        // Every kind of reference needs somewhere to go, and each path must be a chain.
-        for kind in [Serves::Instruction, Serves::Data] {
-            if !c
-                .levels
-                .iter()
-                .any(|l| l.serves == kind || l.serves == Serves::Unified)
-            {
-                // A data-only hierarchy is fine as long as the trace has no ifetches; the run
-                // reports them as unserved. Nothing to reject here.
-                continue;
-            }
-        }
+        // A hierarchy with no level serving instruction fetches is allowed: the run counts such
+        // references as `unserved`.
         if c.inclusion == Inclusion::Exclusive && n < 2 {
             return Err(ConfigError::new(
                 "inclusion",
@@ -553,35 +543,55 @@ impl Hierarchy {
     /// Records `recs`, all on `core` and in `line`, which the same core's previous access left
     /// in its first level (unless that access did not allocate: then they run one by one).
     fn repeat_hits(&mut self, core: usize, class: usize, line: u64, recs: &[Record]) {
-        let last = self.last[core][class];
-        let path = &self.paths[core][class];
-        let h = path.get(0);
-        let level = &mut self.levels[h.level as usize];
-        let cache = &mut level.caches[h.instance as usize];
-        if last.line != line
-            || path.len == 0
-            || cache.line_at(last.slot) != line
-            || !level.write_back
-        {
-            for r in recs {
-                self.access(r);
-            }
-            return;
-        }
         let mut per_kind = [0u64; 4];
         for r in recs {
             per_kind[r.kind as usize] += 1;
         }
+        if self.hit_last_line(core, class, line, &per_kind) {
+            let count = recs.len() as u64;
+            self.records += count;
+            self.line_accesses += count;
+        } else {
+            for r in recs {
+                self.access(r);
+            }
+        }
+    }
+
+    /// Apply `per_kind` demand hits to `line`, the line this core's first level served last,
+    /// when it still holds it (see `LastLine`): the counters, the replacement state (touched
+    /// again only if something else changed the cache since), the reuse count and the dirty
+    /// bit end up exactly as the slow path would leave them. Returns false, changing nothing,
+    /// when that shortcut does not apply: another line, a line re-filled by a prefetch (its
+    /// first hit must trigger the prefetcher), or stores to a write-through first level.
+    #[inline]
+    fn hit_last_line(&mut self, core: usize, class: usize, line: u64, per_kind: &[u64; 4]) -> bool {
+        let last = self.last[core][class];
+        let path = &self.paths[core][class];
+        if last.line != line || path.len == 0 {
+            return false;
+        }
+        let h = path.get(0);
+        let level = &mut self.levels[h.level as usize];
+        let writes = per_kind[Kind::Store as usize] + per_kind[Kind::Modify as usize];
+        if writes > 0 && !level.write_back {
+            return false;
+        }
+        let cache = &mut level.caches[h.instance as usize];
+        if cache.line_at(last.slot) != line || cache.meta(last.slot).prefetched() {
+            return false;
+        }
         let counters = &mut level.counters[h.instance as usize];
+        let mut count = 0;
         for (k, &c) in per_kind.iter().enumerate() {
             let kc = &mut counters.by_kind[k];
             kc.accesses += c;
             kc.hits += c;
+            count += c;
         }
-        let count = recs.len() as u64;
         let skip = last.touched && last.epoch == cache.epoch();
         if !skip {
-            cache.touch(last.slot);
+            cache.touch(last.slot); // counts one reuse
             let l = &mut self.last[core][class];
             l.touched = true;
             l.epoch = cache.epoch();
@@ -589,15 +599,10 @@ impl Hierarchy {
         let m = cache.meta_mut(last.slot);
         let extra = if skip { count } else { count - 1 };
         m.reuse = u8::try_from(m.reuse as u64 + extra).unwrap_or(u8::MAX);
-        if m.flags & flags::PREFETCHED != 0 {
-            m.flags &= !flags::PREFETCHED;
-            counters.prefetches_useful += 1;
-        }
-        if per_kind[Kind::Store as usize] + per_kind[Kind::Modify as usize] > 0 {
+        if writes > 0 {
             m.flags |= flags::DIRTY;
         }
-        self.records += count;
-        self.line_accesses += count;
+        true
     }
 
     #[inline]
@@ -642,36 +647,10 @@ impl Hierarchy {
             return SERVED_BY_MEMORY;
         }
         let class = kind.is_instruction() as usize;
-        let last = &mut self.last[core][class];
-        if last.line == line {
-            let h = path.get(0);
-            let level = &mut self.levels[h.level as usize];
-            let cache = &mut level.caches[h.instance as usize];
-            if cache.line_at(last.slot) == line {
-                let counters = &mut level.counters[h.instance as usize];
-                counters.access(kind, true);
-                if last.touched && last.epoch == cache.epoch() {
-                    let m = cache.meta_mut(last.slot);
-                    m.reuse = m.reuse.saturating_add(1);
-                } else {
-                    cache.touch(last.slot);
-                    last.touched = true;
-                    last.epoch = cache.epoch();
-                }
-                let m = cache.meta_mut(last.slot);
-                if m.flags & flags::PREFETCHED != 0 {
-                    m.flags &= !flags::PREFETCHED;
-                    counters.prefetches_useful += 1;
-                }
-                if kind.is_write() {
-                    if level.write_back {
-                        m.flags |= flags::DIRTY;
-                    } else {
-                        self.write(&path, 0, line);
-                    }
-                }
-                return h.level;
-            }
+        let mut one = [0u64; 4];
+        one[kind as usize] = 1;
+        if self.hit_last_line(core, class, line, &one) {
+            return path.get(0).level;
         }
         let mut first_slot = None;
         let mut first_touched = false;
