@@ -331,6 +331,14 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
             levels.remove(0);
             levels[0].serves = Serves::Unified;
         }
+        // Power-of-two set counts everywhere: the shapes the lean engine takes in
+        // non-inclusive mode (`hierarchy/lean.rs`), checked here against the reference too.
+        5 => levels[3] = level("L3", 8 * 4 * 64, 4, Serves::Unified),
+        6 => {
+            levels[3] = level("L3", 8 * 4 * 64, 4, Serves::Unified);
+            levels.remove(0);
+            levels[0].serves = Serves::Unified;
+        }
         _ => {}
     }
     HierarchyConfig {
@@ -346,6 +354,12 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
 
 fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
     let mut fast = Hierarchy::new(cfg).unwrap();
+    let lean_shape = cfg.inclusion == Inclusion::NonInclusive
+        && cfg.levels.iter().all(|l| {
+            let sets = l.size.0 / 64 / l.ways as u64;
+            sets.is_power_of_two() && l.write_policy == WritePolicy::WriteBack && l.write_allocate
+        });
+    assert_eq!(fast.uses_lean_engine(), lean_shape, "which engine runs");
     // Odd block boundaries exercise the run batching across blocks.
     for chunk in recs.chunks(37) {
         fast.run_block(chunk);
@@ -432,17 +446,126 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
+    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::NonInclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
+    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::Inclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..5) {
+    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::Exclusive, variant), &recs);
+    }
+}
+
+/// The lean engine against the general path on the same shapes, block by block, with a
+/// prefetcher switched on and off between blocks (so runs move between the engines and lines
+/// prefetched under the general path are hit under the lean one): every statistic and every
+/// cache's contents, slot by slot with metadata, must be identical.
+fn lean_equals_general(
+    cfg: &HierarchyConfig,
+    recs: &[Record],
+    blocks: &[(usize, bool)],
+) -> Result<(), TestCaseError> {
+    let mut lean = Hierarchy::new(cfg).unwrap();
+    let mut general = Hierarchy::new(cfg).unwrap();
+    general.set_lean_engine(false);
+    let mut used_lean = false;
+    let mut rest = recs;
+    let mut k = 0;
+    while !rest.is_empty() {
+        let (len, prefetch) = blocks[k % blocks.len()];
+        k += 1;
+        let (block, tail) = rest.split_at(len.min(rest.len()));
+        rest = tail;
+        for h in [&mut lean, &mut general] {
+            h.set_prefetch_enabled(prefetch);
+        }
+        used_lean |= lean.uses_lean_engine();
+        prop_assert!(!general.uses_lean_engine());
+        lean.run_block(block);
+        general.run_block(block);
+    }
+    prop_assert!(used_lean, "the lean engine never ran");
+    prop_assert_eq!(lean.stats(), general.stats());
+    for lv in 0..cfg.levels.len() {
+        for core in 0..cfg.cores as usize {
+            let a: Vec<_> = lean.cache(lv, core).valid_lines().collect();
+            let b: Vec<_> = general.cache(lv, core).valid_lines().collect();
+            prop_assert_eq!(a, b, "contents of level {} core {}", lv, core);
+        }
+        for (a, b) in lean
+            .instance_stats(lv)
+            .iter()
+            .zip(general.instance_stats(lv))
+        {
+            prop_assert_eq!(a, &b);
+        }
+    }
+    let bad = lean.check_invariants();
+    prop_assert!(bad.is_empty(), "{:?}", bad);
+    Ok(())
+}
+
+fn lean_config(cores: u32, shape: u8, ways: u32, prefetch_level: usize) -> HierarchyConfig {
+    let mut levels = vec![
+        level("L1I", 2 * 64 * ways as u64, ways, Serves::Instruction),
+        level("L1D", 2 * 64 * ways as u64, ways, Serves::Data),
+        level("L2", 4 * 64 * 16, 16, Serves::Unified),
+        level("L3", 8 * 64 * 12, 12, Serves::Unified),
+    ];
+    match shape {
+        1 => {
+            levels.remove(0);
+            levels[0].serves = Serves::Unified;
+        }
+        2 => {
+            levels.truncate(2);
+            levels[1].serves = Serves::Unified;
+            levels[0].serves = Serves::Unified;
+            levels.remove(0);
+        }
+        _ => {}
+    }
+    let p = prefetch_level.min(levels.len() - 1);
+    levels[p].prefetcher = cachecolor_sim::cache::prefetch::PrefetcherKind::NextLine;
+    HierarchyConfig {
+        cores,
+        line_size: 64,
+        page_size: Size(4096),
+        inclusion: Inclusion::NonInclusive,
+        seed: 0,
+        prefetch_enabled: false,
+        levels,
+    }
+}
+
+fn privileged_trace() -> impl Strategy<Value = Vec<Record>> {
+    (trace(), prop::collection::vec(any::<bool>(), 1..50)).prop_map(|(mut recs, p)| {
+        for (i, r) in recs.iter_mut().enumerate() {
+            r.privileged = p[i % p.len()];
+        }
+        recs
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lean_engine_equals_general_path(
+        recs in privileged_trace(),
+        cores in 1u32..4,
+        shape in 0u8..3,
+        ways in prop_oneof![Just(1u32), Just(2), Just(3), Just(8), Just(12), Just(16)],
+        prefetch_level in 0usize..4,
+        blocks in prop::collection::vec((1usize..120, any::<bool>()), 1..8),
+    ) {
+        let mut blocks = blocks;
+        blocks[0].1 = false; // the first block runs on the lean engine
+        lean_equals_general(&lean_config(cores, shape, ways, prefetch_level), &recs, &blocks)?;
     }
 }

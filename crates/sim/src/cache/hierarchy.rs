@@ -27,6 +27,8 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   fetched through the levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
   level and every level below it that missed.
 */
+mod lean;
+
 use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};
 use super::stats::{Counters, LevelStats};
 use super::{flags, Cache, Evicted, LineMeta, Lookup, Miss, ReplacementKind, Slot, INVALID};
@@ -340,6 +342,13 @@ pub struct Hierarchy {
     records: u64,
     line_accesses: u64,
     unserved: u64,
+    /// Some level has a prefetcher configured.
+    has_prefetchers: bool,
+    /// The lean engine's precomputed paths, when the configuration is one it handles.
+    lean: Option<lean::LeanPlan>,
+    /// Use the lean engine when it applies (on by default; off to test it against the general
+    /// path).
+    lean_enabled: bool,
 }
 
 impl Hierarchy {
@@ -417,7 +426,14 @@ impl Hierarchy {
                 }
             }
         }
-        Ok(Hierarchy {
+        let has_prefetchers = config
+            .levels
+            .iter()
+            .any(|l| l.prefetcher != PrefetcherKind::None);
+        let mut h = Hierarchy {
+            has_prefetchers,
+            lean: None,
+            lean_enabled: true,
             line_shift: config.line_size.trailing_zeros(),
             cores,
             inclusion: config.inclusion,
@@ -431,7 +447,21 @@ impl Hierarchy {
             records: 0,
             line_accesses: 0,
             unserved: 0,
-        })
+        };
+        h.lean = lean::LeanPlan::for_hierarchy(&h);
+        Ok(h)
+    }
+
+    /// Whether runs may use the lean engine (`hierarchy/lean.rs`) for configurations it
+    /// handles. On by default; results are identical either way (that is tested), so this is
+    /// for testing and measuring the general path.
+    pub fn set_lean_engine(&mut self, on: bool) {
+        self.lean_enabled = on;
+    }
+
+    /// Whether the next block would run on the lean engine.
+    pub fn uses_lean_engine(&self) -> bool {
+        self.lean_ready()
     }
 
     /// The effective configuration (every default filled in).
@@ -490,6 +520,10 @@ impl Hierarchy {
     ///   them together changes exactly the counters and line state that applying them one by
     ///   one would.
     pub fn run_block(&mut self, recs: &[Record]) {
+        if self.lean_ready() {
+            self.run_block_lean(recs);
+            return;
+        }
         const AHEAD: usize = 12;
         let n = recs.len();
         let line_mask = (1u64 << self.line_shift) - 1;
@@ -989,6 +1023,18 @@ impl Hierarchy {
                     "{}: {} useful prefetches of {} issued",
                     s.name, s.prefetches_useful, s.prefetches_issued
                 ));
+            }
+        }
+        for level in &self.levels {
+            for (i, c) in level.caches.iter().enumerate() {
+                if c.valid_count() != c.occupancy() {
+                    bad.push(format!(
+                        "{}#{i}: running count of valid lines {} but {} ways hold one",
+                        level.name,
+                        c.valid_count(),
+                        c.occupancy()
+                    ));
+                }
             }
         }
         // Flow: without exclusion, the demand accesses of a level are the demand misses of the

@@ -12,6 +12,7 @@ Layout (DESIGN.md principle 5): the line numbers of a set are contiguous (`lines
 an invalid way holds `INVALID`, and replacement state lives in the policy in its own compact
 arrays. A fully associative cache is the one-set case.
 */
+mod aligned;
 pub mod hierarchy;
 pub mod prefetch;
 pub mod replacement;
@@ -19,6 +20,7 @@ pub mod stats;
 
 use crate::error::ConfigError;
 use crate::geometry::CacheGeometry;
+pub(crate) use aligned::Aligned;
 pub use hierarchy::{Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy};
 pub use replacement::{Replacement, ReplacementKind};
 pub use stats::{KindCounts, LevelStats};
@@ -26,6 +28,9 @@ pub use stats::{KindCounts, LevelStats};
 /// Line number stored in an invalid way (no real line number reaches it: addresses are < 2^64
 /// bytes, so line numbers are < 2^58).
 pub const INVALID: u64 = u64::MAX;
+
+/// Tag slots after the last set, so a scan of 16 ways starting at any set stays in bounds.
+pub(crate) const SCAN_PAD: usize = 16;
 
 /// Per-line metadata flags.
 pub mod flags {
@@ -98,6 +103,20 @@ pub fn prefetch_read<T>(p: *const T) {
     let _ = p;
 }
 
+/// Raw pointers into one cache's state, valid while the cache is neither moved nor resized
+/// (see `Cache::lean_parts`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeanParts {
+    pub lines: *mut u64,
+    pub meta: *mut LineMeta,
+    pub order: *mut u64,
+    pub set_mask: u64,
+    pub ways: u32,
+    pub valid: *mut usize,
+    pub capacity: usize,
+    pub state_bytes: usize,
+}
+
 /// One set-associative cache.
 #[derive(Debug, Clone)]
 pub struct Cache {
@@ -106,9 +125,13 @@ pub struct Cache {
     /// so the hot path skips the general slice/modulo indexing.
     set_mask: Option<u64>,
     ways: usize,
-    lines: Vec<u64>,
-    meta: Vec<LineMeta>,
+    /// Padded by `SCAN_PAD` lines that no set owns, for fixed-width tag scans.
+    lines: Aligned<u64>,
+    meta: Aligned<LineMeta>,
     repl: Replacement,
+    /// Valid lines held: once every way of every set is valid (the steady state of most runs),
+    /// the lean engine skips looking for invalid ways.
+    valid: usize,
     /// Bumped by every change to the replacement state, so a caller that remembers the epoch
     /// after its own update can tell that nothing has changed the order since.
     epoch: u64,
@@ -144,10 +167,11 @@ impl Cache {
             geom,
             set_mask,
             ways,
-            lines: vec![INVALID; n],
-            meta: vec![LineMeta::default(); n],
+            lines: Aligned::new(INVALID, n, SCAN_PAD),
+            meta: Aligned::new(LineMeta::default(), n, 0),
             repl,
             epoch: 0,
+            valid: 0,
         })
     }
 
@@ -166,6 +190,26 @@ impl Cache {
             Some(m) => (line & m) as usize,
             None => self.geom.set_of_line(line) as usize,
         }
+    }
+
+    /// Raw views of the state for the lean engine (`hierarchy::lean`), when this cache is one
+    /// it handles: LRU with recency words, set index a mask of the line number.
+    pub(crate) fn lean_parts(&mut self) -> Option<LeanParts> {
+        let set_mask = self.set_mask?;
+        let order = self.repl.recency_words()?;
+        // The lean engine does not keep `epoch`; bump it so no `LastLine` taken before survives.
+        self.epoch += 1;
+        Some(LeanParts {
+            lines: self.lines.padded_mut_ptr(),
+            meta: self.meta.padded_mut_ptr(),
+            order,
+            set_mask,
+            ways: self.ways as u32,
+            valid: &mut self.valid,
+            capacity: self.lines.len(),
+            state_bytes: self.lines.len() * (8 + std::mem::size_of::<LineMeta>())
+                + 8 * (set_mask as usize + 1),
+        })
     }
 
     /// Hint the host to bring in the state of the set `line` maps to.
@@ -268,6 +312,7 @@ impl Cache {
             line: old,
             meta: self.meta[slot],
         });
+        self.valid += (old == INVALID) as usize;
         self.lines[slot] = line;
         self.meta[slot] = meta;
         self.epoch += 1;
@@ -287,6 +332,7 @@ impl Cache {
     pub fn invalidate(&mut self, line: u64) -> Option<LineMeta> {
         let slot = self.find(line)?;
         self.lines[slot.index] = INVALID;
+        self.valid -= 1;
         self.epoch += 1;
         self.repl.on_invalidate(slot.set, slot.way);
         Some(std::mem::take(&mut self.meta[slot.index]))
@@ -308,7 +354,7 @@ impl Cache {
     pub fn valid_lines(&self) -> impl Iterator<Item = (u64, LineMeta)> + '_ {
         self.lines
             .iter()
-            .zip(&self.meta)
+            .zip(self.meta.iter())
             .filter(|(l, _)| **l != INVALID)
             .map(|(l, m)| (*l, *m))
     }
@@ -316,6 +362,12 @@ impl Cache {
     /// Number of valid lines.
     pub fn occupancy(&self) -> usize {
         self.lines.iter().filter(|&&l| l != INVALID).count()
+    }
+
+    /// The running count of valid lines (kept by every fill and invalidation; checked against
+    /// `occupancy` by `Hierarchy::check_invariants`).
+    pub fn valid_count(&self) -> usize {
+        self.valid
     }
 }
 

@@ -19,7 +19,7 @@ const NIBBLE_HIGHS: u64 = 0x8888_8888_8888_8888;
 pub enum Lru {
     Order {
         ways: u32,
-        order: Vec<u64>,
+        order: crate::cache::Aligned<u64>,
     },
     Stamps {
         ways: usize,
@@ -33,7 +33,7 @@ impl Lru {
         if ways <= 16 {
             Lru::Order {
                 ways: ways as u32,
-                order: vec![initial_order(ways as u32); sets],
+                order: crate::cache::Aligned::new(initial_order(ways as u32), sets, 0),
             }
         } else {
             Lru::Stamps {
@@ -106,6 +106,14 @@ impl Lru {
         }
     }
 
+    /// The recency words (one per set), when this cache uses them.
+    pub(crate) fn recency_words(&mut self) -> Option<*mut u64> {
+        match self {
+            Lru::Order { order, .. } => Some(order.padded_mut_ptr()),
+            Lru::Stamps { .. } => None,
+        }
+    }
+
     #[inline]
     pub fn prefetch(&self, set: usize) {
         match self {
@@ -131,19 +139,16 @@ fn initial_order(ways: u32) -> u64 {
 
 /// Move `way` to recency position 0, shifting the more recent ways down by one position.
 #[inline(always)]
-fn move_to_front(order: u64, way: u64) -> u64 {
+pub(crate) fn move_to_front(order: u64, way: u64) -> u64 {
     // Nibbles equal to `way` become zero; the lowest zero nibble is found exactly by the
     // classic has-zero test (borrows only create false positives above a true zero).
     let x = order ^ way.wrapping_mul(NIBBLE_ONES);
     let zeros = x.wrapping_sub(NIBBLE_ONES) & !x & NIBBLE_HIGHS;
     debug_assert!(zeros != 0, "way {way} not in order word {order:#x}");
-    let pos = zeros.trailing_zeros() / 4;
-    let below = (1u64 << (4 * pos)) - 1; // positions more recent than `way`
-    let upto = if pos == 15 {
-        u64::MAX
-    } else {
-        (1u64 << (4 * pos + 4)) - 1
-    };
+    // The found nibble's high bit is bit `4 pos + 3`; `upto` covers positions 0..=pos (all of
+    // the word when pos = 15: 2 << 63 wraps to 0).
+    let upto = (2u64 << zeros.trailing_zeros()).wrapping_sub(1);
+    let below = upto >> 4; // positions more recent than `way`
     (order & !upto) | ((order & below) << 4) | way
 }
 

@@ -22,6 +22,7 @@ use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 
 pub use fifo::Fifo;
+pub(crate) use lru::move_to_front;
 pub use lru::Lru;
 pub use nru::Nru;
 pub use plru::TreePlru;
@@ -149,6 +150,14 @@ impl Replacement {
             Replacement::Srrip(p) | Replacement::Brrip(p) => p.victim(set),
             Replacement::Drrip(p) => p.victim(set),
             Replacement::Fifo(p) => p.victim(set),
+        }
+    }
+
+    /// LRU's recency words, when the policy is LRU of at most 16 ways.
+    pub(crate) fn recency_words(&mut self) -> Option<*mut u64> {
+        match self {
+            Replacement::Lru(p) => p.recency_words(),
+            _ => None,
         }
     }
 

@@ -1,0 +1,509 @@
+/*!
+The lean engine: the same hierarchy semantics as the general path in `hierarchy.rs`, for the
+configurations most runs use (every level LRU with at most 16 ways and a power-of-two set count,
+write-back and write-allocate, non-inclusive, no prefetcher running), without the general path's
+per-access generality: no policy dispatch, no `Vec` of levels indexed twice per hop, no bounds
+checks inside a set, no epochs. `Hierarchy::run_block` hands a block here whenever the
+configuration and the prefetch switch allow it, and the general path takes over otherwise; both
+work on the same cache arrays, so a run can move between them from block to block.
+
+Why a second implementation of the same rules is worth its upkeep: on the three-level
+cross-validation config the general path spent ~600 host instructions on a reference that misses
+everywhere, and the simulated LLC's state (6.5 MiB) does not fit the host's caches, so every
+instruction saved and every host miss overlapped counts (docs/PERFORMANCE.md). Its equality with
+the general path is a property test (`tests/hierarchy_reference.rs`: counters and every line's
+contents and metadata, on random configs and traces the engine accepts).
+
+What it uses from the trace being known ahead (as `run_block` does):
+- the sets of the record `AHEAD` places on are prefetched into the host's caches, at the levels
+  whose state is too big to stay there (`HOST_PREFETCH_MIN_STATE`);
+- a run of records on the line the previous record left in the first level is applied at once.
+*/
+use super::super::replacement::move_to_front;
+use super::super::{flags, LeanParts, LineMeta, INVALID};
+use super::{Hierarchy, LastLine, MemoryStats, MAX_DEPTH};
+use crate::cache::prefetch_read;
+use crate::cache::stats::Counters;
+use crate::trace::{Kind, Record};
+
+/// How many records ahead the host prefetch looks. Far enough to cover a host memory miss
+/// (~100-300 ns here) at ~10-30 ns per simulated reference, near enough that the prefetched
+/// lines are still in the host's L1/L2 when used.
+const AHEAD: usize = 12;
+
+/// Levels whose state (tags, metadata, recency words) is smaller than this stay in the host's
+/// L2 on their own; prefetching them would cost more instructions than it saves.
+const HOST_PREFETCH_MIN_STATE: usize = 512 << 10;
+
+/// One cache instance as the lean engine sees it.
+#[derive(Clone, Copy)]
+struct Unit {
+    lines: *mut u64,
+    meta: *mut LineMeta,
+    order: *mut u64,
+    counters: *mut Counters,
+    set_mask: u64,
+    ways: usize,
+    /// Only the low `ways` bits of a scan are this set's.
+    way_mask: u32,
+    /// Position of the least recent way in the recency word.
+    victim_shift: u32,
+    /// The cache's running count of valid lines, and how many it holds when full.
+    valid: *mut usize,
+    capacity: usize,
+    /// More than 8 ways: scan 16 tags (two host lines) rather than 8.
+    wide: bool,
+    host_prefetch: bool,
+}
+
+/// The units a reference of one core and class (data or instruction) visits, in order.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct LeanPath {
+    units: [u16; MAX_DEPTH],
+    len: u8,
+}
+
+/// The units of a path whose sets are worth a host prefetch, filled per block.
+#[derive(Debug, Clone, Copy, Default)]
+struct PrefetchList {
+    units: [u16; MAX_DEPTH],
+    len: u8,
+}
+
+/// What `Hierarchy::new` precomputes for the lean engine.
+#[derive(Debug, Clone, Default)]
+pub(super) struct LeanPlan {
+    /// Per core: [data, instruction].
+    paths: Vec<[LeanPath; 2]>,
+    /// Unit index -> (level, instance).
+    units: Vec<(usize, usize)>,
+}
+
+impl LeanPlan {
+    /// The plan for `h`, or `None` when a level or the inclusion policy needs the general path.
+    pub(super) fn for_hierarchy(h: &Hierarchy) -> Option<LeanPlan> {
+        if h.inclusion != super::Inclusion::NonInclusive {
+            return None;
+        }
+        let mut base = Vec::with_capacity(h.levels.len());
+        let mut units = Vec::new();
+        for (lv, (level, cfg)) in h.levels.iter().zip(&h.config.levels).enumerate() {
+            let eligible = cfg.policy == super::ReplacementKind::Lru
+                && cfg.ways <= 16
+                && level.write_back
+                && level.write_allocate
+                && level.caches.iter().all(|c| c.geometry().is_pow2());
+            if !eligible {
+                return None;
+            }
+            base.push(units.len());
+            for inst in 0..level.caches.len() {
+                units.push((lv, inst));
+            }
+        }
+        let paths = h
+            .paths
+            .iter()
+            .map(|pair| {
+                pair.map(|p| {
+                    let mut lp = LeanPath::default();
+                    for d in 0..p.len as usize {
+                        let hop = p.get(d);
+                        lp.units[d] = (base[hop.level as usize] + hop.instance as usize) as u16;
+                    }
+                    lp.len = p.len;
+                    lp
+                })
+            })
+            .collect();
+        if units.len() > u16::MAX as usize {
+            return None;
+        }
+        Some(LeanPlan { paths, units })
+    }
+}
+
+/// The counters a block accumulates outside the levels.
+struct Totals {
+    memory: MemoryStats,
+}
+
+impl Hierarchy {
+    /// Whether `run_block` may hand the next block to the lean engine.
+    #[inline]
+    pub(super) fn lean_ready(&self) -> bool {
+        self.lean_enabled && self.lean.is_some() && !(self.prefetch_enabled && self.has_prefetchers)
+    }
+
+    /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
+    #[inline(never)]
+    pub(super) fn run_block_lean(&mut self, recs: &[Record]) {
+        let plan = self.lean.take().expect("lean_ready checked");
+        let mut units = Vec::with_capacity(plan.units.len());
+        for &(lv, inst) in &plan.units {
+            let level = &mut self.levels[lv];
+            let parts: LeanParts = level.caches[inst]
+                .lean_parts()
+                .expect("LeanPlan admits only LRU caches with recency words and mask indexing");
+            let ways = parts.ways as usize;
+            units.push(Unit {
+                lines: parts.lines,
+                meta: parts.meta,
+                order: parts.order,
+                counters: &mut level.counters[inst] as *mut Counters,
+                set_mask: parts.set_mask,
+                ways,
+                valid: parts.valid,
+                capacity: parts.capacity,
+                way_mask: (1u32 << ways) - 1,
+                victim_shift: 4 * (parts.ways - 1),
+                wide: ways > 8,
+                host_prefetch: parts.state_bytes >= HOST_PREFETCH_MIN_STATE,
+            });
+        }
+        let prefetch_lists: Vec<[PrefetchList; 2]> = plan
+            .paths
+            .iter()
+            .map(|pair| {
+                pair.map(|p| {
+                    let mut list = PrefetchList::default();
+                    for &u in &p.units[..p.len as usize] {
+                        if units[u as usize].host_prefetch {
+                            list.units[list.len as usize] = u;
+                            list.len += 1;
+                        }
+                    }
+                    list
+                })
+            })
+            .collect();
+        let mut totals = Totals {
+            memory: self.memory,
+        };
+        let line_shift = self.line_shift;
+        let cores = self.cores;
+        let core_of = |t: u32| if cores == 1 { 0 } else { t as usize % cores };
+        let (mut records, mut line_accesses, mut unserved) = (0u64, 0u64, 0u64);
+        let n = recs.len();
+        let mut i = 0;
+        while i < n {
+            if i + AHEAD < n {
+                let ahead = &recs[i + AHEAD];
+                let line = ahead.addr >> line_shift;
+                if line != recs[i + AHEAD - 1].addr >> line_shift {
+                    let list = &prefetch_lists[core_of(ahead.thread)]
+                        [ahead.kind.is_instruction() as usize];
+                    host_prefetch(&units, list, line);
+                }
+            }
+            let r = &recs[i];
+            let core = core_of(r.thread);
+            let class = r.kind.is_instruction() as usize;
+            let path = &plan.paths[core][class];
+            let first = r.addr >> line_shift;
+            let end = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> line_shift;
+            records += 1;
+            i += 1;
+            if path.len == 0 {
+                let lines = end - first + 1;
+                line_accesses += lines;
+                unserved += lines;
+                continue;
+            }
+            if first != end {
+                // A record spanning lines is one access per line.
+                let mut line = first;
+                loop {
+                    line_accesses += 1;
+                    // SAFETY: as above; every index is a set of the unit's own geometry.
+                    unsafe { access_line(&units, path, &mut totals, line, r.kind, r.privileged) };
+                    if line == end {
+                        break;
+                    }
+                    line += 1;
+                }
+                continue;
+            }
+            line_accesses += 1;
+            // SAFETY: as above.
+            let slot =
+                unsafe { access_line(&units, path, &mut totals, first, r.kind, r.privileged) };
+            // The records that follow on the same line, core and class are first-level hits on
+            // the slot just served (nothing else has touched that cache since), and the line
+            // is already its set's most recent: applying them together leaves exactly the
+            // counters and metadata that applying them one by one would.
+            if i == n || recs[i].addr >> line_shift != first {
+                continue;
+            }
+            let same_run = |x: &Record| {
+                x.addr >> line_shift == first
+                    && x.addr.saturating_add(x.size.max(1) as u64 - 1) >> line_shift == first
+                    && x.kind.is_instruction() as usize == class
+                    && core_of(x.thread) == core
+            };
+            let mut per_kind = [0u64; 4];
+            let mut j = i;
+            while j < n && same_run(&recs[j]) {
+                per_kind[recs[j].kind as usize] += 1;
+                j += 1;
+            }
+            if j > i {
+                let count = (j - i) as u64;
+                // SAFETY: `slot` is the first level's slot holding `first` (from access_line).
+                unsafe { repeat_hits(&units[path.units[0] as usize], slot, &per_kind) };
+                records += count;
+                line_accesses += count;
+                i = j;
+            }
+        }
+        self.memory = totals.memory;
+        self.records += records;
+        self.line_accesses += line_accesses;
+        self.unserved += unserved;
+        // The lean engine keeps no replacement epochs, so no shortcut remembered by the
+        // general path may outlive this block.
+        for l in &mut self.last {
+            *l = [LastLine::default(); 2];
+        }
+        self.lean = Some(plan);
+    }
+}
+
+/// Mask of the `W` (8 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
+///
+/// SAFETY (caller): `W` tags from `tags` are inside the allocation (sets are followed by
+/// `SCAN_PAD` padding tags).
+#[inline(always)]
+unsafe fn scan<const W: usize>(tags: *const u64, value: u64) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    unsafe {
+        // Four tags per compare; LLVM does not vectorise the scalar loop below into this.
+        use core::arch::x86_64::*;
+        let want = _mm256_set1_epi64x(value as i64);
+        let mut mask = 0u32;
+        let mut k = 0;
+        while k < W {
+            let t = _mm256_loadu_si256(tags.add(k) as *const __m256i);
+            let eq = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(t, want))) as u32;
+            mask |= eq << k;
+            k += 4;
+        }
+        mask
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    {
+        let set = unsafe { &*(tags as *const [u64; W]) };
+        let mut mask = 0u32;
+        for (w, &t) in set.iter().enumerate() {
+            mask |= ((t == value) as u32) << w;
+        }
+        mask
+    }
+}
+
+#[inline(always)]
+unsafe fn scan_set(u: &Unit, base: usize, value: u64) -> u32 {
+    let tags = unsafe { u.lines.add(base) };
+    let mask = unsafe {
+        if u.wide {
+            scan::<16>(tags, value)
+        } else {
+            scan::<8>(tags, value)
+        }
+    };
+    mask & u.way_mask
+}
+
+/// Set, first slot, hit mask and (on a miss) invalid-way mask of `line` in `u`. Once the cache
+/// is full, which is most of any long run, a miss skips the search for invalid ways.
+#[inline(always)]
+unsafe fn lookup(u: &Unit, line: u64) -> (usize, usize, u32, u32) {
+    let set = (line & u.set_mask) as usize;
+    let base = set * u.ways;
+    unsafe {
+        let hit = scan_set(u, base, line);
+        let free = if hit == 0 && *u.valid < u.capacity {
+            scan_set(u, base, INVALID)
+        } else {
+            0
+        };
+        (set, base, hit, free)
+    }
+}
+
+#[inline(always)]
+fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
+    for &k in &list.units[..list.len as usize] {
+        let u = &units[k as usize];
+        let set = (line & u.set_mask) as usize;
+        let base = set * u.ways;
+        // Prefetch hints never fault, so plain wrapping arithmetic on the pointers is enough.
+        prefetch_read(u.lines.wrapping_add(base));
+        if u.wide {
+            prefetch_read(u.lines.wrapping_add(base + 8));
+        }
+        prefetch_read(u.meta.wrapping_add(base));
+        prefetch_read(u.order.wrapping_add(set));
+    }
+}
+
+/// One demand access to `line`; returns the first level's slot holding it afterwards.
+/// Same steps as `Hierarchy::access_line` for these configurations: look up level by level
+/// until a hit (counting each), then fill every level that missed, deepest first, reusing the
+/// lookup's scan; a store dirties the first level's copy.
+#[inline(always)]
+unsafe fn access_line(
+    units: &[Unit],
+    path: &LeanPath,
+    totals: &mut Totals,
+    line: u64,
+    kind: Kind,
+    privileged: bool,
+) -> usize {
+    let n = path.len as usize;
+    // Written at each depth that misses before it is read (zeroing it cost more than a level's
+    // lookup).
+    let mut missed = [std::mem::MaybeUninit::<(usize, usize, u32)>::uninit(); MAX_DEPTH];
+    let mut slot = 0;
+    let mut d = 0;
+    unsafe {
+        while d < n {
+            let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
+            let (set, base, hit, free) = lookup(u, line);
+            let kc = &mut (*u.counters).by_kind[kind as usize];
+            kc.accesses += 1;
+            if hit != 0 {
+                kc.hits += 1;
+                let way = hit.trailing_zeros() as usize;
+                slot = base + way;
+                let o = u.order.add(set);
+                *o = move_to_front(*o, way as u64);
+                let m = &mut *u.meta.add(slot);
+                m.reuse = m.reuse.saturating_add(1);
+                if m.flags & flags::PREFETCHED != 0 {
+                    // Prefetched while the prefetchers were on; they are off now.
+                    m.flags &= !flags::PREFETCHED;
+                    (*u.counters).prefetches_useful += 1;
+                }
+                break;
+            }
+            kc.misses += 1;
+            missed.get_unchecked_mut(d).write((set, base, free));
+            d += 1;
+        }
+        if d == n {
+            totals.memory.reads += 1;
+        }
+        let meta = LineMeta {
+            asid: 0,
+            flags: if privileged { flags::PRIVILEGED } else { 0 },
+            reuse: 0,
+        };
+        while d > 0 {
+            d -= 1;
+            let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
+            let (set, base, free) = missed.get_unchecked(d).assume_init();
+            slot = place(units, path, totals, d, u, set, base, free, line, meta);
+        }
+        if kind.is_write() {
+            let u = units.get_unchecked(path.units[0] as usize);
+            (*u.meta.add(slot)).flags |= flags::DIRTY;
+        }
+    }
+    slot
+}
+
+/// Put `line` (absent) into its set of the unit at depth `d`: an invalid way if any, else the
+/// least recent; a valid line pushed out is counted and, if dirty, written back below.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn place(
+    units: &[Unit],
+    path: &LeanPath,
+    totals: &mut Totals,
+    d: usize,
+    u: &Unit,
+    set: usize,
+    base: usize,
+    free: u32,
+    line: u64,
+    meta: LineMeta,
+) -> usize {
+    unsafe {
+        let o = u.order.add(set);
+        let way = if free != 0 {
+            free.trailing_zeros() as usize
+        } else {
+            ((*o >> u.victim_shift) & 0xF) as usize
+        };
+        let slot = base + way;
+        let old = *u.lines.add(slot);
+        let old_meta = *u.meta.add(slot);
+        *u.lines.add(slot) = line;
+        *u.meta.add(slot) = meta;
+        *o = move_to_front(*o, way as u64);
+        if old == INVALID {
+            *u.valid += 1;
+        } else {
+            (*u.counters).evictions += 1;
+            if old_meta.dirty() {
+                (*u.counters).writebacks += 1;
+                write_back(units, path, totals, d + 1, old, old_meta);
+            }
+        }
+        slot
+    }
+}
+
+/// A dirty line arrives at depth `d` (memory past the last level): dirtied where present
+/// without a replacement update, else allocated dirty (`Hierarchy::write_back`).
+#[inline(never)]
+unsafe fn write_back(
+    units: &[Unit],
+    path: &LeanPath,
+    totals: &mut Totals,
+    d: usize,
+    line: u64,
+    meta: LineMeta,
+) {
+    if d >= path.len as usize {
+        totals.memory.writes += 1;
+        return;
+    }
+    unsafe {
+        let u = units.get_unchecked(path.units[d] as usize);
+        (*u.counters).writebacks_received += 1;
+        let (set, base, hit, free) = lookup(u, line);
+        if hit != 0 {
+            (*u.meta.add(base + hit.trailing_zeros() as usize)).flags |= flags::DIRTY;
+            return;
+        }
+        (*u.counters).writeback_fills += 1;
+        let meta = LineMeta {
+            flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY,
+            reuse: 0,
+            ..meta
+        };
+        place(units, path, totals, d, u, set, base, free, line, meta);
+    }
+}
+
+/// `per_kind` more demand hits on the line in `slot` of the first level `u`, which the last
+/// access left there as its set's most recent (so the recency word does not change).
+#[inline(always)]
+unsafe fn repeat_hits(u: &Unit, slot: usize, per_kind: &[u64; 4]) {
+    unsafe {
+        let c = &mut *u.counters;
+        let mut count = 0;
+        for (k, &n) in per_kind.iter().enumerate() {
+            c.by_kind[k].accesses += n;
+            c.by_kind[k].hits += n;
+            count += n;
+        }
+        let m = &mut *u.meta.add(slot);
+        m.reuse = u8::try_from(m.reuse as u64 + count).unwrap_or(u8::MAX);
+        if per_kind[Kind::Store as usize] + per_kind[Kind::Modify as usize] > 0 {
+            m.flags |= flags::DIRTY;
+        }
+    }
+}
