@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::config::SimulationConfig;
-use cachecolor_sim::trace::{self, Format, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use cachecolor_sim::trace::{self, Format, Progress, RecordColumns, RecordSource, BLOCK_RECORDS};
 use cachecolor_sim::workload::Workload;
 use cachecolor_sim::ConfigError as RustConfigError;
 use pyo3::buffer::PyBuffer;
@@ -84,15 +84,28 @@ fn hierarchy(config: &SimulationConfig) -> Result<Hierarchy> {
     Hierarchy::new(&config.hierarchy).map_err(|e| in_table("hierarchy", e))
 }
 
-/// Run `src` through `h` block by block (GIL released by the caller).
-fn run(h: &mut Hierarchy, src: &mut dyn RecordSource, progress: Option<&Py<PyAny>>) -> Result<u64> {
-    let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+/// Run `src` through `h` block by block (GIL released by the caller), decoding the next block
+/// on a helper thread while this one simulates.
+fn run(
+    h: &mut Hierarchy,
+    src: &mut (dyn RecordSource + Send),
+    progress: Option<&Py<PyAny>>,
+) -> Result<u64> {
     let mut n = 0u64;
-    while src.next_block(&mut buf)? {
-        h.run_block(&buf);
-        n += buf.len() as u64;
-        report(progress, src.progress())?;
-    }
+    trace::pipelined(
+        |buf| -> Result<Option<Progress>> {
+            Ok(if src.next_block(buf)? {
+                Some(src.progress())
+            } else {
+                None
+            })
+        },
+        |block, p| {
+            h.run_block(block);
+            n += block.len() as u64;
+            report(progress, p)
+        },
+    )?;
     Ok(n)
 }
 
@@ -152,7 +165,6 @@ pub fn simulate(
     Ok(doc)
 }
 
-/// Copy a 1-D buffer (NumPy array, `array.array`, bytes-like) into a vector.
 /// One column of records: the caller's array itself when it is contiguous and aligned (no
 /// copy: a 5 M-reference trace is 40 MB, and copying it cost more in page faults than
 /// simulating it), otherwise a copy. The simulation reads it with the GIL released, as NumPy's
@@ -190,32 +202,24 @@ impl<T: pyo3::buffer::Element + Copy> Column<T> {
     }
 }
 
-/// An optional column, checked against the number of addresses.
+/// An optional column.
 fn column<T: pyo3::buffer::Element + Copy>(
     py: Python<'_>,
     name: &str,
     obj: Option<&Bound<'_, PyAny>>,
-    n: usize,
 ) -> Result<Option<Column<T>>> {
-    let Some(obj) = obj else { return Ok(None) };
-    let v = Column::<T>::get(py, name, obj)?;
-    let len = v.as_slice().len();
-    if len != n {
-        return Err(Failure::Argument(format!(
-            "{name} has {len} elements but addresses has {n}"
-        )));
-    }
-    Ok(Some(v))
+    obj.map(|o| Column::<T>::get(py, name, o)).transpose()
 }
 
-/// In-memory columns of records, as the Python front passes them.
+/// In-memory columns of records, as the Python front passes them; `view` checks them
+/// (`RecordColumns::new`: lengths, kinds, sizes) and lends them to the simulator.
 pub struct Columns {
-    pub addr: Column<u64>,
-    pub kind: Option<Column<u8>>,
-    pub size: Option<Column<u16>>,
-    pub thread: Option<Column<u32>>,
-    pub icount: Option<Column<u32>>,
-    pub privileged: Option<Column<u8>>,
+    addr: Column<u64>,
+    kind: Option<Column<u8>>,
+    size: Option<Column<u16>>,
+    thread: Option<Column<u32>>,
+    icount: Option<Column<u32>>,
+    privileged: Option<Column<u8>>,
 }
 
 impl Columns {
@@ -229,81 +233,33 @@ impl Columns {
         icount: Option<&Bound<'_, PyAny>>,
         privileged: Option<&Bound<'_, PyAny>>,
     ) -> Result<Columns> {
-        let addr = Column::<u64>::get(py, "addresses", addr)?;
-        let n = addr.as_slice().len();
-        let kind = column::<u8>(py, "kinds", kind, n)?;
-        if let Some(k) = &kind {
-            if let Some((i, bad)) = k
-                .as_slice()
-                .iter()
-                .enumerate()
-                .find(|(_, &v)| Kind::from_u8(v).is_none())
-            {
-                return Err(Failure::Argument(format!(
-                    "kinds[{i}] = {bad}: expected 0 (load), 1 (store), 2 (ifetch) or 3 (modify)"
-                )));
-            }
-        }
-        let size = column::<u16>(py, "sizes", size, n)?;
-        if let Some(s) = &size {
-            if let Some(i) = s.as_slice().iter().position(|&v| v == 0) {
-                return Err(Failure::Argument(format!(
-                    "sizes[{i}] = 0: a reference is at least 1 byte"
-                )));
-            }
-        }
-        Ok(Columns {
-            addr,
-            kind,
-            size,
-            thread: column::<u32>(py, "threads", thread, n)?,
-            icount: column::<u32>(py, "icounts", icount, n)?,
-            privileged: column::<u8>(py, "privileged", privileged, n)?,
-        })
+        let cols = Columns {
+            addr: Column::<u64>::get(py, "addresses", addr)?,
+            kind: column::<u8>(py, "kinds", kind)?,
+            size: column::<u16>(py, "sizes", size)?,
+            thread: column::<u32>(py, "threads", thread)?,
+            icount: column::<u32>(py, "icounts", icount)?,
+            privileged: column::<u8>(py, "privileged", privileged)?,
+        };
+        cols.view()?;
+        Ok(cols)
+    }
+
+    /// The columns as the simulator reads them (checked again: it is cheap next to a run).
+    pub fn view(&self) -> Result<RecordColumns<'_>> {
+        RecordColumns::new(
+            self.addr.as_slice(),
+            self.kind.as_ref().map(Column::as_slice),
+            self.size.as_ref().map(Column::as_slice),
+            self.thread.as_ref().map(Column::as_slice),
+            self.icount.as_ref().map(Column::as_slice),
+            self.privileged.as_ref().map(Column::as_slice),
+        )
+        .map_err(|e| Failure::Argument(e.message))
     }
 
     pub fn len(&self) -> usize {
         self.addr.as_slice().len()
-    }
-
-    /// Records `start..end` into `buf`, column by column (each pass is a tight loop over one
-    /// array, and columns the caller did not give are not touched at all). Defaults: load,
-    /// 1 byte, thread 0, icount 0.
-    pub fn records(&self, start: usize, end: usize, buf: &mut Vec<Record>) {
-        buf.clear();
-        buf.extend(self.addr.as_slice()[start..end].iter().map(|&addr| Record {
-            addr,
-            thread: 0,
-            icount: 0,
-            size: 1,
-            kind: Kind::Load,
-            privileged: false,
-        }));
-        if let Some(t) = &self.thread {
-            for (r, &v) in buf.iter_mut().zip(&t.as_slice()[start..end]) {
-                r.thread = v;
-            }
-        }
-        if let Some(t) = &self.icount {
-            for (r, &v) in buf.iter_mut().zip(&t.as_slice()[start..end]) {
-                r.icount = v;
-            }
-        }
-        if let Some(t) = &self.size {
-            for (r, &v) in buf.iter_mut().zip(&t.as_slice()[start..end]) {
-                r.size = v;
-            }
-        }
-        if let Some(t) = &self.kind {
-            for (r, &v) in buf.iter_mut().zip(&t.as_slice()[start..end]) {
-                r.kind = Kind::from_u8(v).expect("checked in extract");
-            }
-        }
-        if let Some(t) = &self.privileged {
-            for (r, &v) in buf.iter_mut().zip(&t.as_slice()[start..end]) {
-                r.privileged = v != 0;
-            }
-        }
     }
 }
 
@@ -328,18 +284,14 @@ pub fn simulate_arrays(
     let doc = py.detach(|| {
         catch_panic(|| {
             let mut h = hierarchy(&config)?;
-            // Records are built from the columns in pieces small enough to stay in the host's
-            // L2 between being written and being simulated; progress goes out per block.
-            const PIECE: usize = 8192;
-            let mut buf = Vec::with_capacity(PIECE);
-            let n = cols.len();
+            let view = cols.view()?;
+            let n = view.len();
             let mut start = 0;
             while start < n {
                 let end = (start + BLOCK_RECORDS).min(n);
-                for piece in (start..end).step_by(PIECE) {
-                    cols.records(piece, (piece + PIECE).min(end), &mut buf);
-                    h.run_block(&buf);
-                }
+                // Inline, not pipelined like trace files: turning columns into records is cheap
+                // enough that a helper thread measured no faster.
+                h.run_columns(&view.slice(start, end));
                 start = end;
                 let p = Progress {
                     records: end as u64,

@@ -143,14 +143,7 @@ pub fn write_trace(
     let n = py.detach(|| {
         catch_panic(|| {
             let mut records = Vec::with_capacity(cols.len());
-            let mut buf = Vec::with_capacity(BLOCK_RECORDS);
-            let mut start = 0;
-            while start < cols.len() {
-                let end = (start + BLOCK_RECORDS).min(cols.len());
-                cols.records(start, end, &mut buf);
-                records.extend_from_slice(&buf);
-                start = end;
-            }
+            cols.view()?.extend_records(0, cols.len(), &mut records);
             let mut src = VecSource::new(records);
             Ok(trace::convert(&mut src, &path, metadata, &mut |_| {})?)
         })

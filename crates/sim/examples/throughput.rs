@@ -4,7 +4,7 @@
 use cachecolor_sim::cache::{Hierarchy, HierarchyConfig};
 use cachecolor_sim::config::from_toml;
 use cachecolor_sim::rng::SplitMix64;
-use cachecolor_sim::trace::Record;
+use cachecolor_sim::trace::{Record, RecordColumns};
 use std::time::Instant;
 
 fn main() {
@@ -22,6 +22,13 @@ fn main() {
         .collect();
     let seq: Vec<Record> = (0..n).map(|i| Record::load(base + 8 * i)).collect();
     let only: Option<String> = std::env::args().nth(1);
+    let split = |t: &[Record]| -> (Vec<u64>, Vec<u16>) {
+        (
+            t.iter().map(|r| r.addr).collect(),
+            t.iter().map(|r| r.size).collect(),
+        )
+    };
+    let columns = std::env::var_os("COLUMNS").map(|_| (split(&rand), split(&seq)));
     for (cname, ctext) in [
         ("one-level", one),
         ("three-level", three),
@@ -39,8 +46,19 @@ fn main() {
             for _ in 0..reps() {
                 let mut h = Hierarchy::new(&cfg).unwrap();
                 let t0 = Instant::now();
-                for c in t.chunks(1 << 16) {
-                    h.run_block(c);
+                if let Some(cols) = &columns {
+                    // `COLUMNS=1`: the trace as NumPy hands it over (addresses and sizes).
+                    let (addr, size) = if tname == "sequential" {
+                        &cols.1
+                    } else {
+                        &cols.0
+                    };
+                    let rc = RecordColumns::new(addr, None, Some(size), None, None, None).unwrap();
+                    h.run_columns(&rc);
+                } else {
+                    for c in t.chunks(1 << 16) {
+                        h.run_block(c);
+                    }
                 }
                 best = best.min(t0.elapsed().as_secs_f64());
                 std::hint::black_box(h.stats());

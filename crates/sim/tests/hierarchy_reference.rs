@@ -7,7 +7,7 @@ use cachecolor_sim::cache::{
     Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy,
 };
 use cachecolor_sim::config::Size;
-use cachecolor_sim::trace::{Kind, Record};
+use cachecolor_sim::trace::{Kind, Record, RecordColumns};
 use proptest::prelude::*;
 
 #[derive(Clone, Default, Debug, PartialEq)]
@@ -473,6 +473,9 @@ fn lean_equals_general(
     let mut lean = Hierarchy::new(cfg).unwrap();
     let mut general = Hierarchy::new(cfg).unwrap();
     general.set_lean_engine(false);
+    // The same blocks handed over as columns (the NumPy path), read in place by the lean
+    // engine and converted to records by the general one.
+    let mut columns = Hierarchy::new(cfg).unwrap();
     let mut used_lean = false;
     let mut rest = recs;
     let mut k = 0;
@@ -481,13 +484,37 @@ fn lean_equals_general(
         k += 1;
         let (block, tail) = rest.split_at(len.min(rest.len()));
         rest = tail;
-        for h in [&mut lean, &mut general] {
+        for h in [&mut lean, &mut general, &mut columns] {
             h.set_prefetch_enabled(prefetch);
         }
         used_lean |= lean.uses_lean_engine();
         prop_assert!(!general.uses_lean_engine());
         lean.run_block(block);
         general.run_block(block);
+        let addr: Vec<u64> = block.iter().map(|r| r.addr).collect();
+        let kind: Vec<u8> = block.iter().map(|r| r.kind as u8).collect();
+        let size: Vec<u16> = block.iter().map(|r| r.size).collect();
+        let thread: Vec<u32> = block.iter().map(|r| r.thread).collect();
+        let icount: Vec<u32> = block.iter().map(|r| r.icount).collect();
+        let privileged: Vec<u8> = block.iter().map(|r| r.privileged as u8).collect();
+        let cols = RecordColumns::new(
+            &addr,
+            Some(&kind),
+            Some(&size),
+            Some(&thread),
+            Some(&icount),
+            Some(&privileged),
+        )
+        .unwrap();
+        columns.run_columns(&cols);
+    }
+    prop_assert_eq!(columns.stats(), general.stats());
+    for lv in 0..cfg.levels.len() {
+        for core in 0..cfg.cores as usize {
+            let a: Vec<_> = columns.cache(lv, core).valid_lines().collect();
+            let b: Vec<_> = general.cache(lv, core).valid_lines().collect();
+            prop_assert_eq!(a, b, "columns: contents of level {} core {}", lv, core);
+        }
     }
     prop_assert!(used_lean, "the lean engine never ran");
     prop_assert_eq!(lean.stats(), general.stats());

@@ -734,3 +734,66 @@ fn speed_of_native_encode_decode() {
         time_native("lackey trace", &records);
     }
 }
+
+/// `pipelined` hands every block over in order with its progress, and stops both sides at the
+/// first error from either.
+#[test]
+fn pipelined_blocks_arrive_in_order_and_errors_stop_both_sides() {
+    use cachecolor_sim::trace::{pipelined, Progress, Record};
+    let blocks = 50u64;
+    let mut made = 0u64;
+    let mut seen = Vec::new();
+    pipelined(
+        |buf: &mut Vec<Record>| -> Result<Option<Progress>, String> {
+            if made == blocks {
+                return Ok(None);
+            }
+            buf.extend((0..1000).map(|i| Record::load(made * 1000 + i)));
+            made += 1;
+            Ok(Some(Progress {
+                records: made * 1000,
+                ..Progress::default()
+            }))
+        },
+        |block, p| {
+            assert_eq!(block.len(), 1000);
+            seen.push((block[0].addr, block[999].addr, p.records));
+            Ok(())
+        },
+    )
+    .unwrap();
+    let want: Vec<_> = (0..blocks)
+        .map(|b| (b * 1000, b * 1000 + 999, (b + 1) * 1000))
+        .collect();
+    assert_eq!(seen, want);
+
+    // A producer error after three blocks: those three are consumed, then the error returns.
+    let mut made = 0;
+    let mut consumed = 0;
+    let r = pipelined(
+        |buf: &mut Vec<Record>| {
+            if made == 3 {
+                return Err("corrupt block 3".to_string());
+            }
+            made += 1;
+            buf.push(Record::load(made));
+            Ok(Some(Progress::default()))
+        },
+        |_, _| {
+            consumed += 1;
+            Ok(())
+        },
+    );
+    assert_eq!(r, Err("corrupt block 3".to_string()));
+    assert_eq!(consumed, 3);
+
+    // A consumer error (e.g. Ctrl-C) stops an endless producer.
+    let r = pipelined(
+        |buf: &mut Vec<Record>| -> Result<Option<Progress>, String> {
+            buf.push(Record::load(1));
+            Ok(Some(Progress::default()))
+        },
+        |_, _| Err("interrupted".to_string()),
+    );
+    assert_eq!(r, Err("interrupted".to_string()));
+}

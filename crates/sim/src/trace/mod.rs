@@ -9,11 +9,13 @@ is bounded by the block size, never by trace length.
 */
 
 pub mod champsim;
+mod columns;
 pub mod din;
 pub mod lackey;
 pub mod native;
 mod record;
 
+pub use columns::{ColumnError, RecordColumns};
 pub use record::{Kind, Record};
 
 use crate::error::TraceError;
@@ -81,6 +83,71 @@ impl RecordSource for VecSource {
             ..Progress::default()
         }
     }
+}
+
+/// Produce blocks of records on a helper thread while `consume` handles the previous block on
+/// this one: decoding a trace (zstd, text parsing) or turning NumPy columns into records then
+/// overlaps with simulating instead of adding to it. `produce` fills the (cleared) buffer and
+/// returns the progress so far, or `None` when there is nothing more; blocks reach `consume`
+/// in order, with the progress after each. Two buffers circulate, so memory stays at two
+/// blocks. The first error from either side stops both and is returned; a panic on the helper
+/// thread is resumed here. On a machine with one CPU it all runs on this thread.
+pub fn pipelined<E: Send>(
+    mut produce: impl FnMut(&mut Vec<Record>) -> Result<Option<Progress>, E> + Send,
+    mut consume: impl FnMut(&[Record], Progress) -> Result<(), E>,
+) -> Result<(), E> {
+    use std::sync::mpsc::sync_channel;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+        loop {
+            buf.clear();
+            match produce(&mut buf)? {
+                Some(p) => consume(&buf, p)?,
+                None => return Ok(()),
+            }
+        }
+    }
+    let (full_tx, full_rx) = sync_channel::<(Vec<Record>, Progress)>(1);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<Record>>(2);
+    for _ in 0..2 {
+        empty_tx
+            .send(Vec::with_capacity(BLOCK_RECORDS))
+            .expect("receiver alive");
+    }
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(move || -> Result<(), E> {
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.clear();
+                match produce(&mut buf)? {
+                    Some(p) => {
+                        if full_tx.send((buf, p)).is_err() {
+                            return Ok(()); // the consumer stopped
+                        }
+                    }
+                    None => return Ok(()),
+                }
+            }
+            Ok(())
+        });
+        let mut consumed = Ok(());
+        for (buf, p) in full_rx.iter() {
+            if let Err(e) = consume(&buf, p) {
+                consumed = Err(e);
+                break;
+            }
+            // The producer may have finished; then the buffer is simply dropped.
+            let _ = empty_tx.send(buf);
+        }
+        // Unblock a producer waiting for a buffer or for room to send.
+        drop(full_rx);
+        drop(empty_tx);
+        let produced = match producer.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        consumed.and(produced)
+    })
 }
 
 /// Drain a source into a vector (tests and small traces only: memory grows with length).

@@ -51,7 +51,11 @@ struct Unit {
     /// The cache's running count of valid lines, and how many it holds when full.
     valid: *mut usize,
     capacity: usize,
-    /// More than 8 ways: scan 16 tags (two host lines) rather than 8.
+    /// Tags compared per lookup: `ways` rounded up to a multiple of 4 (one AVX2 compare each).
+    scan_width: u8,
+    /// Recency-word bits that hold this set's ways (the rest hold 0xF).
+    order_mask: u64,
+    /// More than 8 ways: the set's tags span two host lines.
     wide: bool,
     host_prefetch: bool,
 }
@@ -158,6 +162,12 @@ impl Hierarchy {
                 way_mask: (1u32 << ways) - 1,
                 victim_shift: 4 * (parts.ways - 1),
                 wide: ways > 8,
+                scan_width: ways.next_multiple_of(4) as u8,
+                order_mask: if ways == 16 {
+                    u64::MAX
+                } else {
+                    (1u64 << (4 * ways)) - 1
+                },
                 host_prefetch: parts.state_bytes >= HOST_PREFETCH_MIN_STATE,
             });
         }
@@ -269,7 +279,7 @@ impl Hierarchy {
     }
 }
 
-/// Mask of the `W` (8 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
+/// Mask of the `W` (4, 8, 12 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
 ///
 /// SAFETY (caller): `W` tags from `tags` are inside the allocation (sets are followed by
 /// `SCAN_PAD` padding tags).
@@ -305,10 +315,11 @@ unsafe fn scan<const W: usize>(tags: *const u64, value: u64) -> u32 {
 unsafe fn scan_set(u: &Unit, base: usize, value: u64) -> u32 {
     let tags = unsafe { u.lines.add(base) };
     let mask = unsafe {
-        if u.wide {
-            scan::<16>(tags, value)
-        } else {
-            scan::<8>(tags, value)
+        match u.scan_width {
+            4 => scan::<4>(tags, value),
+            8 => scan::<8>(tags, value),
+            12 => scan::<12>(tags, value),
+            _ => scan::<16>(tags, value),
         }
     };
     mask & u.way_mask
@@ -431,17 +442,21 @@ unsafe fn place(
 ) -> usize {
     unsafe {
         let o = u.order.add(set);
-        let way = if free != 0 {
-            free.trailing_zeros() as usize
+        let way;
+        if free != 0 {
+            way = free.trailing_zeros() as usize;
+            *o = move_to_front(*o, way as u64);
         } else {
-            ((*o >> u.victim_shift) & 0xF) as usize
-        };
+            // The least recent way moves from the last position to the first: a rotation of
+            // the set's nibbles (the general move-to-front costs three times the instructions).
+            way = ((*o >> u.victim_shift) & 0xF) as usize;
+            *o = ((*o << 4) & u.order_mask) | (*o & !u.order_mask) | way as u64;
+        }
         let slot = base + way;
         let old = *u.lines.add(slot);
         let old_meta = *u.meta.add(slot);
         *u.lines.add(slot) = line;
         *u.meta.add(slot) = meta;
-        *o = move_to_front(*o, way as u64);
         if old == INVALID {
             *u.valid += 1;
         } else {
