@@ -28,7 +28,7 @@ fn main() {
             t.iter().map(|r| r.size).collect(),
         )
     };
-    let columns = std::env::var_os("COLUMNS").map(|_| (split(&rand), split(&seq)));
+    let columns = std::env::var_os("CC_COLUMNS").map(|_| (split(&rand), split(&seq)));
     for (cname, ctext) in [
         ("one-level", one),
         ("three-level", three),
@@ -47,7 +47,7 @@ fn main() {
                 let mut h = Hierarchy::new(&cfg).unwrap();
                 let t0 = Instant::now();
                 if let Some(cols) = &columns {
-                    // `COLUMNS=1`: the trace as NumPy hands it over (addresses and sizes).
+                    // `CC_COLUMNS=1`: the trace as NumPy hands it over (addresses and sizes).
                     let (addr, size) = if tname == "sequential" {
                         &cols.1
                     } else {

@@ -572,6 +572,22 @@ impl Hierarchy {
     pub fn run_columns(&mut self, cols: &RecordColumns) {
         const PIECE: usize = 8192;
         let n = cols.len();
+        if let (true, Some((addr, size))) = (self.lean_ready(), cols.addresses_and_sizes()) {
+            // Loads given by address (and size) only: the lean engine reads them in place.
+            for start in (0..n).step_by(crate::trace::BLOCK_RECORDS) {
+                let end = (start + crate::trace::BLOCK_RECORDS).min(n);
+                let size = if size.is_empty() {
+                    size
+                } else {
+                    &size[start..end]
+                };
+                self.run_block_lean(&lean::AddrSize {
+                    addr: &addr[start..end],
+                    size,
+                });
+            }
+            return;
+        }
         let mut buf = Vec::with_capacity(PIECE.min(n));
         for start in (0..n).step_by(PIECE) {
             buf.clear();

@@ -120,6 +120,19 @@ impl<'a> RecordColumns<'a> {
         self.addr.len()
     }
 
+    /// The address and size columns (sizes empty when not given), when no other column is
+    /// given: every record is then a load by thread 0.
+    pub fn addresses_and_sizes(&self) -> Option<(&'a [u64], &'a [u16])> {
+        if self.kind.is_some()
+            || self.thread.is_some()
+            || self.icount.is_some()
+            || self.privileged.is_some()
+        {
+            return None;
+        }
+        Some((self.addr, self.size.unwrap_or_default()))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.addr.is_empty()
     }

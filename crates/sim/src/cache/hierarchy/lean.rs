@@ -127,6 +127,62 @@ impl LeanPlan {
     }
 }
 
+/// What the lean engine reads records from: a block of records, or NumPy-style columns of
+/// addresses and sizes read in place (the common in-memory case; other columns go through
+/// `RecordColumns::extend_records`).
+pub(super) trait LeanInput {
+    fn len(&self) -> usize;
+    fn at(&self, i: usize) -> Record;
+    #[inline(always)]
+    fn addr(&self, i: usize) -> u64 {
+        self.at(i).addr
+    }
+}
+
+impl LeanInput for [Record] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[Record]>::len(self)
+    }
+    #[inline(always)]
+    fn at(&self, i: usize) -> Record {
+        self[i]
+    }
+}
+
+/// Addresses with their sizes (or 1-byte loads when `size` is empty); every other field takes
+/// its default. `size` is empty or as long as `addr`.
+pub(super) struct AddrSize<'a> {
+    pub addr: &'a [u64],
+    pub size: &'a [u16],
+}
+
+impl LeanInput for AddrSize<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.addr.len()
+    }
+    #[inline(always)]
+    fn at(&self, i: usize) -> Record {
+        Record {
+            addr: self.addr[i],
+            thread: 0,
+            icount: 0,
+            size: if self.size.is_empty() {
+                1
+            } else {
+                self.size[i]
+            },
+            kind: Kind::Load,
+            privileged: false,
+        }
+    }
+    #[inline(always)]
+    fn addr(&self, i: usize) -> u64 {
+        self.addr[i]
+    }
+}
+
 /// The counters a block accumulates outside the levels.
 struct Totals {
     memory: MemoryStats,
@@ -141,7 +197,7 @@ impl Hierarchy {
 
     /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
     #[inline(never)]
-    pub(super) fn run_block_lean(&mut self, recs: &[Record]) {
+    pub(super) fn run_block_lean<R: LeanInput + ?Sized>(&mut self, recs: &R) {
         let plan = self.lean.take().expect("lean_ready checked");
         let mut units = Vec::with_capacity(plan.units.len());
         for &(lv, inst) in &plan.units {
@@ -198,15 +254,15 @@ impl Hierarchy {
         let mut i = 0;
         while i < n {
             if i + AHEAD < n {
-                let ahead = &recs[i + AHEAD];
+                let ahead = recs.at(i + AHEAD);
                 let line = ahead.addr >> line_shift;
-                if line != recs[i + AHEAD - 1].addr >> line_shift {
+                if line != recs.addr(i + AHEAD - 1) >> line_shift {
                     let list = &prefetch_lists[core_of(ahead.thread)]
                         [ahead.kind.is_instruction() as usize];
                     host_prefetch(&units, list, line);
                 }
             }
-            let r = &recs[i];
+            let r = recs.at(i);
             let core = core_of(r.thread);
             let class = r.kind.is_instruction() as usize;
             let path = &plan.paths[core][class];
@@ -242,21 +298,31 @@ impl Hierarchy {
             // the slot just served (nothing else has touched that cache since), and the line
             // is already its set's most recent: applying them together leaves exactly the
             // counters and metadata that applying them one by one would.
-            if i == n || recs[i].addr >> line_shift != first {
+            if i == n || recs.addr(i) >> line_shift != first {
                 continue;
             }
+            let line_mask = (1u64 << line_shift) - 1;
             let same_run = |x: &Record| {
                 x.addr >> line_shift == first
-                    && x.addr.saturating_add(x.size.max(1) as u64 - 1) >> line_shift == first
+                    && (x.addr & line_mask) + (x.size as u64).max(1) <= line_mask + 1
                     && x.kind.is_instruction() as usize == class
                     && core_of(x.thread) == core
             };
-            let mut per_kind = [0u64; 4];
+            // Per-kind counts in 16-bit lanes of one register (a run is cut at 65,535
+            // records): counting into an array indexed by kind made each record wait for the
+            // previous one's store.
+            let mut lanes = 0u64;
             let mut j = i;
-            while j < n && same_run(&recs[j]) {
-                per_kind[recs[j].kind as usize] += 1;
+            let limit = n.min(i + 0xFFFF);
+            while j < limit {
+                let x = recs.at(j);
+                if !same_run(&x) {
+                    break;
+                }
+                lanes += 1 << (16 * x.kind as u64);
                 j += 1;
             }
+            let per_kind = [0, 1, 2, 3].map(|k| (lanes >> (16 * k)) & 0xFFFF);
             if j > i {
                 let count = (j - i) as u64;
                 // SAFETY: `slot` is the first level's slot holding `first` (from access_line).
