@@ -394,14 +394,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 M references, one repeat")
     ap.add_argument("--refs", type=int, default=None, help=f"references per trace (default {N_FULL:,})")
-    ap.add_argument("--repeats", type=int, default=None, help="repeats per measurement (default 3)")
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per measurement (default 5)")
     ap.add_argument("--out", default=str(REPO / "docs" / "PERFORMANCE.md"))
     ap.add_argument("--no-write", action="store_true", help="print only, do not append to --out")
     ap.add_argument("--work", default=str(REPO / "bench-out"))
     ap.add_argument("--worker", nargs=3, metavar=("TOOL", "CONFIG", "TRACE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.refs or (1_000_000 if args.quick else N_FULL)
-    repeats = args.repeats or (1 if args.quick else 3)
+    repeats = args.repeats or (1 if args.quick else 5)
     work = Path(args.work)
 
     if args.worker:
