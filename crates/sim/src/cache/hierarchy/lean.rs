@@ -53,11 +53,9 @@ struct Unit {
     /// The cache's running count of valid lines, and how many it holds when full.
     valid: *mut usize,
     capacity: usize,
-    /// Tags compared per lookup: `ways` rounded up to a multiple of 4 (one AVX2 compare each).
-    scan_width: u8,
     /// Recency-word bits that hold this set's ways (the rest hold 0xF).
     order_mask: u64,
-    /// More than 8 ways: the set's tags span two host lines.
+    /// More than 8 ways: scan 16 tags (two host lines) rather than 8.
     wide: bool,
     host_prefetch: bool,
 }
@@ -220,7 +218,6 @@ impl Hierarchy {
                 way_mask: (1u32 << ways) - 1,
                 victim_shift: 4 * (parts.ways - 1),
                 wide: ways > 8,
-                scan_width: ways.next_multiple_of(4) as u8,
                 order_mask: if ways == 16 {
                     u64::MAX
                 } else {
@@ -347,7 +344,7 @@ impl Hierarchy {
     }
 }
 
-/// Mask of the `W` (4, 8, 12 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
+/// Mask of the `W` (8 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
 ///
 /// SAFETY (caller): `W` tags from `tags` are inside the allocation (sets are followed by
 /// `SCAN_PAD` padding tags).
@@ -382,12 +379,13 @@ unsafe fn scan<const W: usize>(tags: *const u64, value: u64) -> u32 {
 #[inline(always)]
 unsafe fn scan_set(u: &Unit, base: usize, value: u64) -> u32 {
     let tags = unsafe { u.lines.add(base) };
+    // Two widths only: a 12-way set is scanned as 16 (the extra tags are masked off), which
+    // costs less than choosing among four widths on every lookup.
     let mask = unsafe {
-        match u.scan_width {
-            4 => scan::<4>(tags, value),
-            8 => scan::<8>(tags, value),
-            12 => scan::<12>(tags, value),
-            _ => scan::<16>(tags, value),
+        if u.wide {
+            scan::<16>(tags, value)
+        } else {
+            scan::<8>(tags, value)
         }
     };
     mask & u.way_mask
