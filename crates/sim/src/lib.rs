@@ -11,6 +11,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod geometry;
+pub mod memory;
 pub mod rng;
 pub mod trace;
 pub mod workload;

@@ -1,0 +1,88 @@
+//! COLORIS's color-aware page allocator (section 3.1, Figure 4): a pool of per-color free
+//! lists in front of the buddy system. A request from an address space takes the next of its
+//! allowed colors in round-robin order that has a frame in the pool; when none has, the pool
+//! is refilled from the buddy system "with new pages of arbitrary colors" (a block of one page
+//! per color when the buddy lists have one, smaller blocks otherwise). A freed frame goes back
+//! to its color's list unless that list already holds `cap` frames, in which case it returns
+//! to the buddy system.
+use super::buddy::{Buddy, MAX_ORDER};
+use super::{AllocRequest, ColorLists, FrameAllocator, Pfn};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+pub struct ColorPool {
+    buddy: Buddy,
+    pool: ColorLists,
+    cap: usize,
+    /// Per address space: where its round-robin over colors continues.
+    next: BTreeMap<u32, u64>,
+    /// log2 of the block that covers every color once (capped at the buddy's largest order).
+    refill_order: u32,
+}
+
+impl ColorPool {
+    pub fn new(buddy: Buddy, colors: u64, cap: usize) -> Self {
+        ColorPool {
+            buddy,
+            pool: ColorLists::empty(colors),
+            cap,
+            next: BTreeMap::new(),
+            refill_order: colors.next_power_of_two().trailing_zeros().min(MAX_ORDER),
+        }
+    }
+
+    /// Move one block of frames from the buddy system into the pool; false if it has none.
+    fn refill(&mut self) -> bool {
+        for k in (0..=self.refill_order).rev() {
+            if let Some(pfn) = self.buddy.alloc_order(k) {
+                for p in pfn..pfn + (1 << k) {
+                    self.pool.push(p);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Frames of `color` held in the pool's list (not in the buddy system).
+    pub fn pooled(&self, color: u64) -> usize {
+        self.pool.len(color)
+    }
+}
+
+impl FrameAllocator for ColorPool {
+    fn name(&self) -> &'static str {
+        "color-pool"
+    }
+
+    fn alloc(&mut self, req: &AllocRequest) -> Option<Pfn> {
+        let colors = self.pool.colors();
+        let start = *self.next.get(&req.asid).unwrap_or(&0);
+        loop {
+            let found = (0..colors)
+                .map(|k| (start + k) % colors)
+                .find(|&c| req.allowed.contains(c) && self.pool.len(c) > 0);
+            if let Some(c) = found {
+                self.next.insert(req.asid, (c + 1) % colors);
+                return self.pool.pop(c);
+            }
+            if !self.refill() {
+                return None;
+            }
+        }
+    }
+
+    fn free(&mut self, pfn: Pfn, _cpu: usize) {
+        if self.pool.len(pfn % self.pool.colors()) < self.cap {
+            self.pool.push(pfn);
+        } else {
+            self.buddy.free_order(pfn, 0);
+        }
+    }
+
+    fn free_frames(&self) -> Vec<Pfn> {
+        let mut v = self.pool.all();
+        v.extend(self.buddy.free_frames());
+        v
+    }
+}
