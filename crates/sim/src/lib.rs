@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod geometry;
 pub mod memory;
+pub mod mmu;
 pub mod rng;
 pub mod trace;
 pub mod workload;
