@@ -1,10 +1,12 @@
 /*!
-cachecolor's simulator library: caches, hierarchies, traces and synthetic workloads.
+cachecolor's simulator library: caches, hierarchies, traces and synthetic workloads, and the
+mechanisms of the simulated OS built on them (physical memory and page allocators, page tables
+and TLBs, PMU, timing).
 
 Pure Rust, deterministic (every random choice comes from a seeded generator), and free of I/O
 except reading and writing traces. The layout follows `DESIGN.md`: one module per concern, named
-for what it models. Later layers (MMU, page allocators, PMU, scheduler, OS policies) build on the
-cache model here.
+for what it models. The machine and scheduler (`system`) and the OS policies (`policy`) that tie
+these mechanisms together are still to come (issue 3).
 */
 
 pub mod cache;
@@ -13,7 +15,9 @@ pub mod error;
 pub mod geometry;
 pub mod memory;
 pub mod mmu;
+pub mod pmu;
 pub mod rng;
+pub mod timing;
 pub mod trace;
 pub mod workload;
 

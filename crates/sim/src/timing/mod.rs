@@ -1,0 +1,309 @@
+/*!
+The timing model: cycles per thread and where they went (Azimi et al. section 2.1).
+
+Cycles are *completion* cycles (instructions retiring at the base CPI) or *stall* cycles
+attributed to a cause: a reference served by L2, the LLC, DRAM or another chip's cache, a page
+walk, or kernel work (faults, page copies, TLB shootdowns, PMU interrupts). A reference that
+hits L1 is part of the base CPI. A reference served deeper stalls for its level's latency beyond
+L1's, divided by the memory-level parallelism factor (out-of-order cores overlap independent
+misses); a page walk is serial, so each of its entry reads stalls for the full latency of the
+level that served it (ROCS section 6.4 measured walks of 136 vs 443 cycles this way).
+
+Everything is kept in milli-cycles (integers), so a run is deterministic and the stall
+breakdown adds up to the total exactly (DESIGN.md principle 4).
+*/
+use crate::error::ConfigError;
+use serde::{Deserialize, Serialize};
+
+fn d_cpi() -> f64 {
+    1.0
+}
+fn d_mlp() -> f64 {
+    1.0
+}
+
+/// `[timing]` in a config. Latencies in cycles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingConfig {
+    /// Cycles per instruction when every reference hits L1.
+    #[serde(default = "d_cpi")]
+    pub base_cpi: f64,
+    /// Hit latency of each cache level, in hierarchy order (first level first).
+    pub level_latency: Vec<u32>,
+    pub dram_latency: u32,
+    /// A read served by another chip's cache.
+    #[serde(default)]
+    pub remote_latency: u32,
+    /// Misses overlapped on average (1 = fully serialised).
+    #[serde(default = "d_mlp")]
+    pub mlp: f64,
+    #[serde(default)]
+    pub fault_cycles: u64,
+    #[serde(default)]
+    pub copy_cycles_per_page: u64,
+    #[serde(default)]
+    pub shootdown_cycles: u64,
+    #[serde(default)]
+    pub interrupt_cycles: u64,
+}
+
+impl TimingConfig {
+    pub fn validate(&self, levels: usize) -> Result<(), ConfigError> {
+        if !(self.base_cpi > 0.0 && self.base_cpi < 100.0) {
+            return Err(ConfigError::new(
+                "timing.base_cpi",
+                format!("{}: allowed 0 < base_cpi < 100", self.base_cpi),
+            ));
+        }
+        if !(self.mlp >= 1.0 && self.mlp <= 64.0) {
+            return Err(ConfigError::new(
+                "timing.mlp",
+                format!("{}: allowed 1 <= mlp <= 64", self.mlp),
+            ));
+        }
+        if self.level_latency.len() != levels {
+            return Err(ConfigError::new(
+                "timing.level_latency",
+                format!(
+                    "{} latencies for {levels} cache levels: give one per level",
+                    self.level_latency.len()
+                ),
+            ));
+        }
+        if self.level_latency.windows(2).any(|w| w[1] < w[0])
+            || self
+                .level_latency
+                .last()
+                .is_some_and(|&l| l > self.dram_latency)
+        {
+            return Err(ConfigError::new(
+                "timing.level_latency",
+                "latencies must not decrease from L1 to DRAM",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a cycle did not retire an instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StallCause {
+    L2,
+    Llc,
+    Dram,
+    Remote,
+    Tlb,
+    Kernel,
+}
+
+const CAUSES: usize = 6;
+
+/// Where a reference was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    Level(usize),
+    Remote,
+    Dram,
+}
+
+/// A thread's (or core's) cycles: completion plus stalls by cause, in milli-cycles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallBreakdown {
+    pub completion: u64,
+    pub stalls: [u64; CAUSES],
+}
+
+impl StallBreakdown {
+    pub fn total_milli(&self) -> u64 {
+        self.completion + self.stalls.iter().sum::<u64>()
+    }
+    pub fn cycles(&self) -> f64 {
+        self.total_milli() as f64 / 1000.0
+    }
+    pub fn stall(&self, c: StallCause) -> f64 {
+        self.stalls[c as usize] as f64 / 1000.0
+    }
+    pub fn accumulate(&mut self, o: &StallBreakdown) {
+        self.completion += o.completion;
+        for i in 0..CAUSES {
+            self.stalls[i] += o.stalls[i];
+        }
+    }
+}
+
+/// Charges cycles to a breakdown by the config's rules.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    cpi_milli: u64,
+    /// Per level: stall milli-cycles of a reference it serves.
+    level_stall: Vec<u64>,
+    level_cause: Vec<StallCause>,
+    dram_stall: u64,
+    remote_stall: u64,
+    level_latency: Vec<u64>,
+    dram_latency: u64,
+    remote_latency: u64,
+    pub config: TimingConfig,
+}
+
+impl Timing {
+    /// `levels` cache levels on a core's data path; the last is the LLC.
+    pub fn new(config: &TimingConfig, levels: usize) -> Result<Self, ConfigError> {
+        config.validate(levels)?;
+        let l1 = config.level_latency[0] as f64;
+        let stall = |lat: f64| ((lat - l1).max(0.0) * 1000.0 / config.mlp).round() as u64;
+        let level_cause = (0..levels)
+            .map(|i| {
+                if i == levels - 1 && levels > 1 {
+                    StallCause::Llc
+                } else {
+                    StallCause::L2
+                }
+            })
+            .collect();
+        Ok(Timing {
+            cpi_milli: (config.base_cpi * 1000.0).round() as u64,
+            level_stall: config
+                .level_latency
+                .iter()
+                .map(|&l| stall(l as f64))
+                .collect(),
+            level_cause,
+            dram_stall: stall(config.dram_latency as f64),
+            remote_stall: stall(config.remote_latency.max(config.level_latency[0]) as f64),
+            level_latency: config
+                .level_latency
+                .iter()
+                .map(|&l| l as u64 * 1000)
+                .collect(),
+            dram_latency: config.dram_latency as u64 * 1000,
+            remote_latency: config.remote_latency as u64 * 1000,
+            config: config.clone(),
+        })
+    }
+
+    /// `n` instructions retired at the base CPI.
+    #[inline]
+    pub fn instructions(&self, b: &mut StallBreakdown, n: u64) {
+        b.completion += n * self.cpi_milli;
+    }
+
+    /// A data or instruction reference served at `s`.
+    #[inline]
+    pub fn reference(&self, b: &mut StallBreakdown, s: Served) {
+        match s {
+            Served::Level(0) => {}
+            Served::Level(i) => b.stalls[self.level_cause[i] as usize] += self.level_stall[i],
+            Served::Dram => b.stalls[StallCause::Dram as usize] += self.dram_stall,
+            Served::Remote => b.stalls[StallCause::Remote as usize] += self.remote_stall,
+        }
+    }
+
+    /// One page-table entry read by a walk, served at `s` (walks are serial: full latency).
+    #[inline]
+    pub fn walk_read(&self, b: &mut StallBreakdown, s: Served) -> u64 {
+        let c = match s {
+            Served::Level(i) => self.level_latency[i],
+            Served::Dram => self.dram_latency,
+            Served::Remote => self.remote_latency,
+        };
+        b.stalls[StallCause::Tlb as usize] += c;
+        c
+    }
+
+    /// Kernel work of `cycles` cycles (fault handling, copies, shootdowns, interrupts).
+    pub fn kernel(&self, b: &mut StallBreakdown, cycles: u64) {
+        b.stalls[StallCause::Kernel as usize] += cycles * 1000;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> TimingConfig {
+        TimingConfig {
+            base_cpi: 0.5,
+            level_latency: vec![4, 14, 40],
+            dram_latency: 200,
+            remote_latency: 120,
+            mlp: 2.0,
+            fault_cycles: 1000,
+            copy_cycles_per_page: 2000,
+            shootdown_cycles: 500,
+            interrupt_cycles: 300,
+        }
+    }
+
+    #[test]
+    fn cycles_are_the_sum_of_completion_and_stalls() {
+        let t = Timing::new(&config(), 3).unwrap();
+        let mut b = StallBreakdown::default();
+        t.instructions(&mut b, 1000); // 500 cycles
+        for s in [
+            Served::Level(0),
+            Served::Level(1),
+            Served::Level(2),
+            Served::Dram,
+            Served::Remote,
+        ] {
+            t.reference(&mut b, s);
+        }
+        // L2: (14-4)/2 = 5, LLC: (40-4)/2 = 18, DRAM: (200-4)/2 = 98, remote (120-4)/2 = 58.
+        assert_eq!(b.stall(StallCause::L2), 5.0);
+        assert_eq!(b.stall(StallCause::Llc), 18.0);
+        assert_eq!(b.stall(StallCause::Dram), 98.0);
+        assert_eq!(b.stall(StallCause::Remote), 58.0);
+        // A walk reading 4 entries: two from L2, one from the LLC, one from DRAM, serially.
+        let walk: u64 = [
+            Served::Level(1),
+            Served::Level(1),
+            Served::Level(2),
+            Served::Dram,
+        ]
+        .into_iter()
+        .map(|s| t.walk_read(&mut b, s))
+        .sum();
+        assert_eq!(walk, (14 + 14 + 40 + 200) * 1000);
+        assert_eq!(b.stall(StallCause::Tlb), 268.0);
+        t.kernel(&mut b, 1500);
+        let parts: f64 = [
+            StallCause::L2,
+            StallCause::Llc,
+            StallCause::Dram,
+            StallCause::Remote,
+            StallCause::Tlb,
+            StallCause::Kernel,
+        ]
+        .iter()
+        .map(|&c| b.stall(c))
+        .sum::<f64>()
+            + b.completion as f64 / 1000.0;
+        assert_eq!(b.cycles(), parts);
+        assert_eq!(
+            b.cycles(),
+            500.0 + 5.0 + 18.0 + 98.0 + 58.0 + 268.0 + 1500.0
+        );
+    }
+
+    #[test]
+    fn configs_are_checked() {
+        let mut c = config();
+        c.level_latency = vec![4, 14];
+        assert!(Timing::new(&c, 3)
+            .unwrap_err()
+            .message
+            .contains("2 latencies for 3"));
+        let mut c = config();
+        c.level_latency = vec![4, 40, 14];
+        assert_eq!(
+            Timing::new(&c, 3).unwrap_err().field,
+            "timing.level_latency"
+        );
+        let mut c = config();
+        c.mlp = 0.5;
+        assert_eq!(Timing::new(&c, 3).unwrap_err().field, "timing.mlp");
+    }
+}
