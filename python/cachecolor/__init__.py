@@ -8,6 +8,7 @@ Public API (everything here is re-exported from submodules; see each for details
 
     load_config(path_or_dict) -> dict            # effective config, every default filled in
     simulate(config, trace=None, trace_format="native", progress=None, ...) -> Result
+    simulate_system(config, policy=None, seed=None) -> SystemResult   # whole OS simulation
     read_trace(path, format="native", limit=None, as_="frame") -> DataFrame | ndarray
     write_trace(path, records, metadata="") -> int
     convert_trace(src, fmt, out, progress=None) -> int
@@ -32,6 +33,7 @@ from . import presets
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
+from .system import SystemResult, simulate_system
 from .traces import (
     KIND_NAMES,
     capture,
@@ -51,12 +53,14 @@ __all__ = [
     "KIND_NAMES",
     "Progress",
     "Result",
+    "SystemResult",
     "SimulationError",
     "TraceError",
     "__version__",
     "capture",
     "convert_trace",
     "load_config",
+    "simulate_system",
     "presets",
     "read_trace",
     "simulate",

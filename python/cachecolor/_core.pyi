@@ -60,6 +60,9 @@ def simulate_arrays(
 ) -> str:
     """Simulate in-memory columns (uint64 addresses; uint8 kinds, uint16 sizes, uint32 threads/icounts, uint8 privileged)."""
 
+def simulate_system(text: str, format: str = "toml") -> str:
+    """Run a whole system (machine, memory, policy, processes); the report as JSON."""
+
 def read_trace(path: _Path, format: str = "native", limit: Optional[int] = None) -> dict[str, Any]:
     """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged (+ metadata, version, truncated)."""
 

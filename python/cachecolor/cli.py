@@ -80,9 +80,48 @@ def _load_config(path: str) -> dict[str, Any]:
         raise CliError(f"cannot read config {path}: {e.strerror or e}", EXIT_BAD_INPUT) from e
 
 
+def _report(args: argparse.Namespace, result: Any) -> int:
+    """Print a result's table, write --json, and fail if an invariant was violated."""
+    print(result.table())
+    if args.json:
+        result.to_json(args.json)
+        _status(args, f"wrote {args.json}")
+    if result.invariants:
+        for problem in result.invariants:
+            print(f"{PROG}: invariant violated: {problem}", file=sys.stderr)
+        raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it)")
+    return EXIT_OK
+
+
+def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int:
+    from .system import simulate_system
+
+    if args.trace:
+        raise CliError("--trace is for cache-only configs; a system config names each thread's trace", EXIT_BAD_INPUT)
+    _status(args, f"simulating the system in {args.config} ...")
+    try:
+        result = simulate_system(config, policy=args.policy, seed=args.seed)
+    except _core.ConfigError as e:
+        raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+    except _core.TraceError as e:
+        raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+    return _report(args, result)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from .simulation import simulate
+    from .system import is_system_config, load_system_config
 
+    try:
+        raw = load_system_config(args.config)
+    except OSError as e:
+        raise CliError(f"cannot read config {args.config}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+    except _core.ConfigError as e:
+        raise CliError(f"config {e}", EXIT_BAD_INPUT) from e
+    if is_system_config(raw):
+        return cmd_simulate_system(args, raw)
+    if args.policy is not None:
+        raise CliError("--policy applies to system configs (with [machine] and [[processes]])", EXIT_BAD_INPUT)
     config = _load_config(args.config)
     if args.seed is not None:
         config = with_seed(config, args.seed)
@@ -95,15 +134,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress.close()
     source = f"{args.trace} ({args.format})" if args.trace else "the config's workload"
     print(f"cachecolor {result.version}: {result.records:,} records from {source}")
-    print(result.table())
-    if args.json:
-        result.to_json(args.json)
-        _status(args, f"wrote {args.json}")
-    if result.invariants:
-        for problem in result.invariants:
-            print(f"{PROG}: invariant violated: {problem}", file=sys.stderr)
-        raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it)")
-    return EXIT_OK
+    return _report(args, result)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,12 +246,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    s = sub.add_parser("simulate", help="simulate a trace (or the config's workload) on a cache hierarchy")
+    s = sub.add_parser(
+        "simulate",
+        help="simulate a trace (or the config's workload) on a cache hierarchy, or a whole system "
+        "(a config with [machine] and [[processes]])",
+    )
     s.add_argument("config", metavar="CONFIG", help="simulation config (.toml, or .json)")
     s.add_argument("--trace", metavar="FILE", help="trace to simulate (default: the config's [workload])")
     s.add_argument("--format", choices=FORMATS, default="native", help="format of --trace (default: native)")
     s.add_argument("--json", metavar="OUT", help="write the results (per-level stats, effective config, version) as JSON")
     s.add_argument("--seed", type=int, metavar="N", help="seed for the workload and random replacement (overrides the config)")
+    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run (linux, static)")
     _quiet(s)
     s.set_defaults(func=cmd_simulate)
 

@@ -14,6 +14,7 @@ Long operations release the GIL and re-attach once per block for progress and Ct
 mod capture;
 mod errors;
 mod simulate;
+mod system;
 mod traces;
 
 use pyo3::prelude::*;
@@ -34,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate::effective_config, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(system::simulate_system, m)?)?;
     m.add_function(wrap_pyfunction!(traces::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;

@@ -1,0 +1,42 @@
+/*!
+Whole-system runs for Python: a `SystemConfig` (machine, memory, policy, scheduler, processes)
+as TOML or JSON text in, the run's report as one JSON document out (`version`, `config`,
+`policy`, `allocator`, `processes`, `cores`, `levels`, `invariants`). The run releases the GIL.
+*/
+use cachecolor_sim::system::{System, SystemConfig};
+use pyo3::prelude::*;
+use serde_json::{json, Value};
+
+use crate::errors::{catch_panic, Result};
+
+fn parse(text: &str, format: &str) -> Result<SystemConfig> {
+    Ok(match format {
+        "json" => cachecolor_sim::config::from_json(text)?,
+        _ => cachecolor_sim::config::from_toml(text)?,
+    })
+}
+
+/// Run the system described by `text` (`format` = "toml" or "json"); returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml"))]
+pub fn simulate_system(py: Python<'_>, text: &str, format: &str) -> PyResult<String> {
+    let config = parse(text, format)?;
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let mut system = System::new(&config)?;
+            system.run()?;
+            let report = system.report();
+            let mut doc = serde_json::Map::new();
+            doc.insert("version".into(), json!(cachecolor_sim::VERSION));
+            doc.insert(
+                "config".into(),
+                serde_json::to_value(&config).expect("configs serialise"),
+            );
+            if let Value::Object(r) = serde_json::to_value(&report).expect("reports serialise") {
+                doc.extend(r);
+            }
+            Ok(Value::Object(doc).to_string())
+        })
+    })?;
+    Ok(doc)
+}

@@ -1,0 +1,119 @@
+"""Whole-system runs: cores with TLBs and caches, physical memory and a page allocator, processes
+under an OS cache-management policy (crates/sim/src/system).
+
+A system config (TOML) has ``[machine]`` (``[machine.hierarchy]`` with its ``cores`` and
+levels, ``[machine.tlb]``, ``[machine.mmu]``, ``[machine.timing]``), ``[memory]`` (``ram``,
+``allocator``), ``[policy]`` (``name``), ``[scheduler]`` and ``[[processes]]`` (``name``,
+``colors``, ``pin``, ``[[processes.threads]]`` with a ``workload`` or a ``trace``). See
+``examples/os/`` and docs/system.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from . import _core
+
+SystemSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+
+def load_system_config(source: SystemSource) -> dict[str, Any]:
+    """Read a system config (a ``.toml``/``.json`` path or a dict) into a dict, unchecked.
+
+    The Rust core checks it when it runs (``simulate_system``)."""
+    if isinstance(source, Mapping):
+        return copy.deepcopy(dict(source))
+    path = Path(source)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        return json.loads(text)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _core.ConfigError(f"{path}: {e}") from e
+
+
+def is_system_config(config: Mapping[str, Any]) -> bool:
+    """A system config has a ``[machine]`` table (a cache-only config has ``[hierarchy]``)."""
+    return "machine" in config
+
+
+def simulate_system(
+    config: SystemSource, *, policy: Optional[str] = None, seed: Optional[int] = None
+) -> "SystemResult":
+    """Run a whole system to the end of every thread; return a ``SystemResult``.
+
+    ``policy`` replaces ``[policy] name``. ``seed`` seeds the page allocator and the hierarchy
+    and gives the k-th generated thread (in config order) seed ``seed + k``.
+    """
+    cfg = load_system_config(config)
+    if policy is not None:
+        cfg.setdefault("policy", {})["name"] = policy
+    if seed is not None:
+        if not 0 <= int(seed) < 2**63:
+            raise ValueError(f"seed {seed}: expected 0 <= seed < 2**63")
+        cfg.setdefault("memory", {})["seed"] = int(seed)
+        cfg.setdefault("machine", {}).setdefault("hierarchy", {})["seed"] = int(seed)
+        k = 0
+        for p in cfg.get("processes", []):
+            for t in p.get("threads", []):
+                if isinstance(t.get("workload"), dict):
+                    t["workload"]["seed"] = int(seed) + k
+                    k += 1
+    return SystemResult(json.loads(_core.simulate_system(json.dumps(cfg), "json")))
+
+
+class SystemResult:
+    """The report of one system run."""
+
+    def __init__(self, doc: dict[str, Any]):
+        self._doc = doc
+
+    @property
+    def processes(self) -> "Any":
+        """Per-process results as a pandas DataFrame (one row per process)."""
+        import pandas as pd
+
+        rows = []
+        for p in self._doc["processes"]:
+            row = {k: v for k, v in p.items() if k != "stalls"}
+            row.update({f"stall_{k}": v for k, v in p["stalls"].items()})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def invariants(self) -> list[str]:
+        return list(self._doc["invariants"])
+
+    def process(self, name: str) -> dict[str, Any]:
+        for p in self._doc["processes"]:
+            if p["name"] == name:
+                return copy.deepcopy(p)
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._doc)
+
+    def to_json(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write the report; the file is replaced only once it is complete."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self._doc, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def table(self) -> str:
+        head = f"{'process':12} {'instructions':>12} {'cycles':>14} {'IPC':>6} {'LLC miss':>9} {'LLC MPKI':>9} {'TLB miss':>9} {'walk cyc':>12} {'faults':>7}"
+        lines = [f"policy {self._doc['policy']}, allocator {self._doc['allocator']}", head]
+        for p in self._doc["processes"]:
+            lines.append(
+                f"{p['name'][:12]:12} {p['instructions']:>12,} {p['cycles']:>14,.0f} {p['ipc']:>6.3f} "
+                f"{p['llc_miss_rate']:>9.3f} {p['llc_mpki']:>9.2f} {p['tlb_misses']:>9,} "
+                f"{p['page_walk_cycles']:>12,.0f} {p['faults']:>7,}"
+            )
+        return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""Whole-system runs from Python and the CLI (the scenario checks themselves are Rust tests in
+crates/sim/src/system/tests.rs; here: the API, the JSON contract and error handling)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cachecolor
+
+ROOT = Path(__file__).resolve().parent.parent
+OS = ROOT / "examples" / "os"
+
+
+def test_api_runs_a_system_and_reports_per_process():
+    r = cachecolor.simulate_system(OS / "placement-contiguous.toml")
+    assert r.invariants == []
+    p = r.process("uniform")
+    assert p["instructions"] == 800_000
+    assert 0 < p["ipc"] < 2
+    assert p["faults"] == 256  # 1 MiB of 4 KiB pages, each faulted once
+    frame = r.processes
+    assert list(frame["name"]) == ["uniform"]
+    assert abs(frame["cycles"][0] - sum(frame[c][0] for c in frame.columns if c.startswith("stall_"))) < 1e-3
+
+
+def test_seed_and_policy_overrides_are_deterministic():
+    a = cachecolor.simulate_system(OS / "placement-random.toml", seed=9).to_dict()
+    b = cachecolor.simulate_system(OS / "placement-random.toml", seed=9).to_dict()
+    c = cachecolor.simulate_system(OS / "placement-random.toml", seed=10).to_dict()
+    assert a == b
+    assert a["processes"] != c["processes"]
+    s = cachecolor.simulate_system(OS / "placement-random.toml", policy="static")
+    assert s.to_dict()["policy"] == "static"
+
+
+def test_cli_writes_the_json_contract(tmp_path):
+    out = tmp_path / "r.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "simulate", str(OS / "placement-contiguous.toml"), "--json", str(out), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "uniform" in run.stdout and "IPC" in run.stdout
+    doc = json.loads(out.read_text())
+    for key in ("name", "ipc", "llc_mpki", "llc_miss_rate", "tlb_misses", "page_walk_cycles"):
+        assert key in doc["processes"][0], key
+    assert doc["version"] == cachecolor.__version__
+    assert doc["config"]["memory"]["allocator"] == "contiguous"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (('name = "linux"', 'name = "rocs2"'), "the policies are: linux, static"),
+        (('allocator = "random"', 'allocator = "slab"'), "color-pool"),
+        (('ram = "64MiB"', 'ram = "256KiB"'), "out of memory"),
+    ],
+)
+def test_cli_bad_system_configs_exit_2_with_a_named_field(tmp_path, edit, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text((OS / "placement-random.toml").read_text().replace(*edit))
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "simulate", str(cfg)], capture_output=True, text=True)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
