@@ -9,6 +9,7 @@ for what it models. The machine and scheduler (`system`) and the OS policies (`p
 these mechanisms together are still to come (issue 3).
 */
 
+pub mod analysis;
 pub mod cache;
 pub mod config;
 pub mod error;

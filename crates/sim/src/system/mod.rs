@@ -155,6 +155,8 @@ pub struct ProcessStats {
     pub page_walk_cycles: f64,
     pub faults: u64,
     pub frames: u64,
+    /// Pages faulted in per LLC color (the bin distribution of thesis Figure 3.3).
+    pub pages_per_color: Vec<u64>,
     pub stalls: StallReport,
 }
 
@@ -242,6 +244,7 @@ struct Process {
     space: Option<AddressSpace>,
     threads_left: usize,
     frames: u64,
+    pages_per_color: Vec<u64>,
     c: Counters,
 }
 
@@ -412,6 +415,7 @@ impl System {
                 space: Some(space),
                 threads_left: p.threads.len(),
                 frames: 0,
+                pages_per_color: vec![0; colors as usize],
                 c: Counters::default(),
             });
         }
@@ -623,7 +627,9 @@ impl System {
                         format!("page tables of `{}`: {e}", self.processes[pid].name),
                     ))
                 })?;
+                let color = self.memory.color_of(pfn) as usize;
                 self.processes[pid].frames += 1;
+                self.processes[pid].pages_per_color[color] += 1;
                 pfn
             }
         };
@@ -672,6 +678,7 @@ impl System {
                     page_walk_cycles: c.walk_milli as f64 / 1000.0,
                     faults: c.faults,
                     frames: p.frames,
+                    pages_per_color: p.pages_per_color.clone(),
                     stalls: StallReport::of(&c.breakdown),
                 }
             })

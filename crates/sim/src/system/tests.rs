@@ -59,6 +59,36 @@ fn contiguous_placement_removes_the_conflict_misses_of_random_placement() {
         r.llc_misses,
         c.llc_misses
     );
+    assert_eq!(
+        c.pages_per_color,
+        vec![16; 16],
+        "perfect coloring: 16 pages in each bin"
+    );
+
+    // The thesis's binomial model (eq. 3.1, 3.2): 256 pages in 16 bins of 16. The realised
+    // number of pages beyond their bin's 16 ways must be a plausible draw from the model: within
+    // 3 standard deviations of K_avg (the exact sd of the multinomial placement, about 4.8).
+    let model = crate::analysis::bins::expected_conflicts(256, 16, 16);
+    let k = crate::analysis::bins::realised_conflicts(&r.pages_per_color, 16);
+    eprintln!(
+        "overflow pages: realised {k}, model {:.1} +- {:.1}",
+        model.k_avg, model.k_sd
+    );
+    assert!(
+        (k as f64 - model.k_avg).abs() <= 3.0 * model.k_sd,
+        "{k} vs {model:?}"
+    );
+    // And K predicts the conflict misses: in steady state a reference misses with probability
+    // K / N (module doc of analysis::bins). Counted over the whole run, the misses beyond the
+    // contiguous run's (cold and page-table misses) cover the warm-up too, when fewer lines are
+    // resident, so they come out somewhat below the steady-state figure: allow 25%.
+    let conflict = (r.llc_misses - c.llc_misses) as f64;
+    let predicted = r.references as f64 * k as f64 / 256.0;
+    eprintln!("conflict misses: {conflict}, predicted K/N x references {predicted:.0}");
+    assert!(
+        (conflict - predicted).abs() < 0.25 * predicted,
+        "{conflict} vs {predicted}"
+    );
 }
 
 #[test]
