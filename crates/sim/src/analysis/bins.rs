@@ -5,11 +5,15 @@ A cache of `B` page-sized bins (colors), each holding `A` pages (its associativi
 places each of `N` pages in a uniformly random bin puts `n` of them in a given bin with the
 binomial probability (eq. 3.1)
 
-    P(n) = C(N, n) p^n (1 - p)^(N - n),   p = 1 / B,
+```text
+P(n) = C(N, n) p^n (1 - p)^(N - n),   p = 1 / B,
+```
 
 and the expected number of pages beyond the bins' capacity is (eq. 3.2)
 
-    K_avg = B * sum_{u = A+1}^{N} (u - A) P(u),
+```text
+K_avg = B * sum_{u = A+1}^{N} (u - A) P(u),
+```
 
 against `K_min = max(0, N - B A)` for a perfect spread. Besides the thesis's two figures this
 module gives the exact standard deviation of the realised `K` (bin counts are multinomial, so the
