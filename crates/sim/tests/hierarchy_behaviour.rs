@@ -189,3 +189,45 @@ fn impossible_hierarchies_are_rejected_with_the_field() {
     .unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
 }
+
+/// An instruction cache above a unified first level: the unified level takes data accesses
+/// first-hand and instruction fetches that missed L1I, and the accounting check knows that.
+#[test]
+fn an_l1i_above_a_unified_l1_keeps_the_flow_invariant() {
+    let mut h = hierarchy(
+        r#"
+        [[levels]]
+        name = "L1I"
+        size = "4KiB"
+        ways = 2
+        serves = "instruction"
+        [[levels]]
+        name = "L1"
+        size = "8KiB"
+        ways = 4
+        [[levels]]
+        name = "L2"
+        size = "64KiB"
+        ways = 8
+    "#,
+    );
+    let recs: Vec<Record> = (0..20_000u64)
+        .map(|i| {
+            let kind = if i % 3 == 0 { Kind::IFetch } else { Kind::Load };
+            Record::new(kind, 0x40_0000 + (i * 4_099) % 65_536, 4)
+        })
+        .collect();
+    h.run_block(&recs);
+    let s = h.stats();
+    let (l1i, l1) = (&s.levels[0], &s.levels[1]);
+    assert_eq!(
+        l1.ifetch.accesses, l1i.ifetch.misses,
+        "L1 sees the fetches L1I missed"
+    );
+    assert!(l1.load.accesses > 13_000, "and every load first-hand");
+    assert!(
+        h.check_invariants().is_empty(),
+        "{:?}",
+        h.check_invariants()
+    );
+}

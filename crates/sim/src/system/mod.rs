@@ -286,12 +286,7 @@ impl System {
         let llc = hc.levels.len() - 1;
         let llc_geom = hierarchy.cache(llc, 0).geometry().clone();
         let colors = llc_geom.colors();
-        let data_levels = hc
-            .levels
-            .iter()
-            .filter(|l| l.serves != crate::cache::Serves::Instruction)
-            .count();
-        let timing = Timing::new(&config.machine.timing, data_levels)?;
+        let timing = Timing::new(&config.machine.timing, hc.levels.len())?;
         AddressSpace::validate(&config.machine.mmu)?;
         let mut memory = PhysicalMemory::new(&config.memory, page_size, colors, cores)?;
         let mut policy = policy::build(&config.policy, cores, colors)?;

@@ -135,6 +135,19 @@ fn bad_system_configs_are_named() {
         "[[processes]]\nname = \"uniform\"\npin = [3]",
     ));
     assert!(e.message.contains("within 0..1"), "{}", e.message);
+    // One latency per hierarchy level, an instruction cache included.
+    let with_l1i = base.replace(
+        "[[machine.hierarchy.levels]]\nname = \"L1D\"",
+        "[[machine.hierarchy.levels]]\nname = \"L1I\"\nsize = \"32KiB\"\nways = 8\nserves = \"instruction\"\n[[machine.hierarchy.levels]]\nname = \"L1D\"\nserves = \"data\"",
+    );
+    assert_ne!(with_l1i, base);
+    assert_eq!(err(&with_l1i).field, "timing.level_latency");
+    let fixed = with_l1i.replace(
+        "level_latency = [4, 12, 40]",
+        "level_latency = [4, 4, 12, 40]",
+    );
+    let (r, _, _) = run(&fixed);
+    assert_eq!(r.levels.len(), 4);
     // A workload that needs more frames than RAM.
     let text = base.replace("ram = \"64MiB\"", "ram = \"512KiB\"");
     let config: SystemConfig = crate::config::from_toml(&text).unwrap();

@@ -29,7 +29,8 @@ pub struct TimingConfig {
     /// Cycles per instruction when every reference hits L1.
     #[serde(default = "d_cpi")]
     pub base_cpi: f64,
-    /// Hit latency of each cache level, in hierarchy order (first level first).
+    /// Hit latency of each cache level, in hierarchy order (every level, L1I included). The
+    /// smallest is the L1 latency that the base CPI already covers.
     pub level_latency: Vec<u32>,
     pub dram_latency: u32,
     /// A read served by another chip's cache.
@@ -149,10 +150,14 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// `levels` cache levels on a core's data path; the last is the LLC.
+    /// `levels` cache levels (the hierarchy's, in order); the last is the LLC.
     pub fn new(config: &TimingConfig, levels: usize) -> Result<Self, ConfigError> {
         config.validate(levels)?;
-        let l1 = config.level_latency[0] as f64;
+        let l1 = *config
+            .level_latency
+            .iter()
+            .min()
+            .expect("validated: one per level") as f64;
         let stall = |lat: f64| ((lat - l1).max(0.0) * 1000.0 / config.mlp).round() as u64;
         let level_cause = (0..levels)
             .map(|i| {
@@ -194,7 +199,6 @@ impl Timing {
     #[inline]
     pub fn reference(&self, b: &mut StallBreakdown, s: Served) {
         match s {
-            Served::Level(0) => {}
             Served::Level(i) => b.stalls[self.level_cause[i] as usize] += self.level_stall[i],
             Served::Dram => b.stalls[StallCause::Dram as usize] += self.dram_stall,
             Served::Remote => b.stalls[StallCause::Remote as usize] += self.remote_stall,
