@@ -89,31 +89,16 @@ impl<'a> RecordColumns<'a> {
             privileged: false,
         }));
         let recs = &mut out[from..];
-        if let Some(c) = self.thread {
-            recs.iter_mut()
-                .zip(&c[start..end])
-                .for_each(|(r, &v)| r.thread = v);
-        }
-        if let Some(c) = self.icount {
-            recs.iter_mut()
-                .zip(&c[start..end])
-                .for_each(|(r, &v)| r.icount = v);
-        }
-        if let Some(c) = self.size {
-            recs.iter_mut()
-                .zip(&c[start..end])
-                .for_each(|(r, &v)| r.size = v);
-        }
-        if let Some(c) = self.kind {
-            recs.iter_mut()
-                .zip(&c[start..end])
-                .for_each(|(r, &v)| r.kind = kind_of(v));
-        }
-        if let Some(c) = self.privileged {
-            recs.iter_mut()
-                .zip(&c[start..end])
-                .for_each(|(r, &v)| r.privileged = v != 0);
-        }
+        let part = |c: Option<&'a [u32]>| c.map(|c| &c[start..end]);
+        set_each(recs, part(self.thread), |r, v| r.thread = v);
+        set_each(recs, part(self.icount), |r, v| r.icount = v);
+        set_each(recs, self.size.map(|c| &c[start..end]), |r, v| r.size = v);
+        set_each(recs, self.kind.map(|c| &c[start..end]), |r, v| {
+            r.kind = kind_of(v)
+        });
+        set_each(recs, self.privileged.map(|c| &c[start..end]), |r, v| {
+            r.privileged = v != 0
+        });
     }
 
     pub fn len(&self) -> usize {
@@ -159,6 +144,15 @@ impl<'a> RecordColumns<'a> {
             thread: self.thread.map(|c| &c[start..end]),
             icount: self.icount.map(|c| &c[start..end]),
             privileged: self.privileged.map(|c| &c[start..end]),
+        }
+    }
+}
+
+/// Apply `set` to each record with the matching element of `column`, if the column was given.
+fn set_each<T: Copy>(recs: &mut [Record], column: Option<&[T]>, set: impl Fn(&mut Record, T)) {
+    if let Some(c) = column {
+        for (r, &v) in recs.iter_mut().zip(c) {
+            set(r, v);
         }
     }
 }

@@ -183,11 +183,6 @@ impl LeanInput for AddrSize<'_> {
     }
 }
 
-/// The counters a block accumulates outside the levels.
-struct Totals {
-    memory: MemoryStats,
-}
-
 impl Hierarchy {
     /// Whether `run_block` may hand the next block to the lean engine.
     #[inline]
@@ -242,9 +237,8 @@ impl Hierarchy {
                 })
             })
             .collect();
-        let mut totals = Totals {
-            memory: self.memory,
-        };
+        // Traffic to and from memory, written back to `self` after the block.
+        let mut memory = self.memory;
         let line_shift = self.line_shift;
         let cores = self.cores;
         let core_of = |t: u32| if cores == 1 { 0 } else { t as usize % cores };
@@ -281,7 +275,7 @@ impl Hierarchy {
                 loop {
                     line_accesses += 1;
                     // SAFETY: as above; every index is a set of the unit's own geometry.
-                    unsafe { access_line(&units, path, &mut totals, line, r.kind, r.privileged) };
+                    unsafe { access_line(&units, path, &mut memory, line, r.kind, r.privileged) };
                     if line == end {
                         break;
                     }
@@ -292,7 +286,7 @@ impl Hierarchy {
             line_accesses += 1;
             // SAFETY: as above.
             let slot =
-                unsafe { access_line(&units, path, &mut totals, first, r.kind, r.privileged) };
+                unsafe { access_line(&units, path, &mut memory, first, r.kind, r.privileged) };
             // The records that follow on the same line, core and class are first-level hits on
             // the slot just served (nothing else has touched that cache since), and the line
             // is already its set's most recent: applying them together leaves exactly the
@@ -331,7 +325,7 @@ impl Hierarchy {
                 i = j;
             }
         }
-        self.memory = totals.memory;
+        self.memory = memory;
         self.records += records;
         self.line_accesses += line_accesses;
         self.unserved += unserved;
@@ -432,7 +426,7 @@ fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
 unsafe fn access_line(
     units: &[Unit],
     path: &LeanPath,
-    totals: &mut Totals,
+    memory: &mut MemoryStats,
     line: u64,
     kind: Kind,
     privileged: bool,
@@ -469,7 +463,7 @@ unsafe fn access_line(
             d += 1;
         }
         if d == n {
-            totals.memory.reads += 1;
+            memory.reads += 1;
         }
         let meta = LineMeta {
             asid: 0,
@@ -480,7 +474,7 @@ unsafe fn access_line(
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
             let (set, base, free) = missed.get_unchecked(d).assume_init();
-            slot = place(units, path, totals, d, u, set, base, free, line, meta);
+            slot = place(units, path, memory, d, u, set, base, free, line, meta);
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
@@ -497,7 +491,7 @@ unsafe fn access_line(
 unsafe fn place(
     units: &[Unit],
     path: &LeanPath,
-    totals: &mut Totals,
+    memory: &mut MemoryStats,
     d: usize,
     u: &Unit,
     set: usize,
@@ -529,7 +523,7 @@ unsafe fn place(
             (*u.counters).evictions += 1;
             if old_meta.dirty() {
                 (*u.counters).writebacks += 1;
-                write_back(units, path, totals, d + 1, old, old_meta);
+                write_back(units, path, memory, d + 1, old, old_meta);
             }
         }
         slot
@@ -542,13 +536,13 @@ unsafe fn place(
 unsafe fn write_back(
     units: &[Unit],
     path: &LeanPath,
-    totals: &mut Totals,
+    memory: &mut MemoryStats,
     d: usize,
     line: u64,
     meta: LineMeta,
 ) {
     if d >= path.len as usize {
-        totals.memory.writes += 1;
+        memory.writes += 1;
         return;
     }
     unsafe {
@@ -565,7 +559,7 @@ unsafe fn write_back(
             reuse: 0,
             ..meta
         };
-        place(units, path, totals, d, u, set, base, free, line, meta);
+        place(units, path, memory, d, u, set, base, free, line, meta);
     }
 }
 
