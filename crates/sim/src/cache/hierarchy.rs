@@ -565,10 +565,11 @@ impl Hierarchy {
         }
     }
 
-    /// Simulate records held as columns (`RecordColumns`), in order. They are turned into
+    /// Simulate records held as columns (`RecordColumns`), in order. The lean engine reads
+    /// address-and-size columns in place (the usual NumPy input). Other columns are turned into
     /// records a piece at a time, small enough to stay in the host's L2 between being written
-    /// and being simulated (reading the columns in place inside the engine was measured
-    /// slower: every field of a record then costs its own load and bounds check).
+    /// and being simulated: building each record from every column inside the engine measured
+    /// slower, since each field then costs its own load and bounds check.
     pub fn run_columns(&mut self, cols: &RecordColumns) {
         const PIECE: usize = 8192;
         let n = cols.len();

@@ -125,7 +125,7 @@ pub struct Cache {
     /// so the hot path skips the general slice/modulo indexing.
     set_mask: Option<u64>,
     ways: usize,
-    /// Padded by `SCAN_PAD` lines that no set owns, for fixed-width tag scans.
+    /// Followed by `SCAN_PAD` tags that no set owns, for fixed-width tag scans.
     lines: Aligned<u64>,
     meta: Aligned<LineMeta>,
     repl: Replacement,
