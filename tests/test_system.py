@@ -69,3 +69,4 @@ def test_cli_bad_system_configs_exit_2_with_a_named_field(tmp_path, edit, messag
     assert run.returncode == 2, (run.returncode, run.stderr)
     assert message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr

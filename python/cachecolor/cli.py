@@ -98,7 +98,6 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
 
     if args.trace:
         raise CliError("--trace is for cache-only configs; a system config names each thread's trace", EXIT_BAD_INPUT)
-    _status(args, f"simulating the system in {args.config} ...")
     try:
         result = simulate_system(config, policy=args.policy, seed=args.seed)
     except _core.ConfigError as e:

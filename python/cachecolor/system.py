@@ -40,8 +40,9 @@ def load_system_config(source: SystemSource) -> dict[str, Any]:
 
 
 def is_system_config(config: Mapping[str, Any]) -> bool:
-    """A system config has a ``[machine]`` table (a cache-only config has ``[hierarchy]``)."""
-    return "machine" in config
+    """A system config has a ``[machine]`` table and no top-level ``[hierarchy]`` (which makes
+    it a cache-only config, where ``[machine]`` is then an unknown table)."""
+    return "machine" in config and "hierarchy" not in config
 
 
 def simulate_system(
