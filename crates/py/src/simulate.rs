@@ -233,19 +233,17 @@ impl Columns {
         icount: Option<&Bound<'_, PyAny>>,
         privileged: Option<&Bound<'_, PyAny>>,
     ) -> Result<Columns> {
-        let cols = Columns {
+        Ok(Columns {
             addr: Column::<u64>::get(py, "addresses", addr)?,
             kind: column::<u8>(py, "kinds", kind)?,
             size: column::<u16>(py, "sizes", size)?,
             thread: column::<u32>(py, "threads", thread)?,
             icount: column::<u32>(py, "icounts", icount)?,
             privileged: column::<u8>(py, "privileged", privileged)?,
-        };
-        cols.view()?;
-        Ok(cols)
+        })
     }
 
-    /// The columns as the simulator reads them (checked again: it is cheap next to a run).
+    /// The columns as the simulator reads them, checked (lengths, kinds, sizes) once here.
     pub fn view(&self) -> Result<RecordColumns<'_>> {
         RecordColumns::new(
             self.addr.as_slice(),
@@ -283,8 +281,8 @@ pub fn simulate_arrays(
     let progress = progress.as_ref();
     let doc = py.detach(|| {
         catch_panic(|| {
-            let mut h = hierarchy(&config)?;
             let view = cols.view()?;
+            let mut h = hierarchy(&config)?;
             let n = view.len();
             let mut start = 0;
             while start < n {
