@@ -62,10 +62,14 @@ impl Default for TlbsConfig {
     }
 }
 
-/// `[machine]`: cores and caches (the hierarchy's `cores`), TLBs, page tables, timing.
+/// `[machine]`: chips, each with `hierarchy.cores` cores and one LLC, TLBs, page tables, timing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MachineConfig {
+    /// Chips (sockets): each has its own copy of `hierarchy` (its cores' private caches and one
+    /// shared LLC); caches of different chips are kept coherent by invalidation.
+    #[serde(default = "one_chip")]
+    pub chips: u32,
     pub hierarchy: HierarchyConfig,
     #[serde(default)]
     pub tlb: TlbsConfig,
@@ -84,6 +88,10 @@ pub struct ThreadConfig {
     pub trace: Option<PathBuf>,
     #[serde(default = "native")]
     pub format: String,
+}
+
+fn one_chip() -> u32 {
+    1
 }
 
 fn native() -> String {
@@ -280,6 +288,13 @@ impl System {
     pub fn new(config: &SystemConfig) -> Result<System, Error> {
         let hierarchy = Hierarchy::new(&config.machine.hierarchy)
             .map_err(|e| ConfigError::new(format!("machine.hierarchy.{}", e.field), e.message))?;
+        if config.machine.chips != 1 {
+            return Err(ConfigError::new(
+                "machine.chips",
+                format!("{}: only single-chip machines are simulated so far", config.machine.chips),
+            )
+            .into());
+        }
         let hc = hierarchy.config().clone();
         let cores = hc.cores as usize;
         let page_size = hc.page_size.0;
