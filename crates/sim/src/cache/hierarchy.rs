@@ -1022,6 +1022,39 @@ impl Hierarchy {
         }
     }
 
+    /// The counters of each instance of `level` (to sum levels over several hierarchies).
+    pub fn counters(&self, level: usize) -> &[Counters] {
+        &self.levels[level].counters
+    }
+
+    /// Whether any cache of any core holds the line of physical address `addr` (a snoop).
+    pub fn holds(&self, addr: u64) -> bool {
+        let line = addr >> self.line_shift;
+        self.levels
+            .iter()
+            .any(|l| l.caches.iter().any(|c| c.contains(line)))
+    }
+
+    /// Coherence: remove the line of `addr` from every cache, because another chip writes it.
+    /// A dirty copy goes to memory (counted as a memory write). Returns the copies removed.
+    pub fn invalidate_line(&mut self, addr: u64) -> u32 {
+        let line = addr >> self.line_shift;
+        let mut removed = 0;
+        let mut dirty = false;
+        for l in &mut self.levels {
+            for c in &mut l.caches {
+                if let Some(m) = c.invalidate(line) {
+                    removed += 1;
+                    dirty |= m.dirty();
+                }
+            }
+        }
+        if dirty {
+            self.memory.writes += 1;
+        }
+        removed
+    }
+
     /// Statistics of each instance of `level` (one per core for a private level).
     pub fn instance_stats(&self, level: usize) -> Vec<LevelStats> {
         let l = &self.levels[level];

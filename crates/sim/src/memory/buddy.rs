@@ -195,6 +195,18 @@ impl FrameAllocator for Buddy {
         }
     }
 
+    fn gives_blocks(&self) -> bool {
+        true
+    }
+
+    fn alloc_block(&mut self, order: u32) -> Option<Pfn> {
+        self.alloc_order(order)
+    }
+
+    fn free_block(&mut self, pfn: Pfn, order: u32) {
+        self.free_order(pfn, order)
+    }
+
     fn free_frames(&self) -> Vec<Pfn> {
         let mut out: Vec<Pfn> = self.pcp.iter().flatten().copied().collect();
         for k in 0..=MAX_ORDER {

@@ -80,6 +80,20 @@ impl FrameAllocator for ColorPool {
         }
     }
 
+    fn gives_blocks(&self) -> bool {
+        true
+    }
+
+    /// Huge pages come straight from the buddy system: a 2 MiB block spans every color, so
+    /// the pool's per-color lists have nothing to add.
+    fn alloc_block(&mut self, order: u32) -> Option<Pfn> {
+        self.buddy.alloc_order(order)
+    }
+
+    fn free_block(&mut self, pfn: Pfn, order: u32) {
+        self.buddy.free_order(pfn, order)
+    }
+
     fn free_frames(&self) -> Vec<Pfn> {
         let mut v = self.pool.all();
         v.extend(self.buddy.free_frames());

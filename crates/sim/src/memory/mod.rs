@@ -169,6 +169,20 @@ pub trait FrameAllocator: std::fmt::Debug + Send {
     fn free(&mut self, pfn: Pfn, cpu: usize);
     /// Frames it holds free right now (for the ownership check; order unspecified).
     fn free_frames(&self) -> Vec<Pfn>;
+    /// An aligned block of 2^order frames (huge pages), if this allocator can give one.
+    fn alloc_block(&mut self, _order: u32) -> Option<Pfn> {
+        None
+    }
+    /// Whether `alloc_block` is supported at all.
+    fn gives_blocks(&self) -> bool {
+        false
+    }
+    /// Take back a block from `alloc_block`.
+    fn free_block(&mut self, pfn: Pfn, order: u32) {
+        for p in pfn..pfn + (1 << order) {
+            self.free(p, 0);
+        }
+    }
 }
 
 /// The allocators a config can name (`[memory] allocator`).
@@ -270,6 +284,10 @@ pub enum MemoryError {
     },
     #[error("the allowed color set is empty")]
     NoColors,
+    #[error("the `{allocator}` allocator cannot hand out huge pages (aligned blocks of frames); use buddy or color-pool")]
+    BlocksUnsupported { allocator: &'static str },
+    #[error("out of memory: no free aligned block of {frames} frames for a huge page ({free} frames free)")]
+    NoBlock { frames: u64, free: u64 },
 }
 
 /// The frames of a machine and the allocator that hands them out.
@@ -281,6 +299,10 @@ pub struct PhysicalMemory {
     owner: Vec<u32>,
     free: u64,
     allocator: Box<dyn FrameAllocator>,
+    /// Modelled page contents: one checksum per frame (0 when free). A page's first touch
+    /// stamps it, a copy carries it over, so a recolor that loses or mixes up contents is
+    /// caught by `System`'s content check.
+    content: Vec<u64>,
 }
 
 impl PhysicalMemory {
@@ -354,6 +376,7 @@ impl PhysicalMemory {
             owner,
             free: frames - held,
             allocator,
+            content: vec![0; frames as usize],
         })
     }
 
@@ -411,16 +434,20 @@ impl PhysicalMemory {
             self.allocator.name()
         );
         debug_assert!(req.allowed.contains(pfn % self.colors) || !self.allocator.places_by_color());
-        *slot = match owner {
+        *slot = Self::owner_code(owner);
+        self.free -= 1;
+        Ok(pfn)
+    }
+
+    fn owner_code(owner: Owner) -> u32 {
+        match owner {
             Owner::Free => panic!("allocating a frame to nobody"),
             Owner::Kernel => KERNEL,
             Owner::Space(a) => a
                 .checked_add(1)
                 .filter(|&v| v != KERNEL)
                 .expect("asid range"),
-        };
-        self.free -= 1;
-        Ok(pfn)
+        }
     }
 
     /// Give back a held frame.
@@ -428,8 +455,62 @@ impl PhysicalMemory {
         let slot = &mut self.owner[pfn as usize];
         assert_ne!(*slot, FREE, "frame {pfn:#x} freed twice");
         *slot = FREE;
+        self.content[pfn as usize] = 0;
         self.free += 1;
         self.allocator.free(pfn, cpu);
+    }
+
+    /// An aligned block of 2^order frames for a huge page, held by `owner`.
+    pub fn alloc_block(&mut self, order: u32, owner: Owner) -> Result<Pfn, MemoryError> {
+        if !self.allocator.gives_blocks() {
+            return Err(MemoryError::BlocksUnsupported {
+                allocator: self.allocator.name(),
+            });
+        }
+        let n = 1u64 << order;
+        let pfn = self
+            .allocator
+            .alloc_block(order)
+            .ok_or(MemoryError::NoBlock {
+                frames: n,
+                free: self.free,
+            })?;
+        assert_eq!(pfn % n, 0, "block {pfn:#x} is not aligned to {n} frames");
+        let code = Self::owner_code(owner);
+        for p in pfn..pfn + n {
+            let slot = &mut self.owner[p as usize];
+            assert_eq!(*slot, FREE, "block frame {p:#x} is already held");
+            *slot = code;
+        }
+        self.free -= n;
+        Ok(pfn)
+    }
+
+    /// Give back a block from `alloc_block`.
+    pub fn free_block(&mut self, pfn: Pfn, order: u32) {
+        for p in pfn..pfn + (1 << order) {
+            let slot = &mut self.owner[p as usize];
+            assert_ne!(*slot, FREE, "frame {p:#x} freed twice");
+            *slot = FREE;
+            self.content[p as usize] = 0;
+        }
+        self.free += 1 << order;
+        self.allocator.free_block(pfn, order);
+    }
+
+    /// The modelled contents of `pfn` (see the field's doc).
+    pub fn content(&self, pfn: Pfn) -> u64 {
+        self.content[pfn as usize]
+    }
+
+    /// Stamp a freshly faulted page's contents.
+    pub fn stamp(&mut self, pfn: Pfn, checksum: u64) {
+        self.content[pfn as usize] = checksum;
+    }
+
+    /// Copy a page's contents (the copy of a recolor).
+    pub fn copy_page(&mut self, from: Pfn, to: Pfn) {
+        self.content[to as usize] = self.content[from as usize];
     }
 
     /// Every frame is either held (per the ownership table) or free in the allocator, exactly

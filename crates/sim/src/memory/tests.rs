@@ -308,3 +308,47 @@ fn bad_requests_and_configs_are_named() {
     assert!(e.to_string().contains("unknown variant `slab`"), "{e}");
     assert!(e.to_string().contains("color-pool"), "{e}");
 }
+
+#[test]
+fn huge_blocks_are_aligned_owned_and_merge_back() {
+    for kind in [AllocatorKind::Buddy, AllocatorKind::ColorPool] {
+        let mut m = memory(kind, 4096, 64);
+        let all = ColorSet::all(64);
+        let small = m.alloc(&request(&all, 1, 0), Owner::Space(1)).unwrap();
+        let a = m.alloc_block(9, Owner::Space(1)).unwrap();
+        let b = m.alloc_block(9, Owner::Space(2)).unwrap();
+        assert_eq!((a % 512, b % 512), (0, 0), "{kind:?}");
+        assert!(a.abs_diff(b) >= 512 && !(a..a + 512).contains(&small));
+        assert_eq!(m.owner(a + 511), Owner::Space(1));
+        assert_eq!(m.free_frames(), 4096 - 1 - 1024);
+        assert!(
+            m.check_invariants().is_empty(),
+            "{:?}",
+            m.check_invariants()
+        );
+        m.stamp(a + 3, 77);
+        m.copy_page(a + 3, small);
+        assert_eq!(m.content(small), 77);
+        m.free_block(a, 9);
+        assert_eq!(m.content(a + 3), 0, "a freed frame holds nothing");
+        m.free_block(b, 9);
+        m.free(small, 0);
+        assert_eq!(m.free_frames(), 4096);
+        assert!(
+            m.check_invariants().is_empty(),
+            "{:?}",
+            m.check_invariants()
+        );
+    }
+    let mut m = memory(AllocatorKind::Random, 4096, 64);
+    let e = m.alloc_block(9, Owner::Space(1)).unwrap_err().to_string();
+    assert!(
+        e.contains("`random`") && e.contains("buddy or color-pool"),
+        "{e}"
+    );
+    let mut m = memory(AllocatorKind::Buddy, 1024, 64);
+    assert!(m.alloc_block(9, Owner::Space(1)).is_ok());
+    assert!(m.alloc_block(9, Owner::Space(1)).is_ok());
+    let e = m.alloc_block(9, Owner::Space(1)).unwrap_err().to_string();
+    assert!(e.contains("no free aligned block of 512 frames"), "{e}");
+}

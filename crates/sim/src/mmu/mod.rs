@@ -18,5 +18,5 @@ and a polluter slows a co-runner's walks (ROCS section 6.4, where TLB-miss stall
 mod page_table;
 mod tlb;
 
-pub use page_table::{AddressSpace, PageTableConfig, Pte, Walk, WalkOutcome};
+pub use page_table::{AddressSpace, PageTableConfig, Pte, Walk, WalkOutcome, ENTRIES};
 pub use tlb::{Tlb, TlbConfig, Translation};

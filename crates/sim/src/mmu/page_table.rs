@@ -38,6 +38,8 @@ impl Pte {
     pub const DIRTY: u64 = 1 << 2;
     /// Software bit: the page is to be recolored at its next fault (COLORIS lazy recoloring).
     pub const RECOLOR: u64 = 1 << 3;
+    /// A leaf one level above the last: it maps a huge page of `ENTRIES` pages (x86's PS bit).
+    pub const HUGE: u64 = 1 << 4;
     const PFN_SHIFT: u32 = 12;
 
     pub fn new(pfn: Pfn, flags: u64) -> Self {
@@ -64,8 +66,9 @@ impl Pte {
 /// What a walk found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalkOutcome {
-    /// Mapped to this frame.
-    Mapped { pfn: Pfn },
+    /// Mapped to this frame; `huge` if through a huge-page entry (the frame is the one holding
+    /// the page asked for, inside the huge page's block).
+    Mapped { pfn: Pfn, huge: bool },
     /// No present mapping; `recolor` if the entry was unmapped for lazy recoloring and still
     /// holds the old frame.
     Fault { recolor: bool },
@@ -187,7 +190,23 @@ impl AddressSpace {
                 }
                 return Walk {
                     reads,
-                    outcome: WalkOutcome::Mapped { pfn: e.pfn() },
+                    outcome: WalkOutcome::Mapped {
+                        pfn: e.pfn(),
+                        huge: false,
+                    },
+                };
+            }
+            if e.has(Pte::HUGE) {
+                e.set(Pte::ACCESSED, true);
+                if write {
+                    e.set(Pte::DIRTY, true);
+                }
+                return Walk {
+                    reads,
+                    outcome: WalkOutcome::Mapped {
+                        pfn: e.pfn() + (vpn & (ENTRIES - 1)),
+                        huge: true,
+                    },
                 };
             }
             if !e.has(Pte::PRESENT) {
@@ -240,11 +259,60 @@ impl AddressSpace {
         Ok(())
     }
 
+    /// Map the huge page of `ENTRIES` pages starting at `vpn` (a multiple of `ENTRIES`) to the
+    /// aligned block of frames starting at `pfn`, with one entry a level above the last.
+    pub fn map_huge(
+        &mut self,
+        memory: &mut PhysicalMemory,
+        vpn: u64,
+        pfn: Pfn,
+    ) -> Result<(), MemoryError> {
+        assert!(
+            vpn.is_multiple_of(ENTRIES) && pfn.is_multiple_of(ENTRIES),
+            "huge pages are aligned"
+        );
+        let level = self.levels - 2;
+        let t = self.leaf_table(memory, vpn, level)?;
+        let i = self.index(vpn, level) as usize;
+        let e = &mut self.tables.get_mut(&t).expect("table")[i];
+        assert!(
+            e.is_empty(),
+            "the huge page at {vpn:#x} overlaps small pages already mapped"
+        );
+        *e = Pte::new(pfn, Pte::PRESENT | Pte::HUGE);
+        self.mapped_pages += ENTRIES;
+        Ok(())
+    }
+
+    /// Every mapped page (present or awaiting recolor): (first vpn, entry, huge), in vpn order.
+    pub fn mappings(&self) -> Vec<(u64, Pte, bool)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.root, 0u32, 0u64)];
+        while let Some((table, level, prefix)) = stack.pop() {
+            let last = level == self.levels - 1;
+            for (i, &e) in self.tables[&table].iter().enumerate() {
+                let vpn = prefix << ENTRY_BITS | i as u64;
+                if e.is_empty() {
+                    continue;
+                }
+                if last {
+                    out.push((vpn, e, false));
+                } else if e.has(Pte::HUGE) {
+                    out.push((vpn << ENTRY_BITS, e, true));
+                } else if e.has(Pte::PRESENT) {
+                    stack.push((e.pfn(), level + 1, vpn));
+                }
+            }
+        }
+        out.sort_unstable_by_key(|m| m.0);
+        out
+    }
+
     fn leaf_mut(&mut self, vpn: u64) -> Option<&mut Pte> {
         let mut table = self.root;
         for level in 0..self.levels - 1 {
             let e = self.tables[&table][self.index(vpn, level) as usize];
-            if !e.has(Pte::PRESENT) {
+            if !e.has(Pte::PRESENT) || e.has(Pte::HUGE) {
                 return None;
             }
             table = e.pfn();
@@ -312,10 +380,10 @@ impl AddressSpace {
                 if e.is_empty() {
                     continue;
                 }
-                if last {
+                if last || e.has(Pte::HUGE) {
                     visited += 1;
                     if e.has(Pte::ACCESSED) {
-                        hot.push(vpn);
+                        hot.push(if last { vpn } else { vpn << ENTRY_BITS });
                         self.tables.get_mut(&table).expect("table")[i as usize]
                             .set(Pte::ACCESSED, false);
                     }
@@ -340,6 +408,8 @@ impl AddressSpace {
                 }
                 if level == self.levels - 1 {
                     memory.free(e.pfn(), 0);
+                } else if e.has(Pte::HUGE) {
+                    memory.free_block(e.pfn(), ENTRY_BITS);
                 } else {
                     stack.push((e.pfn(), level + 1));
                 }
@@ -393,7 +463,13 @@ mod tests {
         assert_eq!(s.table_frames(), 1 + 3 + 1 + 2 + 3);
         for (&v, &p) in vpns.iter().zip(&frames) {
             let w = s.walk(v, false);
-            assert_eq!(w.outcome, WalkOutcome::Mapped { pfn: p });
+            assert_eq!(
+                w.outcome,
+                WalkOutcome::Mapped {
+                    pfn: p,
+                    huge: false
+                }
+            );
             assert_eq!(w.reads.len(), 4);
             for (level, &addr) in w.reads.iter().enumerate() {
                 assert_eq!(m.owner(addr / 4096), Owner::Kernel, "level {level}");
@@ -439,7 +515,13 @@ mod tests {
         let new = data_frame(&mut m, 7);
         assert_eq!(s.remap(7, new), Some(old));
         m.free(old, 0);
-        assert_eq!(s.walk(7, false).outcome, WalkOutcome::Mapped { pfn: new });
+        assert_eq!(
+            s.walk(7, false).outcome,
+            WalkOutcome::Mapped {
+                pfn: new,
+                huge: false
+            }
+        );
         assert!(
             s.pte(7).unwrap().has(Pte::DIRTY),
             "remap keeps the dirty bit"
@@ -468,5 +550,45 @@ mod tests {
         s.destroy(&mut m);
         assert_eq!(m.free_frames(), m.frames());
         assert!(AddressSpace::validate(&PageTableConfig { levels: 7 }).is_err());
+    }
+
+    #[test]
+    fn huge_pages_map_one_level_up_beside_small_pages() {
+        let cfg = MemoryConfig {
+            ram: Size(64 << 20),
+            allocator: AllocatorKind::Buddy,
+            ..MemoryConfig::default()
+        };
+        let mut m = PhysicalMemory::new(&cfg, 4096, 16, 1).unwrap();
+        let mut s = AddressSpace::new(3, &PageTableConfig::default(), &mut m, 4096).unwrap();
+        let block = m.alloc_block(9, Owner::Space(3)).unwrap();
+        s.map_huge(&mut m, 1024, block).unwrap();
+        let small = data_frame(&mut m, 5);
+        s.map(&mut m, 5, small).unwrap();
+        let w = s.walk(1024 + 77, true);
+        assert_eq!(
+            w.outcome,
+            WalkOutcome::Mapped {
+                pfn: block + 77,
+                huge: true
+            }
+        );
+        assert_eq!(w.reads.len(), 3, "a huge page's walk stops a level early");
+        assert_eq!(s.mapped_pages(), 513);
+        let maps = s.mappings();
+        assert_eq!(maps.len(), 2);
+        assert_eq!((maps[0].0, maps[0].2), (5, false));
+        assert_eq!((maps[1].0, maps[1].2), (1024, true));
+        assert!(maps[1].1.has(Pte::DIRTY));
+        assert!(
+            !s.mark_for_recolor(1024 + 3),
+            "huge pages are not recolored"
+        );
+        assert_eq!(s.scan_and_clear_accessed(), (2, vec![1024]));
+        s.walk(5, false);
+        assert_eq!(s.scan_and_clear_accessed(), (2, vec![5]));
+        s.destroy(&mut m);
+        assert_eq!(m.free_frames(), m.frames(), "the block goes back whole");
+        assert!(m.check_invariants().is_empty());
     }
 }

@@ -38,10 +38,14 @@ pub enum Event {
     StallTlb,
     Prefetches,
     RemoteCacheAccesses,
+    /// Memory references retired (loads, stores, instruction fetches of the trace).
+    MemoryReferences,
+    /// Page faults (a software event, as perf's `page-faults`).
+    PageFaults,
 }
 
 impl Event {
-    pub const ALL: [Event; 17] = [
+    pub const ALL: [Event; 19] = [
         Event::Cycles,
         Event::Instructions,
         Event::L1dAccesses,
@@ -59,7 +63,33 @@ impl Event {
         Event::StallTlb,
         Event::Prefetches,
         Event::RemoteCacheAccesses,
+        Event::MemoryReferences,
+        Event::PageFaults,
     ];
+
+    /// Whether the event is counted on data references, so a sample of it has a data address
+    /// (what `[pmu.sampling] event` may be).
+    pub fn has_data_address(self) -> bool {
+        matches!(
+            self,
+            Event::L1dAccesses
+                | Event::L1dMisses
+                | Event::L2Accesses
+                | Event::L2Misses
+                | Event::LlcAccesses
+                | Event::LlcMisses
+                | Event::TlbMisses
+                | Event::RemoteCacheAccesses
+                | Event::MemoryReferences
+        )
+    }
+
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    }
 }
 
 /// Exact counts of every event.
@@ -74,6 +104,10 @@ impl EventCounts {
     #[inline]
     pub fn get(&self, e: Event) -> u64 {
         self.0[e as usize]
+    }
+    #[inline]
+    pub fn set(&mut self, e: Event, n: u64) {
+        self.0[e as usize] = n;
     }
     /// `self - earlier`, event by event (counts only grow).
     pub fn since(&self, earlier: &EventCounts) -> EventCounts {
@@ -205,7 +239,11 @@ pub enum DataSource {
 /// One sample delivered to the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Sample {
+    pub core: u32,
+    /// The thread (system-wide index) and its process.
     pub thread: u32,
+    pub pid: u32,
+    pub write: bool,
     pub vaddr: u64,
     pub paddr: u64,
     pub source: DataSource,

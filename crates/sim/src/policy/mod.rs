@@ -18,7 +18,8 @@ pub use linux::Linux;
 pub use static_sections::StaticSections;
 
 use crate::error::ConfigError;
-use crate::memory::ColorSet;
+use crate::memory::{ColorSet, Pfn};
+use crate::pmu::{EventCounts, Reading, Sample, SamplingConfig};
 use serde::{Deserialize, Serialize};
 
 /// What a policy is told about a new process.
@@ -39,15 +40,137 @@ pub struct Placement {
     pub pin: Option<Vec<usize>>,
 }
 
-/// An OS cache-management policy.
+/// A process's exact (virtualised, per-thread summed) event counts at a tick.
+#[derive(Debug, Clone)]
+pub struct ProcessCounts {
+    pub pid: usize,
+    /// Still has a thread that has not finished.
+    pub alive: bool,
+    /// Counts since the process started.
+    pub total: EventCounts,
+    /// Counts since the previous tick.
+    pub interval: EventCounts,
+}
+
+/// What a policy sees at each periodic tick (`[scheduler] tick` cycles of simulated time).
+#[derive(Debug, Clone)]
+pub struct Tick {
+    /// Simulated time in cycles.
+    pub now: u64,
+    /// Cycles since the previous tick.
+    pub interval: u64,
+    /// Per core: its programmable counters as software reads them (multiplexed and scaled).
+    pub cores: Vec<Vec<Reading>>,
+    pub processes: Vec<ProcessCounts>,
+}
+
+/// A scheduler event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedEvent {
+    /// `to` starts running on `core` (after `from`, if another thread ran there).
+    Switch {
+        core: usize,
+        from: Option<usize>,
+        to: usize,
+    },
+    /// A thread moved to another core's run queue.
+    Migrated { tid: usize, from: usize, to: usize },
+    /// A thread reached the end of its trace or workload.
+    Exited { tid: usize },
+}
+
+/// One mapped page of a process, as a policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageInfo {
+    pub vpn: u64,
+    pub pfn: Pfn,
+    pub color: u64,
+    pub accessed: bool,
+    pub dirty: bool,
+    /// Awaiting lazy recoloring (not present until its next fault).
+    pub marked: bool,
+    pub huge: bool,
+}
+
+/// A thread, as a policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub tid: usize,
+    pub pid: usize,
+    /// The core whose run queue holds it.
+    pub core: usize,
+    pub done: bool,
+}
+
+/// Why a kernel action was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    #[error("process {0} does not exist or has exited")]
+    NoProcess(usize),
+    #[error("page {vpn:#x} of process {pid} is not mapped as a small page")]
+    NotMapped { pid: usize, vpn: u64 },
+    #[error("thread {0} does not exist or has finished")]
+    NoThread(usize),
+    #[error("core {core} does not exist (the machine has {cores})")]
+    NoCore { core: usize, cores: usize },
+    #[error("{0}")]
+    Memory(#[from] crate::memory::MemoryError),
+}
+
+/// What a policy may ask of the kernel (DESIGN.md "The policy trait"). Every action is carried
+/// out at once and its cost charged to the core running the hook (and to the thread running
+/// there, as kernel stall cycles), by the timing config's rules.
+pub trait Kernel {
+    /// Simulated time (cycles) on the core running the hook.
+    fn now(&self) -> u64;
+    /// The core running the hook.
+    fn core(&self) -> usize;
+    fn cores(&self) -> usize;
+    /// Colors of the LLC.
+    fn colors(&self) -> u64;
+    fn threads(&self) -> Vec<ThreadInfo>;
+    /// The mapped pages of process `pid`, in vpn order (empty if it has exited).
+    fn pages(&self, pid: usize) -> Vec<PageInfo>;
+    /// Eager recolor (ROCS section 4.2, COLORIS section 3.3): move page `vpn` of `pid` to a new
+    /// frame of one of `colors` (allocate, copy, remap, TLB shootdown). Returns the new frame, or
+    /// `None` if its color is already allowed (nothing done).
+    fn recolor(
+        &mut self,
+        pid: usize,
+        vpn: u64,
+        colors: &ColorSet,
+    ) -> Result<Option<Pfn>, KernelError>;
+    /// Lazy recolor (COLORIS section 3.3): clear the page's present bit and mark it; its next
+    /// fault asks `allowed_colors` again and moves it if its color is no longer allowed.
+    fn mark_for_recolor(&mut self, pid: usize, vpn: u64) -> Result<(), KernelError>;
+    /// Clear the accessed bit of every page of `pid` and return the pages that had it set
+    /// (cost per entry visited, plus a TLB flush of the process so the bits are set again).
+    fn scan_accessed(&mut self, pid: usize) -> Result<Vec<u64>, KernelError>;
+    /// Move thread `tid` to `core`'s run queue.
+    fn migrate(&mut self, tid: usize, core: usize) -> Result<(), KernelError>;
+    /// Program the data-address sampler of `core` (all cores if `None`), or switch it off with
+    /// `None` (ROCS section 3.3 throttles it by changing the period). A period of 0 counts as 1.
+    fn set_sampling(&mut self, core: Option<usize>, sampling: Option<SamplingConfig>);
+    /// Switch the hardware prefetchers on or off (ROCS section 3.2 profiles with them off).
+    fn set_prefetch(&mut self, on: bool);
+}
+
+/// An OS cache-management policy. Hooks other than `process_created` and `allowed_colors`
+/// default to doing nothing.
 pub trait Policy: std::fmt::Debug + Send {
     fn name(&self) -> &'static str;
     /// A process was created; the policy may pin it.
     fn process_created(&mut self, p: &ProcessInfo) -> Placement;
-    /// A process exited.
+    /// A process exited (all its frames are already free).
     fn process_exited(&mut self, _pid: usize) {}
     /// The colors page `vpn` of process `pid` may be placed in (page-fault path).
     fn allowed_colors(&mut self, pid: usize, vpn: u64) -> &ColorSet;
+    /// The periodic tick, with the counters' readings.
+    fn tick(&mut self, _k: &mut dyn Kernel, _t: &Tick) {}
+    /// A PMU sample (`[pmu.sampling]`, or sampling a policy programmed).
+    fn sample(&mut self, _k: &mut dyn Kernel, _s: &Sample) {}
+    /// A scheduler event.
+    fn scheduled(&mut self, _k: &mut dyn Kernel, _e: &SchedEvent) {}
 }
 
 /// `[policy]` in a config.

@@ -1,243 +1,56 @@
 /*!
-The simulated machine and its kernel: cores with TLBs and a cache hierarchy, physical memory
-with a page-frame allocator, processes with page tables and threads fed by traces or
-generators, a scheduler, and the fault path that asks the policy for colors (DESIGN.md "How one
-memory reference flows").
+The simulated machine and its kernel: chips of cores with TLBs and a cache hierarchy each,
+kept coherent; physical memory with a page-frame allocator; processes with page tables and
+threads fed by traces or generators; a scheduler; the PMU; and the policy that decides page
+colors, fed by ticks, samples and scheduler events (DESIGN.md "How one memory reference flows",
+"The policy trait").
 
 For each record of a running thread:
 1. translate each page it touches: the core's L1 TLB (data or instruction), then the L2 TLB,
    then a page walk whose every entry read is a physical load through the caches (its latency
    charged in full, serially); an unmapped page faults: the policy gives the allowed colors, the
-   allocator a frame, the page is mapped (fault cost charged);
-2. send the physical reference through the hierarchy and charge the latency of the level that
-   served it (timing model);
-3. charge `max(icount, 1)` instructions at the base CPI (a record is at least one instruction).
+   allocator a frame (a 2 MiB block in a huge-page region), the page is mapped (fault cost
+   charged); a page marked for lazy recoloring is moved now if its color is no longer allowed;
+2. send the physical reference through its chip's hierarchy; a miss there that another chip's
+   caches hold is served remotely, and a write removes other chips' copies (`coherence`);
+   charge the latency of whatever served it (timing model);
+3. charge `max(icount, 1)` instructions at the base CPI (a record is at least one instruction);
+4. count it in the core's tally (the PMU's exact counts); every `period`-th occurrence of the
+   sampled event interrupts: the policy gets the sample, the core pays the handler.
 
 The engine always advances the core with the smallest clock (lowest index on ties), a burst of
 records at a time, so a thread that misses more progresses more slowly, as on real hardware.
-Threads run round-robin on their core with a time slice. Everything is deterministic.
-
-Not here yet (issue 3): several chips with coherence, huge pages, thread migration and load
-balancing, the PMU wired to policies (ticks, samples), eager/lazy recoloring through policies,
-per-interval time series.
+Threads run round-robin on their core with a time slice; an idle core takes a waiting thread
+from the busiest one. Every `tick` cycles the policy gets the counters' readings and the report
+records a point of its time series. Everything is deterministic.
 */
-use crate::cache::hierarchy::SERVED_BY_MEMORY;
-use crate::cache::{Hierarchy, HierarchyConfig};
+mod coherence;
+mod config;
+mod kernel;
+mod report;
+
+pub use config::{
+    MachineConfig, PmuConfig, ProcessConfig, SchedulerConfig, SystemConfig, ThreadConfig,
+    TlbsConfig,
+};
+pub use report::{
+    CoherenceStats, CoreStats, CounterReport, Interval, IntervalProcess, KernelPath, KernelReport,
+    LevelUse, PathTime, ProcessStats, StallReport, SystemReport,
+};
+
+use crate::cache::hierarchy::{Serves, SERVED_BY_MEMORY};
+use crate::cache::{Hierarchy, LevelStats};
 use crate::error::{ConfigError, Error};
-use crate::memory::{AllocRequest, ColorSet, MemoryConfig, Owner, PhysicalMemory};
-use crate::mmu::{AddressSpace, PageTableConfig, Tlb, TlbConfig, Translation, WalkOutcome};
-use crate::policy::{self, Policy, PolicyConfig, ProcessInfo};
-use crate::timing::{Served, StallBreakdown, StallCause, Timing, TimingConfig};
+use crate::memory::{AllocRequest, ColorSet, Owner, PhysicalMemory};
+use crate::mmu::{AddressSpace, Tlb, TlbConfig, Translation, WalkOutcome, ENTRIES};
+use crate::pmu::{CounterSet, DataSource, Event, EventCounts, Sample, Sampler};
+use crate::policy::{self, Policy, ProcessCounts, ProcessInfo, SchedEvent, Tick};
+use crate::timing::{Served, StallBreakdown, StallCause, Timing};
 use crate::trace::{self, Format, Kind, Record, RecordSource};
-use crate::workload::{Workload, WorkloadSpec};
-use serde::{Deserialize, Serialize};
+use crate::workload::Workload;
+use coherence::Coherence;
+use report::{level_uses, per_kilo, ratio, EventLevels, Tally, MAX_LEVELS, PATHS};
 use std::collections::VecDeque;
-use std::path::PathBuf;
-
-/// The TLBs of every core.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlbsConfig {
-    pub l1d: TlbConfig,
-    pub l1i: TlbConfig,
-    pub l2: TlbConfig,
-}
-
-impl Default for TlbsConfig {
-    fn default() -> Self {
-        TlbsConfig {
-            l1d: TlbConfig {
-                entries: 64,
-                ways: 4,
-            },
-            l1i: TlbConfig {
-                entries: 64,
-                ways: 4,
-            },
-            l2: TlbConfig {
-                entries: 1536,
-                ways: 12,
-            },
-        }
-    }
-}
-
-/// `[machine]`: chips, each with `hierarchy.cores` cores and one LLC, TLBs, page tables, timing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MachineConfig {
-    /// Chips (sockets): each has its own copy of `hierarchy` (its cores' private caches and one
-    /// shared LLC); caches of different chips are kept coherent by invalidation.
-    #[serde(default = "one_chip")]
-    pub chips: u32,
-    pub hierarchy: HierarchyConfig,
-    #[serde(default)]
-    pub tlb: TlbsConfig,
-    #[serde(default)]
-    pub mmu: PageTableConfig,
-    pub timing: TimingConfig,
-}
-
-/// One thread: a generator or a trace file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ThreadConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<WorkloadSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace: Option<PathBuf>,
-    #[serde(default = "native")]
-    pub format: String,
-}
-
-fn one_chip() -> u32 {
-    1
-}
-
-fn native() -> String {
-    "native".into()
-}
-
-/// One process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessConfig {
-    pub name: String,
-    pub threads: Vec<ThreadConfig>,
-    /// Color ranges `[start, end)` the process may use (policies such as `static` honour them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub colors: Option<Vec<[u64; 2]>>,
-    /// Cores its threads may run on (thread i on pin[i mod len]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pin: Option<Vec<usize>>,
-}
-
-fn default_slice() -> u64 {
-    1_000_000
-}
-
-/// `[scheduler]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SchedulerConfig {
-    /// Cycles a thread runs before the next one on its core gets its turn.
-    #[serde(default = "default_slice")]
-    pub time_slice: u64,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig {
-            time_slice: default_slice(),
-        }
-    }
-}
-
-/// A whole system run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SystemConfig {
-    pub machine: MachineConfig,
-    #[serde(default)]
-    pub memory: MemoryConfig,
-    #[serde(default)]
-    pub policy: PolicyConfig,
-    #[serde(default)]
-    pub scheduler: SchedulerConfig,
-    pub processes: Vec<ProcessConfig>,
-}
-
-/// Per-process results (the JSON's `processes` entries).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ProcessStats {
-    pub name: String,
-    pub instructions: u64,
-    pub references: u64,
-    pub cycles: f64,
-    pub ipc: f64,
-    pub llc_accesses: u64,
-    pub llc_misses: u64,
-    pub llc_miss_rate: f64,
-    pub llc_mpki: f64,
-    pub tlb_misses: u64,
-    pub page_walk_cycles: f64,
-    pub faults: u64,
-    pub frames: u64,
-    /// Pages faulted in per LLC color (the bin distribution of thesis Figure 3.3).
-    pub pages_per_color: Vec<u64>,
-    pub stalls: StallReport,
-}
-
-/// Cycles by cause (Azimi section 2.1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct StallReport {
-    pub completion: f64,
-    pub l2: f64,
-    pub llc: f64,
-    pub dram: f64,
-    pub remote: f64,
-    pub tlb: f64,
-    pub kernel: f64,
-}
-
-impl StallReport {
-    fn of(b: &StallBreakdown) -> Self {
-        StallReport {
-            completion: b.completion as f64 / 1000.0,
-            l2: b.stall(StallCause::L2),
-            llc: b.stall(StallCause::Llc),
-            dram: b.stall(StallCause::Dram),
-            remote: b.stall(StallCause::Remote),
-            tlb: b.stall(StallCause::Tlb),
-            kernel: b.stall(StallCause::Kernel),
-        }
-    }
-}
-
-/// Per-core results.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CoreStats {
-    pub cycles: f64,
-    pub instructions: u64,
-    pub tlb_l1_misses: u64,
-    pub tlb_l2_misses: u64,
-}
-
-/// What a run reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SystemReport {
-    pub policy: String,
-    pub allocator: String,
-    pub processes: Vec<ProcessStats>,
-    pub cores: Vec<CoreStats>,
-    pub levels: Vec<crate::cache::LevelStats>,
-    pub invariants: Vec<String>,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    instructions: u64,
-    references: u64,
-    llc_accesses: u64,
-    llc_misses: u64,
-    tlb_misses: u64,
-    walk_milli: u64,
-    faults: u64,
-    breakdown: StallBreakdown,
-}
-
-impl Counters {
-    fn add(&mut self, o: &Counters) {
-        self.instructions += o.instructions;
-        self.references += o.references;
-        self.llc_accesses += o.llc_accesses;
-        self.llc_misses += o.llc_misses;
-        self.tlb_misses += o.tlb_misses;
-        self.walk_milli += o.walk_milli;
-        self.faults += o.faults;
-        self.breakdown.accumulate(&o.breakdown);
-    }
-}
 
 struct Thread {
     pid: usize,
@@ -245,87 +58,239 @@ struct Thread {
     buf: Vec<Record>,
     pos: usize,
     done: bool,
+    /// The core whose run queue holds it (or that runs it).
+    core: usize,
+    /// Pinned threads are never moved by load balancing.
+    pinned: bool,
+    tally: Tally,
 }
 
 struct Process {
     name: String,
     space: Option<AddressSpace>,
+    threads: Vec<usize>,
     threads_left: usize,
     frames: u64,
+    huge_pages: u64,
+    recolors: u64,
+    lazy_recolors: u64,
     pages_per_color: Vec<u64>,
-    c: Counters,
+    /// Kernel work done for it, per path.
+    kernel: [[u64; 2]; PATHS],
+    /// Virtual page ranges `[start, end)` backed by huge pages.
+    huge: Vec<(u64, u64)>,
+    /// Exact counts at the previous tick.
+    last_tick: EventCounts,
 }
 
 struct Core {
+    chip: usize,
+    /// Index of the core within its chip's hierarchy.
+    local: u32,
     clock_milli: u64,
     current: Option<usize>,
     slice_end: u64,
     queue: VecDeque<usize>,
     tlbs: [Tlb; 3],
-    stats: CoreStats,
+    tally: Tally,
+    /// The tally when the running thread's counts were last saved.
+    burst_start: Tally,
+    /// Kernel work done with no thread to charge it to, and time spent with nothing to run.
+    idle_kernel_milli: u64,
+    idle_milli: u64,
+    counters: CounterSet,
+    observed: EventCounts,
+    observed_at: u64,
+    next_mux: u64,
+    sampler: Option<Sampler>,
+    samples: u64,
+    context_switches: u64,
+    tlb_l1_misses: u64,
+    tlb_l2_misses: u64,
+    /// Physical address of the sample handler's own data (allocated at its first use).
+    handler_data: Option<u64>,
 }
 
 /// A machine running processes under a policy.
 pub struct System {
-    hierarchy: Hierarchy,
+    chips: Vec<Hierarchy>,
+    coherence: Coherence,
     memory: PhysicalMemory,
     timing: Timing,
-    policy: Box<dyn Policy>,
+    /// Taken out while one of its hooks runs (the hook gets the rest of the system as `Kernel`).
+    policy: Option<Box<dyn Policy>>,
+    policy_name: &'static str,
     cores: Vec<Core>,
     processes: Vec<Process>,
     threads: Vec<Thread>,
     page_shift: u32,
-    llc: usize,
+    line_size: u64,
+    level_names: Vec<String>,
+    /// Level indices on the data and on the instruction path, top first.
+    paths: [Vec<u8>; 2],
+    event_levels: EventLevels,
     slice_milli: u64,
+    tick_milli: u64,
+    next_tick: u64,
+    mux_milli: u64,
+    balance: bool,
+    pending: Vec<SchedEvent>,
+    intervals: Vec<Interval>,
+    violations: Vec<String>,
 }
 
 const BURST: usize = 64;
 const L1D: usize = 0;
 const L1I: usize = 1;
 const L2TLB: usize = 2;
+/// log2 of the pages in a huge page (2 MiB of 4 KiB pages).
+const HUGE_ORDER: u32 = ENTRIES.trailing_zeros();
+
+/// The modelled contents a page gets at its first touch (never 0, which marks a free frame).
+fn page_checksum(asid: u32, vpn: u64) -> u64 {
+    crate::rng::mix64((asid as u64) << 44 ^ vpn) | 1
+}
 
 impl System {
+    /// The system `config` describes, under the policy its `[policy]` names.
     pub fn new(config: &SystemConfig) -> Result<System, Error> {
-        let hierarchy = Hierarchy::new(&config.machine.hierarchy)
-            .map_err(|e| ConfigError::new(format!("machine.hierarchy.{}", e.field), e.message))?;
-        if config.machine.chips != 1 {
+        Self::build(config, None)
+    }
+
+    /// The system `config` describes, under a policy of the caller's (a policy written outside
+    /// this crate, or a test's).
+    pub fn with_policy(config: &SystemConfig, policy: Box<dyn Policy>) -> Result<System, Error> {
+        Self::build(config, Some(policy))
+    }
+
+    fn build(config: &SystemConfig, policy: Option<Box<dyn Policy>>) -> Result<System, Error> {
+        let m = &config.machine;
+        if !(1..=32).contains(&m.chips) {
             return Err(ConfigError::new(
                 "machine.chips",
-                format!("{}: only single-chip machines are simulated so far", config.machine.chips),
+                format!("{}: allowed 1..=32 chips", m.chips),
             )
             .into());
         }
+        let hierarchy = Hierarchy::new(&m.hierarchy)
+            .map_err(|e| ConfigError::new(format!("machine.hierarchy.{}", e.field), e.message))?;
         let hc = hierarchy.config().clone();
-        let cores = hc.cores as usize;
+        if hc.levels.len() > MAX_LEVELS {
+            return Err(ConfigError::new(
+                "machine.hierarchy.levels",
+                format!(
+                    "{} levels: a system models at most {MAX_LEVELS}",
+                    hc.levels.len()
+                ),
+            )
+            .into());
+        }
+        let per_chip = hc.cores as usize;
+        let cores = per_chip * m.chips as usize;
         let page_size = hc.page_size.0;
         let llc = hc.levels.len() - 1;
-        let llc_geom = hierarchy.cache(llc, 0).geometry().clone();
-        let colors = llc_geom.colors();
-        let timing = Timing::new(&config.machine.timing, hc.levels.len())?;
-        AddressSpace::validate(&config.machine.mmu)?;
-        let mut memory = PhysicalMemory::new(&config.memory, page_size, colors, cores)?;
-        let mut policy = policy::build(&config.policy, cores, colors)?;
-        if config.scheduler.time_slice == 0 {
-            return Err(
-                ConfigError::new("scheduler.time_slice", "must be at least 1 cycle").into(),
-            );
+        let colors = hierarchy.cache(llc, 0).geometry().colors();
+        let timing = Timing::new(&m.timing, hc.levels.len())
+            .map_err(|e| ConfigError::new(format!("machine.{}", e.field), e.message))?;
+        if m.chips > 1 && m.timing.remote_latency == 0 {
+            return Err(ConfigError::new(
+                "machine.timing.remote_latency",
+                "a machine of several chips needs the latency of a read served by another chip's cache",
+            )
+            .into());
         }
+        AddressSpace::validate(&m.mmu)?;
+        let memory = PhysicalMemory::new(&config.memory, page_size, colors, cores)?;
+        let policy = match policy {
+            Some(p) => p,
+            None => policy::build(&config.policy, cores, colors)?,
+        };
+        let s = &config.scheduler;
+        if s.time_slice == 0 || s.tick == 0 {
+            return Err(ConfigError::new(
+                "scheduler",
+                "time_slice and tick must be at least 1 cycle",
+            )
+            .into());
+        }
+        let pmu = &config.pmu;
+        if pmu.mux_interval == 0 {
+            return Err(ConfigError::new("pmu.mux_interval", "must be at least 1 cycle").into());
+        }
+        let counters = CounterSet::new(pmu.counters, &pmu.events)?;
+        let sampler = match &pmu.sampling {
+            Some(sc) => {
+                if !sc.event.has_data_address() {
+                    return Err(ConfigError::new(
+                        "pmu.sampling.event",
+                        format!(
+                            "`{}` has no data address to sample; sample one of l1d-accesses, l1d-misses, l2-accesses, l2-misses, llc-accesses, llc-misses, tlb-misses, remote-cache-accesses, memory-references",
+                            sc.event.name()
+                        ),
+                    )
+                    .into());
+                }
+                let max = page_size / hc.line_size as u64;
+                if sc.pollute_l1_lines as u64 > max {
+                    return Err(ConfigError::new(
+                        "pmu.sampling.pollute_l1_lines",
+                        format!(
+                            "{}: the handler's data is one page, at most {max} lines",
+                            sc.pollute_l1_lines
+                        ),
+                    )
+                    .into());
+                }
+                Some(Sampler::new(sc.clone())?)
+            }
+            None => None,
+        };
+        let mut paths = [Vec::new(), Vec::new()];
+        for (i, l) in hc.levels.iter().enumerate() {
+            if l.serves != Serves::Instruction {
+                paths[0].push(i as u8);
+            }
+            if l.serves != Serves::Data {
+                paths[1].push(i as u8);
+            }
+        }
+        let data = &paths[0];
+        let event_levels = EventLevels {
+            l1d: data.first().map_or(0, |&l| l as usize),
+            l2: (data.len() > 2).then(|| data[1] as usize),
+            llc,
+        };
         let tlb = |c: &TlbConfig, name: &str| {
             Tlb::new(c).map_err(|e| ConfigError::new(format!("machine.tlb.{name}"), e.message))
         };
         let mut core_list = Vec::with_capacity(cores);
-        for _ in 0..cores {
+        for c in 0..cores {
             core_list.push(Core {
+                chip: c / per_chip,
+                local: (c % per_chip) as u32,
                 clock_milli: 0,
                 current: None,
                 slice_end: 0,
                 queue: VecDeque::new(),
                 tlbs: [
-                    tlb(&config.machine.tlb.l1d, "l1d")?,
-                    tlb(&config.machine.tlb.l1i, "l1i")?,
-                    tlb(&config.machine.tlb.l2, "l2")?,
+                    tlb(&m.tlb.l1d, "l1d")?,
+                    tlb(&m.tlb.l1i, "l1i")?,
+                    tlb(&m.tlb.l2, "l2")?,
                 ],
-                stats: CoreStats::default(),
+                tally: Tally::default(),
+                burst_start: Tally::default(),
+                idle_kernel_milli: 0,
+                idle_milli: 0,
+                counters: counters.clone(),
+                observed: EventCounts::default(),
+                observed_at: 0,
+                next_mux: pmu.mux_interval * 1000,
+                sampler: sampler.clone(),
+                samples: 0,
+                context_switches: 0,
+                tlb_l1_misses: 0,
+                tlb_l2_misses: 0,
+                handler_data: None,
             });
         }
         if config.processes.is_empty() {
@@ -333,144 +298,257 @@ impl System {
                 ConfigError::new("processes", "a system needs at least one [[processes]]").into(),
             );
         }
-        let mut processes = Vec::new();
-        let mut threads = Vec::new();
+        let mut sys = System {
+            chips: (0..m.chips).map(|_| hierarchy.clone()).collect(),
+            coherence: Coherence::new(hc.line_size),
+            memory,
+            timing,
+            policy_name: policy.name(),
+            policy: Some(policy),
+            cores: core_list,
+            processes: Vec::new(),
+            threads: Vec::new(),
+            page_shift: page_size.trailing_zeros(),
+            line_size: hc.line_size as u64,
+            level_names: hc.levels.iter().map(|l| l.name.clone()).collect(),
+            paths,
+            event_levels,
+            slice_milli: s.time_slice * 1000,
+            tick_milli: s.tick * 1000,
+            next_tick: s.tick * 1000,
+            mux_milli: pmu.mux_interval * 1000,
+            balance: s.balance,
+            pending: Vec::new(),
+            intervals: Vec::new(),
+            violations: Vec::new(),
+        };
         let mut next_core = 0;
         for (pid, p) in config.processes.iter().enumerate() {
-            let field = |k: &str| format!("processes[{pid}].{k}");
-            if p.threads.is_empty() {
+            sys.add_process(pid, p, &m.mmu, &mut next_core)?;
+        }
+        Ok(sys)
+    }
+
+    fn add_process(
+        &mut self,
+        pid: usize,
+        p: &ProcessConfig,
+        mmu: &crate::mmu::PageTableConfig,
+        next_core: &mut usize,
+    ) -> Result<(), Error> {
+        let cores = self.cores.len();
+        let colors = self.memory.colors();
+        let field = |k: &str| format!("processes[{pid}].{k}");
+        if p.threads.is_empty() {
+            return Err(
+                ConfigError::new(field("threads"), "a process needs at least one thread").into(),
+            );
+        }
+        let colors_set = match &p.colors {
+            Some(ranges) => {
+                let mut set = ColorSet::empty(colors);
+                for &[a, b] in ranges {
+                    if a >= b || b > colors {
+                        return Err(ConfigError::new(
+                            field("colors"),
+                            format!("range [{a}, {b}) is not within this LLC's colors 0..{colors}"),
+                        )
+                        .into());
+                    }
+                    for c in a..b {
+                        set.insert(c);
+                    }
+                }
+                Some(set)
+            }
+            None => None,
+        };
+        if let Some(pin) = &p.pin {
+            if pin.is_empty() || pin.iter().any(|&c| c >= cores) {
                 return Err(ConfigError::new(
-                    field("threads"),
-                    "a process needs at least one thread",
+                    field("pin"),
+                    format!("{pin:?}: pinned cores must be within 0..{cores}"),
                 )
                 .into());
             }
-            let colors_set = match &p.colors {
-                Some(ranges) => {
-                    let mut set = ColorSet::empty(colors);
-                    for &[a, b] in ranges {
-                        if a >= b || b > colors {
-                            return Err(ConfigError::new(
-                                field("colors"),
-                                format!(
-                                    "range [{a}, {b}) is not within this LLC's colors 0..{colors}"
-                                ),
-                            )
-                            .into());
-                        }
-                        for c in a..b {
-                            set.insert(c);
-                        }
-                    }
-                    Some(set)
-                }
-                None => None,
-            };
-            if let Some(pin) = &p.pin {
-                if pin.is_empty() || pin.iter().any(|&c| c >= cores) {
-                    return Err(ConfigError::new(
-                        field("pin"),
-                        format!("{pin:?}: pinned cores must be within 0..{cores}"),
-                    )
-                    .into());
-                }
+        }
+        let huge_bytes = ENTRIES << self.page_shift;
+        let mut huge = Vec::new();
+        for &[a, b] in p.huge_pages.iter().flatten() {
+            if a >= b || a % huge_bytes != 0 || b % huge_bytes != 0 {
+                return Err(ConfigError::new(
+                    field("huge_pages"),
+                    format!(
+                        "[{a:#x}, {b:#x}): a huge-page range must be non-empty and start and end on a multiple of {huge_bytes:#x} bytes"
+                    ),
+                )
+                .into());
             }
-            let placement = policy.process_created(&ProcessInfo {
+            huge.push((a >> self.page_shift, b >> self.page_shift));
+        }
+        let placement = self
+            .policy
+            .as_mut()
+            .expect("policy present")
+            .process_created(&ProcessInfo {
                 pid,
                 name: p.name.clone(),
                 colors: colors_set,
                 pinned: p.pin.clone(),
             });
-            let pin = placement.pin.or_else(|| p.pin.clone());
-            let space = AddressSpace::new(pid as u32, &config.machine.mmu, &mut memory, page_size)
-                .map_err(|e| {
-                    ConfigError::new("memory.ram", format!("no frame for page tables: {e}"))
-                })?;
-            for (t, tc) in p.threads.iter().enumerate() {
-                let source: Box<dyn RecordSource + Send> = match (&tc.workload, &tc.trace) {
-                    (Some(w), None) => Box::new(Workload::new(w).map_err(|e| {
-                        ConfigError::new(
-                            format!("processes[{pid}].threads[{t}].workload.{}", e.field),
-                            e.message,
-                        )
-                    })?),
-                    (None, Some(path)) => trace::open(path, Format::parse(&tc.format)?)?,
-                    _ => {
-                        return Err(ConfigError::new(
-                            format!("processes[{pid}].threads[{t}]"),
-                            "give exactly one of `workload` or `trace`",
-                        )
-                        .into())
-                    }
-                };
-                let core = match &pin {
-                    Some(pin) => pin[t % pin.len()],
-                    None => {
-                        let c = next_core % cores;
-                        next_core += 1;
-                        c
-                    }
-                };
-                core_list[core].queue.push_back(threads.len());
-                threads.push(Thread {
-                    pid,
-                    source,
-                    buf: Vec::new(),
-                    pos: 0,
-                    done: false,
-                });
-            }
-            processes.push(Process {
-                name: p.name.clone(),
-                space: Some(space),
-                threads_left: p.threads.len(),
-                frames: 0,
-                pages_per_color: vec![0; colors as usize],
-                c: Counters::default(),
+        let pin = placement.pin.or_else(|| p.pin.clone());
+        let page_size = 1u64 << self.page_shift;
+        let space =
+            AddressSpace::new(pid as u32, mmu, &mut self.memory, page_size).map_err(|e| {
+                ConfigError::new("memory.ram", format!("no frame for page tables: {e}"))
+            })?;
+        let mut tids = Vec::new();
+        for (t, tc) in p.threads.iter().enumerate() {
+            let source: Box<dyn RecordSource + Send> = match (&tc.workload, &tc.trace) {
+                (Some(w), None) => Box::new(Workload::new(w).map_err(|e| {
+                    ConfigError::new(
+                        format!("processes[{pid}].threads[{t}].workload.{}", e.field),
+                        e.message,
+                    )
+                })?),
+                (None, Some(path)) => trace::open(path, Format::parse(&tc.format)?)?,
+                _ => {
+                    return Err(ConfigError::new(
+                        format!("processes[{pid}].threads[{t}]"),
+                        "give exactly one of `workload` or `trace`",
+                    )
+                    .into())
+                }
+            };
+            let core = match &pin {
+                Some(pin) => pin[t % pin.len()],
+                None => {
+                    let c = *next_core % cores;
+                    *next_core += 1;
+                    c
+                }
+            };
+            let tid = self.threads.len();
+            self.cores[core].queue.push_back(tid);
+            tids.push(tid);
+            self.threads.push(Thread {
+                pid,
+                source,
+                buf: Vec::new(),
+                pos: 0,
+                done: false,
+                core,
+                pinned: pin.is_some(),
+                tally: Tally::default(),
             });
         }
-        Ok(System {
-            hierarchy,
-            memory,
-            timing,
-            policy,
-            cores: core_list,
-            processes,
-            threads,
-            page_shift: page_size.trailing_zeros(),
-            llc,
-            slice_milli: config.scheduler.time_slice * 1000,
-        })
+        self.processes.push(Process {
+            name: p.name.clone(),
+            space: Some(space),
+            threads_left: tids.len(),
+            threads: tids,
+            frames: 0,
+            huge_pages: 0,
+            recolors: 0,
+            lazy_recolors: 0,
+            pages_per_color: vec![0; colors as usize],
+            kernel: [[0; 2]; PATHS],
+            huge,
+            last_tick: EventCounts::default(),
+        });
+        Ok(())
     }
 
     /// Run every thread to its end.
     pub fn run(&mut self) -> Result<(), Error> {
         loop {
+            if self.balance {
+                self.balance_idle_cores();
+            }
             let next = (0..self.cores.len())
                 .filter(|&c| self.cores[c].current.is_some() || !self.cores[c].queue.is_empty())
                 .min_by_key(|&c| (self.cores[c].clock_milli, c));
-            let Some(core) = next else { return Ok(()) };
+            let Some(core) = next else {
+                // The last interval, cut where the run ended.
+                let end = self.cores.iter().map(|c| c.clock_milli).max().unwrap_or(0);
+                if end > self.next_tick - self.tick_milli {
+                    self.tick(None, end);
+                }
+                return Ok(());
+            };
+            while self.cores[core].clock_milli >= self.next_tick {
+                let at = self.next_tick;
+                self.tick(Some(core), at);
+                self.next_tick += self.tick_milli;
+            }
             self.run_burst(core)?;
+            self.deliver_events();
         }
     }
 
+    /// Give each idle core a waiting, unpinned thread from the core with the longest queue;
+    /// the idle core's clock moves on to the moment it takes it.
+    fn balance_idle_cores(&mut self) {
+        for idle in 0..self.cores.len() {
+            if self.cores[idle].current.is_some() || !self.cores[idle].queue.is_empty() {
+                continue;
+            }
+            let busiest = (0..self.cores.len())
+                .filter(|&c| self.cores[c].queue.iter().any(|&t| !self.threads[t].pinned))
+                .max_by_key(|&c| (self.cores[c].queue.len(), std::cmp::Reverse(c)));
+            let Some(from) = busiest else { return };
+            let pos = self.cores[from]
+                .queue
+                .iter()
+                .rposition(|&t| !self.threads[t].pinned)
+                .expect("filtered");
+            let tid = self.cores[from].queue.remove(pos).expect("in range");
+            let now = self.cores[from].clock_milli;
+            let c = &mut self.cores[idle];
+            if c.clock_milli < now {
+                c.idle_milli += now - c.clock_milli;
+                c.clock_milli = now;
+            }
+            c.queue.push_back(tid);
+            self.threads[tid].core = idle;
+            self.pending.push(SchedEvent::Migrated {
+                tid,
+                from,
+                to: idle,
+            });
+        }
+    }
+
+    /// Move what `core` counted since the last save to the thread that was running.
+    fn save_counts(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if let Some(t) = c.current {
+            let d = c.tally.since(&c.burst_start);
+            self.threads[t].tally.add(&d);
+        }
+        c.burst_start = c.tally;
+    }
+
     fn run_burst(&mut self, core: usize) -> Result<(), Error> {
+        self.save_counts(core);
         let clock = self.cores[core].clock_milli;
         let c = &mut self.cores[core];
         let tid = match c.current {
             Some(t) if clock < c.slice_end || c.queue.is_empty() => t,
-            Some(t) => {
-                // Time slice over and another thread waits: round-robin.
-                c.queue.push_back(t);
-                let n = c.queue.pop_front().expect("non-empty");
-                c.current = Some(n);
-                c.slice_end = clock + self.slice_milli;
-                n
-            }
-            None => {
+            prev => {
+                // Start, or the time slice is over and another thread waits: round-robin.
+                if let Some(t) = prev {
+                    c.queue.push_back(t);
+                }
                 let n = c.queue.pop_front().expect("checked by run");
                 c.current = Some(n);
                 c.slice_end = clock + self.slice_milli;
+                c.context_switches += 1;
+                self.pending.push(SchedEvent::Switch {
+                    core,
+                    from: prev,
+                    to: n,
+                });
                 n
             }
         };
@@ -480,25 +558,137 @@ impl System {
                 th.pos = 0;
                 if !th.source.next_block(&mut th.buf)? {
                     th.done = true;
+                    self.save_counts(core);
                     self.cores[core].current = None;
                     self.thread_exited(tid);
-                    return Ok(());
+                    break;
                 }
             }
+            let th = &mut self.threads[tid];
             let r = th.buf[th.pos];
             th.pos += 1;
-            let pid = th.pid;
-            self.step(core, pid, &r)?;
+            self.step(core, tid, &r)?;
+            if self.cores[core].current != Some(tid) {
+                break; // a policy moved it elsewhere
+            }
         }
+        self.save_counts(core);
+        self.rotate_counters(core);
         Ok(())
     }
 
+    /// The multiplexing timer: the counters see what the core counted, and rotate when due.
+    fn rotate_counters(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if c.clock_milli < c.next_mux {
+            return;
+        }
+        self.observe(core);
+        let c = &mut self.cores[core];
+        while c.clock_milli >= c.next_mux {
+            c.counters.rotate();
+            c.next_mux += self.mux_milli;
+        }
+    }
+
+    /// Feed the core's counters everything counted since they last looked.
+    fn observe(&mut self, core: usize) {
+        let events = self.event_levels.events(&self.cores[core].tally);
+        let c = &mut self.cores[core];
+        let delta = events.since(&c.observed);
+        let cycles = (c.clock_milli - c.observed_at) / 1000;
+        c.counters.observe(&delta, cycles);
+        c.observed = events;
+        c.observed_at += cycles * 1000;
+    }
+
+    fn deliver_events(&mut self) {
+        let mut rounds = 0;
+        while !self.pending.is_empty() && rounds < 16 {
+            rounds += 1;
+            for e in std::mem::take(&mut self.pending) {
+                let core = match e {
+                    SchedEvent::Switch { core, .. } => core,
+                    SchedEvent::Migrated { to, .. } => to,
+                    SchedEvent::Exited { tid } => self.threads[tid].core,
+                };
+                self.run_hook(core, |p, k| p.scheduled(k, &e));
+            }
+        }
+    }
+
+    /// Run a policy hook on `core` with the rest of the system as its kernel.
+    fn run_hook(&mut self, core: usize, f: impl FnOnce(&mut dyn Policy, &mut dyn policy::Kernel)) {
+        let mut p = self.policy.take().expect("policy hooks do not nest");
+        f(p.as_mut(), &mut kernel::Ctx { sys: self, core });
+        self.policy = Some(p);
+    }
+
+    /// The periodic tick at `at` milli-cycles: counters read, time series recorded, policy run
+    /// on `core` (none at the end of the run).
+    fn tick(&mut self, core: Option<usize>, at: u64) {
+        for c in 0..self.cores.len() {
+            self.save_counts(c);
+            self.observe(c);
+        }
+        let prev = self.intervals.last().map_or(0, |i| i.time * 1000);
+        let mut processes = Vec::with_capacity(self.processes.len());
+        let mut series = Vec::with_capacity(self.processes.len());
+        for pid in 0..self.processes.len() {
+            let t = self.process_tally(pid);
+            let total = self.event_levels.events(&t);
+            let p = &mut self.processes[pid];
+            let interval = total.since(&p.last_tick);
+            p.last_tick = total;
+            let ins = interval.get(Event::Instructions);
+            let cycles = interval.get(Event::Cycles);
+            series.push(IntervalProcess {
+                name: p.name.clone(),
+                instructions: ins,
+                cycles: cycles as f64,
+                ipc: ratio(ins, cycles),
+                llc_misses: interval.get(Event::LlcMisses),
+                llc_mpki: per_kilo(interval.get(Event::LlcMisses), ins),
+                frames: p.space.as_ref().map_or(0, |s| s.mapped_pages()),
+            });
+            processes.push(ProcessCounts {
+                pid,
+                alive: p.threads_left > 0,
+                total,
+                interval,
+            });
+        }
+        self.intervals.push(Interval {
+            time: at / 1000,
+            processes: series,
+        });
+        if let Some(core) = core {
+            let tick = Tick {
+                now: at / 1000,
+                interval: (at - prev) / 1000,
+                cores: self.cores.iter().map(|c| c.counters.read()).collect(),
+                processes,
+            };
+            self.run_hook(core, |p, k| p.tick(k, &tick));
+        }
+    }
+
+    fn process_tally(&self, pid: usize) -> Tally {
+        let mut t = Tally::default();
+        for &tid in &self.processes[pid].threads {
+            t.add(&self.threads[tid].tally);
+        }
+        t
+    }
+
     fn thread_exited(&mut self, tid: usize) {
+        self.pending.push(SchedEvent::Exited { tid });
         let pid = self.threads[tid].pid;
         let p = &mut self.processes[pid];
         p.threads_left -= 1;
         if p.threads_left == 0 {
-            if let Some(space) = p.space.take() {
+            self.check_contents(pid);
+            if let Some(space) = self.processes[pid].space.take() {
                 space.destroy(&mut self.memory);
             }
             for c in &mut self.cores {
@@ -506,18 +696,75 @@ impl System {
                     t.flush_asid(pid as u32);
                 }
             }
-            self.policy.process_exited(pid);
+            self.policy
+                .as_mut()
+                .expect("policy present")
+                .process_exited(pid);
         }
     }
 
-    /// One record of process `pid` on `core`.
-    fn step(&mut self, core: usize, pid: usize, r: &Record) -> Result<(), Error> {
+    /// Content preservation: every page of `pid` still holds what was written at its first
+    /// touch (recolors copy it), in a frame the process owns.
+    fn check_contents(&mut self, pid: usize) {
+        let Some(space) = &self.processes[pid].space else {
+            return;
+        };
+        let asid = pid as u32;
+        for (vpn, pte, huge) in space.mappings() {
+            let n = if huge { ENTRIES } else { 1 };
+            for i in 0..n {
+                let pfn = pte.pfn() + i;
+                if self.memory.owner(pfn) != Owner::Space(asid) {
+                    self.violations.push(format!(
+                        "process `{}` maps page {:#x} to frame {pfn:#x}, which it does not own",
+                        self.processes[pid].name,
+                        vpn + i
+                    ));
+                } else if self.memory.content(pfn) != page_checksum(asid, vpn + i) {
+                    self.violations.push(format!(
+                        "process `{}`: page {:#x} lost its contents (frame {pfn:#x})",
+                        self.processes[pid].name,
+                        vpn + i
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Charge `cycles` of kernel work on `path` to `core` (and its running thread, if any) and
+    /// to process `pid`'s account.
+    fn charge_kernel(&mut self, core: usize, path: KernelPath, cycles: u64, pid: Option<usize>) {
+        let milli = cycles * 1000;
+        let c = &mut self.cores[core];
+        c.clock_milli += milli;
+        let k = &mut c.tally.kernel[path as usize];
+        k[0] += 1;
+        k[1] += milli;
+        if c.current.is_some() {
+            c.tally.breakdown.stalls[StallCause::Kernel as usize] += milli;
+        } else {
+            // Nobody to charge: keep it out of the next thread's counts.
+            c.idle_kernel_milli += milli;
+            let k = &mut c.burst_start.kernel[path as usize];
+            k[0] += 1;
+            k[1] += milli;
+        }
+        if let Some(pid) = pid {
+            let k = &mut self.processes[pid].kernel[path as usize];
+            k[0] += 1;
+            k[1] += milli;
+        }
+    }
+
+    /// One record of thread `tid` on `core`.
+    fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
         let mut b = StallBreakdown::default();
-        let mut counters = Counters::default();
         let page_mask = (1u64 << self.page_shift) - 1;
         let size = r.size.max(1) as u64;
         let first_page = r.addr >> self.page_shift;
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
+        let path = r.kind.is_instruction() as usize;
         for vpn in first_page..=last_page {
             let start = if vpn == first_page {
                 r.addr
@@ -529,49 +776,166 @@ impl System {
             } else {
                 (vpn << self.page_shift) | page_mask
             };
-            let pfn = self.translate(core, pid, vpn, r.kind, &mut b, &mut counters)?;
+            let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, &mut b)?;
             let paddr = (pfn << self.page_shift) | (start & page_mask);
             let part = Record {
                 addr: paddr,
-                thread: core as u32,
+                thread: self.cores[core].local,
                 size: (end - start + 1) as u16,
                 ..*r
             };
-            let served = self.hierarchy.access(&part);
-            self.charge(served, &mut b, &mut counters, true);
+            let (served, remote) = self.access(core, &part);
+            let c = &mut self.cores[core];
+            c.tally.served(&self.paths[path], served);
+            let s = if remote {
+                c.tally.remote += 1;
+                Served::Remote
+            } else if served == SERVED_BY_MEMORY {
+                Served::Dram
+            } else {
+                Served::Level(served as usize)
+            };
+            self.timing.reference(&mut b, s);
+            if path == 0 && c.sampler.is_some() {
+                self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
+            }
         }
         let instructions = (r.icount as u64).max(1);
         self.timing.instructions(&mut b, instructions);
-        counters.instructions = instructions;
-        counters.references = 1;
-        counters.breakdown = b;
         let c = &mut self.cores[core];
+        c.tally.instructions += instructions;
+        c.tally.references += 1;
+        c.tally.breakdown.accumulate(&b);
         c.clock_milli += b.total_milli();
-        c.stats.instructions += instructions;
-        self.processes[pid].c.add(&counters);
         Ok(())
     }
 
-    /// Charge a reference served at `served` (a hierarchy level index or memory).
-    fn charge(&self, served: u8, b: &mut StallBreakdown, c: &mut Counters, demand: bool) -> Served {
-        let s = if served == SERVED_BY_MEMORY {
-            Served::Dram
-        } else {
-            Served::Level(served as usize)
-        };
-        if served == SERVED_BY_MEMORY || served as usize >= self.llc {
-            c.llc_accesses += 1;
-            if served == SERVED_BY_MEMORY {
-                c.llc_misses += 1;
-            }
+    /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
+    /// level that served it locally (or memory) and whether another chip's cache served it.
+    #[inline]
+    fn access(&mut self, core: usize, rec: &Record) -> (u8, bool) {
+        let chip = self.cores[core].chip;
+        let served = self.chips[chip].access(rec);
+        if self.chips.len() == 1 {
+            return (served, false);
         }
-        if demand {
-            self.timing.reference(b, s);
-        }
-        s
+        let remote =
+            self.coherence
+                .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
+        (served, remote)
     }
 
-    /// The frame of `vpn`: TLBs, else a page walk (reads through the caches), else a fault.
+    /// Count an occurrence of the sampled event, and take the sample when it is due.
+    #[allow(clippy::too_many_arguments)]
+    fn maybe_sample(
+        &mut self,
+        core: usize,
+        tid: usize,
+        vaddr: u64,
+        paddr: u64,
+        kind: Kind,
+        served: u8,
+        remote: bool,
+        tlb_missed: bool,
+    ) {
+        let path = &self.paths[0];
+        let depth = path.iter().position(|&l| l == served).unwrap_or(path.len());
+        let reached = |level: Option<usize>| {
+            level.is_some_and(|l| {
+                path.iter()
+                    .position(|&p| p as usize == l)
+                    .is_some_and(|d| depth >= d)
+            })
+        };
+        let missed = |level: Option<usize>| {
+            level.is_some_and(|l| {
+                path.iter()
+                    .position(|&p| p as usize == l)
+                    .is_some_and(|d| depth > d)
+            })
+        };
+        let el = self.event_levels;
+        let sampler = self.cores[core].sampler.as_mut().expect("checked");
+        let occurred = match sampler.config.event {
+            Event::L1dAccesses | Event::MemoryReferences => true,
+            Event::L1dMisses => missed(Some(el.l1d)),
+            Event::L2Accesses => reached(el.l2),
+            Event::L2Misses => missed(el.l2),
+            Event::LlcAccesses => reached(Some(el.llc)),
+            Event::LlcMisses => missed(Some(el.llc)),
+            Event::TlbMisses => tlb_missed,
+            Event::RemoteCacheAccesses => remote,
+            _ => false,
+        };
+        if !occurred || !sampler.occurrence() {
+            return;
+        }
+        let cost = sampler.config.cost_cycles;
+        let pollute = sampler.config.pollute_l1_lines;
+        let pid = self.threads[tid].pid;
+        self.cores[core].samples += 1;
+        self.charge_kernel(core, KernelPath::Interrupt, cost, Some(pid));
+        if pollute > 0 {
+            self.run_handler(core, pollute);
+        }
+        let sample = Sample {
+            core: core as u32,
+            thread: tid as u32,
+            pid: pid as u32,
+            write: kind.is_write(),
+            vaddr,
+            paddr,
+            source: if remote {
+                DataSource::Remote
+            } else if served == SERVED_BY_MEMORY {
+                DataSource::Memory
+            } else {
+                DataSource::Level(served)
+            },
+            cycle: self.cores[core].clock_milli / 1000,
+        };
+        self.run_hook(core, |p, k| p.sample(k, &sample));
+    }
+
+    /// The sample handler touches `lines` lines of its own data, evicting the program's lines
+    /// from L1 as a real handler does (ROCS section 3.1).
+    fn run_handler(&mut self, core: usize, lines: u32) {
+        let base = match self.cores[core].handler_data {
+            Some(b) => b,
+            None => {
+                // One page of kernel data per core, taken at the handler's first run.
+                let all = ColorSet::all(self.memory.colors());
+                let req = AllocRequest {
+                    allowed: &all,
+                    cpu: core,
+                    asid: u32::MAX,
+                    vpn: 0,
+                };
+                match self.memory.alloc(&req, Owner::Kernel) {
+                    Ok(pfn) => {
+                        let b = pfn << self.page_shift;
+                        self.cores[core].handler_data = Some(b);
+                        b
+                    }
+                    Err(_) => return, // no memory left: the handler's data stays cached elsewhere
+                }
+            }
+        };
+        for i in 0..lines as u64 {
+            let rec = Record {
+                addr: base + i * self.line_size,
+                thread: self.cores[core].local,
+                icount: 0,
+                size: 8,
+                kind: Kind::Load,
+                privileged: true,
+            };
+            self.access(core, &rec);
+        }
+    }
+
+    /// The frame of `vpn` (and whether the TLBs missed): TLBs, else a page walk (reads
+    /// through the caches), else a fault.
     fn translate(
         &mut self,
         core: usize,
@@ -579,21 +943,21 @@ impl System {
         vpn: u64,
         kind: Kind,
         b: &mut StallBreakdown,
-        counters: &mut Counters,
-    ) -> Result<u64, Error> {
+    ) -> Result<(u64, bool), Error> {
         let asid = pid as u32;
         let l1 = if kind.is_instruction() { L1I } else { L1D };
-        let tlbs = &mut self.cores[core].tlbs;
-        if let Some(t) = tlbs[l1].lookup(asid, vpn) {
-            return Ok(t.pfn);
+        let c = &mut self.cores[core];
+        if let Some(t) = c.tlbs[l1].lookup(asid, vpn) {
+            return Ok((t.pfn, false));
         }
-        self.cores[core].stats.tlb_l1_misses += 1;
-        if let Some(t) = self.cores[core].tlbs[L2TLB].lookup(asid, vpn) {
-            self.cores[core].tlbs[l1].insert(asid, vpn, t);
-            return Ok(t.pfn);
+        c.tlb_l1_misses += 1;
+        if let Some(t) = c.tlbs[L2TLB].lookup(asid, vpn) {
+            c.tlbs[l1].insert(asid, vpn, t);
+            return Ok((t.pfn, false));
         }
-        self.cores[core].stats.tlb_l2_misses += 1;
-        counters.tlb_misses += 1;
+        c.tlb_l2_misses += 1;
+        c.tally.tlb_misses += 1;
+        let local = c.local;
         let space = self.processes[pid]
             .space
             .as_mut()
@@ -602,130 +966,324 @@ impl System {
         for &addr in &walk.reads {
             let read = Record {
                 addr,
-                thread: core as u32,
+                thread: local,
                 icount: 0,
                 size: 8,
                 kind: Kind::Load,
                 privileged: true,
             };
-            let served = self.hierarchy.access(&read);
-            let s = self.charge(served, b, counters, false);
-            counters.walk_milli += self.timing.walk_read(b, s);
+            let (served, remote) = self.access(core, &read);
+            let c = &mut self.cores[core];
+            c.tally.served(&self.paths[0], served);
+            let s = if remote {
+                c.tally.remote += 1;
+                Served::Remote
+            } else if served == SERVED_BY_MEMORY {
+                Served::Dram
+            } else {
+                Served::Level(served as usize)
+            };
+            c.tally.walk_milli += self.timing.walk_read(b, s);
         }
-        let pfn = match walk.outcome {
-            WalkOutcome::Mapped { pfn } => pfn,
-            WalkOutcome::Fault { .. } => {
-                counters.faults += 1;
-                self.timing.kernel(b, self.timing.config.fault_cycles);
-                let allowed = self.policy.allowed_colors(pid, vpn).clone();
-                let req = AllocRequest {
-                    allowed: &allowed,
-                    cpu: core,
-                    asid,
-                    vpn,
-                };
-                let pfn = self.memory.alloc(&req, Owner::Space(asid)).map_err(|e| {
-                    Error::Config(ConfigError::new(
-                        "memory",
-                        format!("process `{}`: {e}", self.processes[pid].name),
-                    ))
-                })?;
-                let space = self.processes[pid].space.as_mut().expect("tables");
-                space.map(&mut self.memory, vpn, pfn).map_err(|e| {
-                    Error::Config(ConfigError::new(
-                        "memory",
-                        format!("page tables of `{}`: {e}", self.processes[pid].name),
-                    ))
-                })?;
-                let color = self.memory.color_of(pfn) as usize;
-                self.processes[pid].frames += 1;
-                self.processes[pid].pages_per_color[color] += 1;
-                pfn
-            }
+        let t = match walk.outcome {
+            WalkOutcome::Mapped { pfn, huge } => Translation { pfn, huge },
+            WalkOutcome::Fault { recolor } => self.fault(core, pid, vpn, recolor)?,
         };
-        let t = Translation { pfn, huge: false };
-        self.cores[core].tlbs[L2TLB].insert(asid, vpn, t);
-        self.cores[core].tlbs[l1].insert(asid, vpn, t);
-        Ok(pfn)
+        let c = &mut self.cores[core];
+        c.tlbs[L2TLB].insert(asid, vpn, t);
+        c.tlbs[l1].insert(asid, vpn, t);
+        Ok((t.pfn, true))
+    }
+
+    /// The page-fault handler: a first touch gets a frame of a color the policy allows (a
+    /// whole huge page in a huge-page region); a page marked for lazy recoloring is moved if
+    /// its color is no longer allowed (COLORIS section 3.3), else just made present again.
+    fn fault(
+        &mut self,
+        core: usize,
+        pid: usize,
+        vpn: u64,
+        recolor: bool,
+    ) -> Result<Translation, Error> {
+        let asid = pid as u32;
+        self.cores[core].tally.faults += 1;
+        let fault_cycles = self.timing.config.fault_cycles;
+        self.charge_kernel(core, KernelPath::Fault, fault_cycles, Some(pid));
+        let name = self.processes[pid].name.clone();
+        let oom = |e: &dyn std::fmt::Display| {
+            Error::Config(ConfigError::new("memory", format!("process `{name}`: {e}")))
+        };
+        let huge = self.processes[pid]
+            .huge
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&vpn));
+        if huge {
+            let base = vpn & !(ENTRIES - 1);
+            let block = self
+                .memory
+                .alloc_block(HUGE_ORDER, Owner::Space(asid))
+                .map_err(|e| oom(&e))?;
+            let p = &mut self.processes[pid];
+            p.space
+                .as_mut()
+                .expect("tables")
+                .map_huge(&mut self.memory, base, block)
+                .map_err(|e| oom(&e))?;
+            for i in 0..ENTRIES {
+                self.memory.stamp(block + i, page_checksum(asid, base + i));
+                let color = self.memory.color_of(block + i) as usize;
+                p.pages_per_color[color] += 1;
+            }
+            p.frames += ENTRIES;
+            p.huge_pages += 1;
+            return Ok(Translation {
+                pfn: block + (vpn - base),
+                huge: true,
+            });
+        }
+        let allowed = self
+            .policy
+            .as_mut()
+            .expect("policy present")
+            .allowed_colors(pid, vpn)
+            .clone();
+        if recolor {
+            let space = self.processes[pid].space.as_mut().expect("tables");
+            let old = space.pte(vpn).expect("a marked page has tables").pfn();
+            if allowed.contains(self.memory.color_of(old)) {
+                space.remap(vpn, old);
+                return Ok(Translation {
+                    pfn: old,
+                    huge: false,
+                });
+            }
+            let new = self
+                .move_page(core, pid, vpn, &allowed)
+                .map_err(|e| oom(&e))?;
+            self.processes[pid].lazy_recolors += 1;
+            return Ok(Translation {
+                pfn: new,
+                huge: false,
+            });
+        }
+        let req = AllocRequest {
+            allowed: &allowed,
+            cpu: core,
+            asid,
+            vpn,
+        };
+        let pfn = self
+            .memory
+            .alloc(&req, Owner::Space(asid))
+            .map_err(|e| oom(&e))?;
+        self.memory.stamp(pfn, page_checksum(asid, vpn));
+        let p = &mut self.processes[pid];
+        p.space
+            .as_mut()
+            .expect("tables")
+            .map(&mut self.memory, vpn, pfn)
+            .map_err(|e| oom(&e))?;
+        let color = self.memory.color_of(pfn) as usize;
+        p.frames += 1;
+        p.pages_per_color[color] += 1;
+        Ok(Translation { pfn, huge: false })
+    }
+
+    /// Move small page `vpn` of `pid` to a new frame of one of `allowed` colors: allocate,
+    /// copy (through `core`'s caches, cost charged), remap, free the old frame. TLB entries are
+    /// the caller's business.
+    fn move_page(
+        &mut self,
+        core: usize,
+        pid: usize,
+        vpn: u64,
+        allowed: &ColorSet,
+    ) -> Result<u64, crate::memory::MemoryError> {
+        let asid = pid as u32;
+        let req = AllocRequest {
+            allowed,
+            cpu: core,
+            asid,
+            vpn,
+        };
+        let new = self.memory.alloc(&req, Owner::Space(asid))?;
+        let space = self.processes[pid].space.as_mut().expect("tables");
+        let old = space.remap(vpn, new).expect("caller checked the mapping");
+        self.memory.copy_page(old, new);
+        // The copy reads every line of the old frame and writes every line of the new one.
+        let local = self.cores[core].local;
+        let lines = (1u64 << self.page_shift) / self.line_size;
+        for i in 0..lines {
+            for (frame, kind) in [(old, Kind::Load), (new, Kind::Store)] {
+                let rec = Record {
+                    addr: (frame << self.page_shift) + i * self.line_size,
+                    thread: local,
+                    icount: 0,
+                    size: self.line_size as u16,
+                    kind,
+                    privileged: true,
+                };
+                self.access(core, &rec);
+            }
+        }
+        self.memory.free(old, core);
+        let copy = self.timing.config.copy_cycles_per_page;
+        self.charge_kernel(core, KernelPath::Recolor, copy, Some(pid));
+        self.processes[pid].frames += 1;
+        Ok(new)
+    }
+
+    /// Remove `vpn` of `pid` from every core's TLBs and charge the shootdown to `core`.
+    fn shootdown(&mut self, core: usize, pid: usize, vpn: Option<u64>) {
+        for c in &mut self.cores {
+            for t in &mut c.tlbs {
+                match vpn {
+                    Some(v) => {
+                        t.invalidate(pid as u32, v);
+                    }
+                    None => {
+                        t.flush_asid(pid as u32);
+                    }
+                }
+            }
+        }
+        let cycles = self.timing.config.shootdown_cycles;
+        self.charge_kernel(core, KernelPath::Shootdown, cycles, Some(pid));
     }
 
     /// Results so far (and every invariant checked).
     pub fn report(&self) -> SystemReport {
-        let mut invariants = self.hierarchy.check_invariants();
+        let mut invariants = self.violations.clone();
+        for (i, h) in self.chips.iter().enumerate() {
+            for v in h.check_invariants() {
+                invariants.push(if self.chips.len() > 1 {
+                    format!("chip {i}: {v}")
+                } else {
+                    v
+                });
+            }
+        }
         invariants.extend(self.memory.check_invariants());
-        let processes = self
-            .processes
-            .iter()
-            .map(|p| {
-                let c = &p.c;
-                let cycles = c.breakdown.cycles();
-                let per_k = |n: u64| {
-                    if c.instructions == 0 {
-                        0.0
-                    } else {
-                        n as f64 * 1000.0 / c.instructions as f64
-                    }
-                };
+        let llc = self.event_levels.llc;
+        let processes = (0..self.processes.len())
+            .map(|pid| {
+                let p = &self.processes[pid];
+                let t = self.process_tally(pid);
+                let cycles = t.breakdown.cycles();
+                let [llc_accesses, llc_misses] = t.levels[llc];
                 ProcessStats {
                     name: p.name.clone(),
-                    instructions: c.instructions,
-                    references: c.references,
+                    threads: p.threads.len(),
+                    instructions: t.instructions,
+                    references: t.references,
                     cycles,
                     ipc: if cycles > 0.0 {
-                        c.instructions as f64 / cycles
+                        t.instructions as f64 / cycles
                     } else {
                         0.0
                     },
-                    llc_accesses: c.llc_accesses,
-                    llc_misses: c.llc_misses,
-                    llc_miss_rate: if c.llc_accesses == 0 {
-                        0.0
-                    } else {
-                        c.llc_misses as f64 / c.llc_accesses as f64
-                    },
-                    llc_mpki: per_k(c.llc_misses),
-                    tlb_misses: c.tlb_misses,
-                    page_walk_cycles: c.walk_milli as f64 / 1000.0,
-                    faults: c.faults,
+                    llc_accesses,
+                    llc_misses,
+                    llc_miss_rate: ratio(llc_misses, llc_accesses),
+                    llc_mpki: per_kilo(llc_misses, t.instructions),
+                    levels: level_uses(&t, &self.level_names),
+                    remote_accesses: t.remote,
+                    tlb_misses: t.tlb_misses,
+                    page_walk_cycles: t.walk_milli as f64 / 1000.0,
+                    faults: t.faults,
                     frames: p.frames,
+                    huge_pages: p.huge_pages,
+                    recolors: p.recolors,
+                    lazy_recolors: p.lazy_recolors,
                     pages_per_color: p.pages_per_color.clone(),
-                    stalls: StallReport::of(&c.breakdown),
+                    stalls: StallReport::of(&t.breakdown),
+                    kernel: KernelReport::of(&p.kernel),
                 }
             })
             .collect::<Vec<_>>();
-        // Cycles are charged twice, independently: to the core that ran a record and to the
-        // process it belongs to, each as the sum of its stall breakdown (integer milli-cycles).
-        let by_processes: u64 = self
-            .processes
+        // Cycles are accounted twice: each core's clock, and the stall breakdowns of the
+        // threads it ran plus its kernel work for nobody and its idle time.
+        let by_threads: u64 = self
+            .threads
             .iter()
-            .map(|p| p.c.breakdown.total_milli())
-            .sum();
+            .map(|t| t.tally.breakdown.total_milli())
+            .sum::<u64>()
+            + self
+                .cores
+                .iter()
+                .map(|c| {
+                    c.idle_kernel_milli
+                        + c.idle_milli
+                        + c.tally.since(&c.burst_start).breakdown.total_milli()
+                })
+                .sum::<u64>();
         let by_cores: u64 = self.cores.iter().map(|c| c.clock_milli).sum();
-        if by_processes != by_cores {
+        if by_threads != by_cores {
             invariants.push(format!(
-                "cycles: processes' stall breakdowns sum to {} but the cores ran {}",
-                by_processes as f64 / 1000.0,
+                "cycles: threads' stall breakdowns (with idle and unattributed kernel time) sum to {} but the cores ran {}",
+                by_threads as f64 / 1000.0,
                 by_cores as f64 / 1000.0
             ));
         }
+        let levels = (0..self.level_names.len())
+            .map(|l| {
+                LevelStats::from_counters(
+                    &self.level_names[l],
+                    self.chips.iter().flat_map(|h| h.counters(l)),
+                )
+            })
+            .collect();
         SystemReport {
-            policy: self.policy.name().into(),
+            policy: self.policy_name.into(),
             allocator: self.memory.allocator_name().into(),
+            chips: self.chips.len(),
             processes,
             cores: self
                 .cores
                 .iter()
-                .map(|c| CoreStats {
-                    cycles: c.clock_milli as f64 / 1000.0,
-                    ..c.stats.clone()
+                .map(|c| {
+                    let exact = self.event_levels.events(&c.tally);
+                    let cycles = c.clock_milli as f64 / 1000.0;
+                    CoreStats {
+                        chip: c.chip,
+                        cycles,
+                        instructions: c.tally.instructions,
+                        ipc: if cycles > 0.0 {
+                            c.tally.instructions as f64 / cycles
+                        } else {
+                            0.0
+                        },
+                        levels: level_uses(&c.tally, &self.level_names),
+                        tlb_l1_misses: c.tlb_l1_misses,
+                        tlb_l2_misses: c.tlb_l2_misses,
+                        samples: c.samples,
+                        context_switches: c.context_switches,
+                        kernel: KernelReport::of(&c.tally.kernel),
+                        idle_kernel_cycles: c.idle_kernel_milli as f64 / 1000.0,
+                        counters: c
+                            .counters
+                            .read()
+                            .into_iter()
+                            .map(|r| CounterReport {
+                                event: r.event,
+                                raw: r.raw,
+                                scaled: r.scaled(),
+                                exact: exact.get(r.event),
+                                time_enabled: r.time_enabled,
+                                time_running: r.time_running,
+                            })
+                            .collect(),
+                    }
                 })
                 .collect(),
-            levels: self.hierarchy.stats().levels,
+            levels,
+            coherence: self.coherence.stats,
+            intervals: self.intervals.clone(),
             invariants,
         }
     }
 
-    /// Frames free right now (all of RAM once every process has exited).
+    /// Frames free right now (all of RAM but kernel data once every process has exited).
     pub fn free_frames(&self) -> u64 {
         self.memory.free_frames()
     }

@@ -141,7 +141,7 @@ fn bad_system_configs_are_named() {
         "[[machine.hierarchy.levels]]\nname = \"L1I\"\nsize = \"32KiB\"\nways = 8\nserves = \"instruction\"\n[[machine.hierarchy.levels]]\nname = \"L1D\"\nserves = \"data\"",
     );
     assert_ne!(with_l1i, base);
-    assert_eq!(err(&with_l1i).field, "timing.level_latency");
+    assert_eq!(err(&with_l1i).field, "machine.timing.level_latency");
     let fixed = with_l1i.replace(
         "level_latency = [4, 12, 40]",
         "level_latency = [4, 4, 12, 40]",

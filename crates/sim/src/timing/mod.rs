@@ -47,6 +47,12 @@ pub struct TimingConfig {
     pub shootdown_cycles: u64,
     #[serde(default)]
     pub interrupt_cycles: u64,
+    /// Visiting one page-table entry in an access-bit scan (COLORIS Redistribution).
+    #[serde(default)]
+    pub scan_cycles_per_entry: u64,
+    /// Moving a thread to another core's run queue (beyond the cold caches it finds there).
+    #[serde(default)]
+    pub migration_cycles: u64,
 }
 
 impl TimingConfig {
@@ -238,6 +244,8 @@ mod tests {
             copy_cycles_per_page: 2000,
             shootdown_cycles: 500,
             interrupt_cycles: 300,
+            scan_cycles_per_entry: 10,
+            migration_cycles: 5000,
         }
     }
 

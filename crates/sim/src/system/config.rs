@@ -1,0 +1,195 @@
+//! The configuration of a whole-system run (`cachecolor simulate SYSTEM.toml`): machine, memory,
+//! policy, scheduler, PMU and processes. docs/system.md documents every key.
+use crate::cache::HierarchyConfig;
+use crate::memory::MemoryConfig;
+use crate::mmu::{PageTableConfig, TlbConfig};
+use crate::pmu::{Event, SamplingConfig};
+use crate::policy::PolicyConfig;
+use crate::timing::TimingConfig;
+use crate::workload::WorkloadSpec;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The TLBs of every core.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbsConfig {
+    pub l1d: TlbConfig,
+    pub l1i: TlbConfig,
+    pub l2: TlbConfig,
+}
+
+impl Default for TlbsConfig {
+    fn default() -> Self {
+        TlbsConfig {
+            l1d: TlbConfig {
+                entries: 64,
+                ways: 4,
+            },
+            l1i: TlbConfig {
+                entries: 64,
+                ways: 4,
+            },
+            l2: TlbConfig {
+                entries: 1536,
+                ways: 12,
+            },
+        }
+    }
+}
+
+fn one_chip() -> u32 {
+    1
+}
+
+/// `[machine]`: chips, each with `hierarchy.cores` cores and one LLC, TLBs, page tables, timing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// Chips (sockets): each has its own copy of `hierarchy` (its cores' private caches and one
+    /// shared LLC); caches of different chips are kept coherent by invalidation.
+    #[serde(default = "one_chip")]
+    pub chips: u32,
+    pub hierarchy: HierarchyConfig,
+    #[serde(default)]
+    pub tlb: TlbsConfig,
+    #[serde(default)]
+    pub mmu: PageTableConfig,
+    pub timing: TimingConfig,
+}
+
+/// One thread: a generator or a trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<PathBuf>,
+    #[serde(default = "native")]
+    pub format: String,
+}
+
+fn native() -> String {
+    "native".into()
+}
+
+/// One process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessConfig {
+    pub name: String,
+    pub threads: Vec<ThreadConfig>,
+    /// Color ranges `[start, end)` the process may use (policies such as `static` honour them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colors: Option<Vec<[u64; 2]>>,
+    /// Cores its threads may run on (thread i on pin[i mod len]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<Vec<usize>>,
+    /// Virtual address ranges `[start, end)` backed by 2 MiB huge pages (both ends multiples
+    /// of the huge-page size), as `madvise(MADV_HUGEPAGE)` regions are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub huge_pages: Option<Vec<[u64; 2]>>,
+}
+
+fn default_slice() -> u64 {
+    1_000_000
+}
+
+fn default_tick() -> u64 {
+    1_000_000
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[scheduler]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Cycles a thread runs before the next one on its core gets its turn.
+    #[serde(default = "default_slice")]
+    pub time_slice: u64,
+    /// Cycles between the policy's ticks (also the report's time-series interval).
+    #[serde(default = "default_tick")]
+    pub tick: u64,
+    /// A core that runs out of threads takes a waiting, unpinned one from the core with the
+    /// longest run queue (Linux's idle balancing).
+    #[serde(default = "yes")]
+    pub balance: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            time_slice: default_slice(),
+            tick: default_tick(),
+            balance: true,
+        }
+    }
+}
+
+fn default_counters() -> usize {
+    4
+}
+
+fn default_mux() -> u64 {
+    4_000_000
+}
+
+fn default_events() -> Vec<Event> {
+    vec![
+        Event::Cycles,
+        Event::Instructions,
+        Event::L2Misses,
+        Event::LlcAccesses,
+        Event::LlcMisses,
+        Event::TlbMisses,
+    ]
+}
+
+/// `[pmu]`: the programmable counters of every core and the data-address sampler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PmuConfig {
+    /// Physical counters per core (more events are multiplexed).
+    #[serde(default = "default_counters")]
+    pub counters: usize,
+    /// Cycles between rotations of the multiplexed groups (Linux's default is 4 ms).
+    #[serde(default = "default_mux")]
+    pub mux_interval: u64,
+    /// Events software asks for on every core (what a policy's tick reads).
+    #[serde(default = "default_events")]
+    pub events: Vec<Event>,
+    /// Data-address sampling from the start (policies may reprogram it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingConfig>,
+}
+
+impl Default for PmuConfig {
+    fn default() -> Self {
+        PmuConfig {
+            counters: default_counters(),
+            mux_interval: default_mux(),
+            events: default_events(),
+            sampling: None,
+        }
+    }
+}
+
+/// A whole system run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemConfig {
+    pub machine: MachineConfig,
+    #[serde(default)]
+    pub memory: MemoryConfig,
+    #[serde(default)]
+    pub policy: PolicyConfig,
+    #[serde(default)]
+    pub scheduler: SchedulerConfig,
+    #[serde(default)]
+    pub pmu: PmuConfig,
+    pub processes: Vec<ProcessConfig>,
+}

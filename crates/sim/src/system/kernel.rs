@@ -1,0 +1,179 @@
+//! The kernel actions a policy may take (DESIGN.md "The policy trait"), each carried out at
+//! once on the system and charged to the core running the policy's hook.
+use super::{KernelPath, System};
+use crate::memory::{ColorSet, Pfn};
+use crate::mmu::Pte;
+use crate::pmu::{Sampler, SamplingConfig};
+use crate::policy::{Kernel, KernelError, PageInfo, SchedEvent, ThreadInfo};
+
+pub(crate) struct Ctx<'a> {
+    pub sys: &'a mut System,
+    pub core: usize,
+}
+
+impl Ctx<'_> {
+    fn live(&self, pid: usize) -> Result<(), KernelError> {
+        match self.sys.processes.get(pid) {
+            Some(p) if p.space.is_some() => Ok(()),
+            _ => Err(KernelError::NoProcess(pid)),
+        }
+    }
+}
+
+impl Kernel for Ctx<'_> {
+    fn now(&self) -> u64 {
+        self.sys.cores[self.core].clock_milli / 1000
+    }
+
+    fn core(&self) -> usize {
+        self.core
+    }
+
+    fn cores(&self) -> usize {
+        self.sys.cores.len()
+    }
+
+    fn colors(&self) -> u64 {
+        self.sys.memory.colors()
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.sys
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(tid, t)| ThreadInfo {
+                tid,
+                pid: t.pid,
+                core: t.core,
+                done: t.done,
+            })
+            .collect()
+    }
+
+    fn pages(&self, pid: usize) -> Vec<PageInfo> {
+        let Some(Some(space)) = self.sys.processes.get(pid).map(|p| p.space.as_ref()) else {
+            return Vec::new();
+        };
+        space
+            .mappings()
+            .into_iter()
+            .map(|(vpn, pte, huge)| PageInfo {
+                vpn,
+                pfn: pte.pfn(),
+                color: self.sys.memory.color_of(pte.pfn()),
+                accessed: pte.has(Pte::ACCESSED),
+                dirty: pte.has(Pte::DIRTY),
+                marked: pte.has(Pte::RECOLOR),
+                huge,
+            })
+            .collect()
+    }
+
+    fn recolor(
+        &mut self,
+        pid: usize,
+        vpn: u64,
+        colors: &ColorSet,
+    ) -> Result<Option<Pfn>, KernelError> {
+        self.live(pid)?;
+        let space = self.sys.processes[pid].space.as_mut().expect("live");
+        let pte = match space.pte(vpn) {
+            Some(e) if e.has(Pte::PRESENT) || e.has(Pte::RECOLOR) => e,
+            _ => return Err(KernelError::NotMapped { pid, vpn }),
+        };
+        if colors.contains(self.sys.memory.color_of(pte.pfn())) {
+            return Ok(None);
+        }
+        let new = self.sys.move_page(self.core, pid, vpn, colors)?;
+        if pte.has(Pte::RECOLOR) {
+            // It was waiting for a lazy move; this one settles it.
+            self.sys.processes[pid]
+                .space
+                .as_mut()
+                .expect("live")
+                .remap(vpn, new);
+        }
+        self.sys.processes[pid].recolors += 1;
+        self.sys.shootdown(self.core, pid, Some(vpn));
+        Ok(Some(new))
+    }
+
+    fn mark_for_recolor(&mut self, pid: usize, vpn: u64) -> Result<(), KernelError> {
+        self.live(pid)?;
+        let space = self.sys.processes[pid].space.as_mut().expect("live");
+        if !space.mark_for_recolor(vpn) {
+            return Err(KernelError::NotMapped { pid, vpn });
+        }
+        self.sys.shootdown(self.core, pid, Some(vpn));
+        Ok(())
+    }
+
+    fn scan_accessed(&mut self, pid: usize) -> Result<Vec<u64>, KernelError> {
+        self.live(pid)?;
+        let space = self.sys.processes[pid].space.as_mut().expect("live");
+        let (visited, hot) = space.scan_and_clear_accessed();
+        let cost = visited * self.sys.timing.config.scan_cycles_per_entry;
+        self.sys
+            .charge_kernel(self.core, KernelPath::Scan, cost, Some(pid));
+        // Cleared bits are set again only by walks: flush the process's translations.
+        self.sys.shootdown(self.core, pid, None);
+        Ok(hot)
+    }
+
+    fn migrate(&mut self, tid: usize, core: usize) -> Result<(), KernelError> {
+        let cores = self.sys.cores.len();
+        if core >= cores {
+            return Err(KernelError::NoCore { core, cores });
+        }
+        match self.sys.threads.get(tid) {
+            Some(t) if !t.done => {}
+            _ => return Err(KernelError::NoThread(tid)),
+        }
+        let from = self.sys.threads[tid].core;
+        self.sys.threads[tid].pinned = true;
+        if from == core {
+            return Ok(());
+        }
+        let f = &mut self.sys.cores[from];
+        if f.current == Some(tid) {
+            self.sys.save_counts(from);
+            self.sys.cores[from].current = None;
+        } else {
+            f.queue.retain(|&t| t != tid);
+        }
+        self.sys.cores[core].queue.push_back(tid);
+        self.sys.threads[tid].core = core;
+        let pid = self.sys.threads[tid].pid;
+        let cycles = self.sys.timing.config.migration_cycles;
+        self.sys
+            .charge_kernel(self.core, KernelPath::Migration, cycles, Some(pid));
+        self.sys.pending.push(SchedEvent::Migrated {
+            tid,
+            from,
+            to: core,
+        });
+        Ok(())
+    }
+
+    fn set_sampling(&mut self, core: Option<usize>, sampling: Option<SamplingConfig>) {
+        let sampler = sampling.map(|c| {
+            Sampler::new(SamplingConfig {
+                period: c.period.max(1),
+                ..c
+            })
+            .expect("the period is at least 1")
+        });
+        for (i, c) in self.sys.cores.iter_mut().enumerate() {
+            if core.is_none_or(|k| k == i) {
+                c.sampler = sampler.clone();
+            }
+        }
+    }
+
+    fn set_prefetch(&mut self, on: bool) {
+        for h in &mut self.sys.chips {
+            h.set_prefetch_enabled(on);
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! What a whole-system run reports (the JSON of `cachecolor simulate SYSTEM.toml`), and the
+//! tallies the engine keeps to build it.
+use crate::cache::hierarchy::SERVED_BY_MEMORY;
+use crate::pmu::{Event, EventCounts};
+use crate::timing::{StallBreakdown, StallCause};
+use serde::Serialize;
+
+/// Hierarchy levels a system tallies per core and thread.
+pub(crate) const MAX_LEVELS: usize = 8;
+
+/// Kernel paths whose time is reported separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPath {
+    Fault,
+    Recolor,
+    Shootdown,
+    Scan,
+    Interrupt,
+    Migration,
+}
+
+pub(crate) const PATHS: usize = 6;
+
+impl KernelPath {
+    pub const ALL: [KernelPath; PATHS] = [
+        KernelPath::Fault,
+        KernelPath::Recolor,
+        KernelPath::Shootdown,
+        KernelPath::Scan,
+        KernelPath::Interrupt,
+        KernelPath::Migration,
+    ];
+}
+
+/// Everything counted for one core or one thread. The engine adds each record's counts to its
+/// core's tally and moves the difference to the running thread's at the end of every burst,
+/// as an OS saves a thread's virtualised counters at a context switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub references: u64,
+    pub instructions: u64,
+    /// Per hierarchy level: accesses and misses (demand references and page-walk reads).
+    pub levels: [[u64; 2]; MAX_LEVELS],
+    /// Accesses served by another chip's cache.
+    pub remote: u64,
+    /// Translations that missed every TLB (page walks).
+    pub tlb_misses: u64,
+    pub walk_milli: u64,
+    pub faults: u64,
+    pub breakdown: StallBreakdown,
+    /// Per kernel path: times taken and milli-cycles.
+    pub kernel: [[u64; 2]; PATHS],
+}
+
+impl Tally {
+    pub fn add(&mut self, o: &Tally) {
+        self.references += o.references;
+        self.instructions += o.instructions;
+        for i in 0..MAX_LEVELS {
+            self.levels[i][0] += o.levels[i][0];
+            self.levels[i][1] += o.levels[i][1];
+        }
+        self.remote += o.remote;
+        self.tlb_misses += o.tlb_misses;
+        self.walk_milli += o.walk_milli;
+        self.faults += o.faults;
+        self.breakdown.accumulate(&o.breakdown);
+        for i in 0..PATHS {
+            self.kernel[i][0] += o.kernel[i][0];
+            self.kernel[i][1] += o.kernel[i][1];
+        }
+    }
+
+    /// `self - earlier` (tallies only grow).
+    pub fn since(&self, e: &Tally) -> Tally {
+        let mut d = *self;
+        d.references -= e.references;
+        d.instructions -= e.instructions;
+        for i in 0..MAX_LEVELS {
+            d.levels[i][0] -= e.levels[i][0];
+            d.levels[i][1] -= e.levels[i][1];
+        }
+        d.remote -= e.remote;
+        d.tlb_misses -= e.tlb_misses;
+        d.walk_milli -= e.walk_milli;
+        d.faults -= e.faults;
+        d.breakdown.completion -= e.breakdown.completion;
+        for i in 0..d.breakdown.stalls.len() {
+            d.breakdown.stalls[i] -= e.breakdown.stalls[i];
+        }
+        for i in 0..PATHS {
+            d.kernel[i][0] -= e.kernel[i][0];
+            d.kernel[i][1] -= e.kernel[i][1];
+        }
+        d
+    }
+
+    /// A reference of the kind whose path is `path` (level indices, top first) served at
+    /// `served` (a level index or memory): every level above the one that served it missed.
+    #[inline]
+    pub fn served(&mut self, path: &[u8], served: u8) {
+        for &l in path {
+            let c = &mut self.levels[l as usize];
+            c[0] += 1;
+            if l == served {
+                return;
+            }
+            c[1] += 1;
+        }
+        debug_assert!(served == SERVED_BY_MEMORY || path.is_empty());
+    }
+}
+
+/// Which hierarchy levels the PMU's level events count: the data path's first, second and
+/// last level.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventLevels {
+    pub l1d: usize,
+    pub l2: Option<usize>,
+    pub llc: usize,
+}
+
+impl EventLevels {
+    /// The exact event counts a tally amounts to.
+    pub fn events(&self, t: &Tally) -> EventCounts {
+        let mut e = EventCounts::default();
+        let b = &t.breakdown;
+        e.set(Event::Cycles, b.total_milli() / 1000);
+        e.set(Event::Instructions, t.instructions);
+        e.set(Event::L1dAccesses, t.levels[self.l1d][0]);
+        e.set(Event::L1dMisses, t.levels[self.l1d][1]);
+        if let Some(l2) = self.l2 {
+            e.set(Event::L2Accesses, t.levels[l2][0]);
+            e.set(Event::L2Misses, t.levels[l2][1]);
+        }
+        e.set(Event::LlcAccesses, t.levels[self.llc][0]);
+        e.set(Event::LlcMisses, t.levels[self.llc][1]);
+        e.set(Event::TlbMisses, t.tlb_misses);
+        e.set(Event::PageWalkCycles, t.walk_milli / 1000);
+        e.set(Event::StallL2, b.stalls[StallCause::L2 as usize] / 1000);
+        e.set(Event::StallLlc, b.stalls[StallCause::Llc as usize] / 1000);
+        e.set(Event::StallDram, b.stalls[StallCause::Dram as usize] / 1000);
+        e.set(
+            Event::StallRemote,
+            b.stalls[StallCause::Remote as usize] / 1000,
+        );
+        e.set(Event::StallTlb, b.stalls[StallCause::Tlb as usize] / 1000);
+        e.set(Event::RemoteCacheAccesses, t.remote);
+        e.set(Event::MemoryReferences, t.references);
+        e.set(Event::PageFaults, t.faults);
+        e
+    }
+}
+
+/// Cycles by cause (Azimi section 2.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StallReport {
+    pub completion: f64,
+    pub l2: f64,
+    pub llc: f64,
+    pub dram: f64,
+    pub remote: f64,
+    pub tlb: f64,
+    pub kernel: f64,
+}
+
+impl StallReport {
+    pub(crate) fn of(b: &StallBreakdown) -> Self {
+        StallReport {
+            completion: b.completion as f64 / 1000.0,
+            l2: b.stall(StallCause::L2),
+            llc: b.stall(StallCause::Llc),
+            dram: b.stall(StallCause::Dram),
+            remote: b.stall(StallCause::Remote),
+            tlb: b.stall(StallCause::Tlb),
+            kernel: b.stall(StallCause::Kernel),
+        }
+    }
+}
+
+/// Times a kernel path was taken and the cycles it cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PathTime {
+    pub count: u64,
+    pub cycles: f64,
+}
+
+/// Time in each kernel path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KernelReport {
+    pub fault: PathTime,
+    pub recolor: PathTime,
+    pub shootdown: PathTime,
+    pub scan: PathTime,
+    pub interrupt: PathTime,
+    pub migration: PathTime,
+}
+
+impl KernelReport {
+    pub(crate) fn of(k: &[[u64; 2]; PATHS]) -> Self {
+        let p = |path: KernelPath| PathTime {
+            count: k[path as usize][0],
+            cycles: k[path as usize][1] as f64 / 1000.0,
+        };
+        KernelReport {
+            fault: p(KernelPath::Fault),
+            recolor: p(KernelPath::Recolor),
+            shootdown: p(KernelPath::Shootdown),
+            scan: p(KernelPath::Scan),
+            interrupt: p(KernelPath::Interrupt),
+            migration: p(KernelPath::Migration),
+        }
+    }
+}
+
+/// One cache level as seen by one process or core.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LevelUse {
+    pub name: String,
+    pub accesses: u64,
+    pub misses: u64,
+    pub miss_rate: f64,
+    pub mpki: f64,
+}
+
+pub(crate) fn level_uses(t: &Tally, names: &[String]) -> Vec<LevelUse> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let [a, m] = t.levels[i];
+            LevelUse {
+                name: name.clone(),
+                accesses: a,
+                misses: m,
+                miss_rate: ratio(m, a),
+                mpki: per_kilo(m, t.instructions),
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+pub(crate) fn per_kilo(n: u64, instructions: u64) -> f64 {
+    ratio(n * 1000, instructions)
+}
+
+/// Per-process results (the JSON's `processes` entries).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcessStats {
+    pub name: String,
+    pub threads: usize,
+    pub instructions: u64,
+    pub references: u64,
+    /// Cycles its threads ran (summed over threads).
+    pub cycles: f64,
+    pub ipc: f64,
+    pub llc_accesses: u64,
+    pub llc_misses: u64,
+    pub llc_miss_rate: f64,
+    pub llc_mpki: f64,
+    /// Every level, in hierarchy order.
+    pub levels: Vec<LevelUse>,
+    pub remote_accesses: u64,
+    pub tlb_misses: u64,
+    pub page_walk_cycles: f64,
+    pub faults: u64,
+    /// Frames it was given (small pages; a huge page counts its frames).
+    pub frames: u64,
+    pub huge_pages: u64,
+    /// Pages moved to another color eagerly, and lazily at their next fault.
+    pub recolors: u64,
+    pub lazy_recolors: u64,
+    /// Pages faulted in per LLC color (the bin distribution of thesis Figure 3.3).
+    pub pages_per_color: Vec<u64>,
+    pub stalls: StallReport,
+    /// Kernel work done for it (faults, its recolors and their shootdowns, samples of it).
+    pub kernel: KernelReport,
+}
+
+/// A programmable counter's final reading on a core.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterReport {
+    pub event: Event,
+    pub raw: u64,
+    pub scaled: f64,
+    /// The exact count, to judge the multiplexing error.
+    pub exact: u64,
+    pub time_enabled: u64,
+    pub time_running: u64,
+}
+
+/// Per-core results.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CoreStats {
+    pub chip: usize,
+    pub cycles: f64,
+    pub instructions: u64,
+    pub ipc: f64,
+    pub levels: Vec<LevelUse>,
+    pub tlb_l1_misses: u64,
+    pub tlb_l2_misses: u64,
+    pub samples: u64,
+    pub context_switches: u64,
+    /// Kernel work on this core, whoever it was for.
+    pub kernel: KernelReport,
+    /// Kernel cycles with no thread to charge them to (the core had nothing else to run).
+    pub idle_kernel_cycles: f64,
+    pub counters: Vec<CounterReport>,
+}
+
+/// One process in one interval of the time series.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntervalProcess {
+    pub name: String,
+    pub instructions: u64,
+    pub cycles: f64,
+    pub ipc: f64,
+    pub llc_misses: u64,
+    pub llc_mpki: f64,
+    /// Frames it holds at the interval's end.
+    pub frames: u64,
+}
+
+/// The time series: one entry per tick.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    /// Simulated time (cycles) at the interval's end.
+    pub time: u64,
+    pub processes: Vec<IntervalProcess>,
+}
+
+/// Coherence traffic between chips.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CoherenceStats {
+    /// Line accesses another chip's cache served.
+    pub remote_accesses: u64,
+    /// Copies removed from other chips' caches by writes.
+    pub invalidations: u64,
+}
+
+/// What a run reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemReport {
+    pub policy: String,
+    pub allocator: String,
+    pub chips: usize,
+    pub processes: Vec<ProcessStats>,
+    pub cores: Vec<CoreStats>,
+    /// Per level, summed over chips.
+    pub levels: Vec<crate::cache::LevelStats>,
+    pub coherence: CoherenceStats,
+    pub intervals: Vec<Interval>,
+    pub invariants: Vec<String>,
+}
