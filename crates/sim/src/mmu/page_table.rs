@@ -279,7 +279,7 @@ impl AddressSpace {
             e.is_empty(),
             "the huge page at {vpn:#x} overlaps small pages already mapped"
         );
-        *e = Pte::new(pfn, Pte::PRESENT | Pte::HUGE);
+        *e = Pte::new(pfn, Pte::PRESENT | Pte::HUGE | Pte::ACCESSED);
         self.mapped_pages += ENTRIES;
         Ok(())
     }
@@ -319,6 +319,17 @@ impl AddressSpace {
         }
         let i = self.index(vpn, self.levels - 1) as usize;
         self.tables.get_mut(&table).map(|t| &mut t[i])
+    }
+
+    /// Set the accessed (and for a write, dirty) bit of small page `vpn`: what the walk retried
+    /// after a fault does (its reads are not simulated again; the fault's cost covers them).
+    pub fn touch(&mut self, vpn: u64, write: bool) {
+        if let Some(e) = self.leaf_mut(vpn) {
+            e.set(Pte::ACCESSED, true);
+            if write {
+                e.set(Pte::DIRTY, true);
+            }
+        }
     }
 
     /// The leaf entry of 4 KiB page `vpn`, if its tables exist.

@@ -987,7 +987,14 @@ impl System {
         }
         let t = match walk.outcome {
             WalkOutcome::Mapped { pfn, huge } => Translation { pfn, huge },
-            WalkOutcome::Fault { recolor } => self.fault(core, pid, vpn, recolor)?,
+            WalkOutcome::Fault { recolor } => {
+                let t = self.fault(core, pid, vpn, recolor)?;
+                if !t.huge {
+                    let space = self.processes[pid].space.as_mut().expect("tables");
+                    space.touch(vpn, kind.is_write());
+                }
+                t
+            }
         };
         let c = &mut self.cores[core];
         c.tlbs[L2TLB].insert(asid, vpn, t);

@@ -155,3 +155,451 @@ fn bad_system_configs_are_named() {
     let e = s.run().unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
 }
+
+fn config(text: &str) -> SystemConfig {
+    crate::config::from_toml(text).unwrap()
+}
+
+fn run_with(config: &SystemConfig, policy: Box<dyn Policy>) -> SystemReport {
+    let mut s = System::with_policy(config, policy).unwrap();
+    s.run().unwrap();
+    let r = s.report();
+    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    r
+}
+
+#[test]
+fn sharers_on_two_chips_read_remotely_and_on_one_chip_do_not() {
+    let (apart, free, total) = run(include_str!(
+        "../../../../examples/os/sharing-two-chips.toml"
+    ));
+    assert_eq!(free, total);
+    let (together, _, _) = run(include_str!(
+        "../../../../examples/os/sharing-one-chip.toml"
+    ));
+    let (a, t) = (process(&apart, "sharers"), process(&together, "sharers"));
+    eprintln!(
+        "sharers: remote {} vs {}, IPC {:.3} vs {:.3}; invalidations {} vs {}",
+        a.remote_accesses,
+        t.remote_accesses,
+        a.ipc,
+        t.ipc,
+        apart.coherence.invalidations,
+        together.coherence.invalidations
+    );
+    assert_eq!(apart.chips, 2);
+    assert_eq!(apart.cores.len(), 4);
+    assert_eq!(apart.cores[2].chip, 1);
+    // Apart, each chip's LLC holds the whole 512 KiB array, but every write takes the line
+    // from the other chip, whose next read of it is then remote; together, nothing is.
+    assert!(a.remote_accesses > a.llc_accesses / 20, "{a:?}");
+    assert_eq!(t.remote_accesses, 0);
+    assert_eq!(process(&together, "loners").remote_accesses, 0);
+    assert_eq!(together.coherence.remote_accesses, 0);
+    // Writes to shared lines cost the other chip its copies.
+    assert!(apart.coherence.invalidations > 1000);
+    assert_eq!(together.coherence.invalidations, 0);
+    assert_eq!(
+        apart.coherence.remote_accesses,
+        apart
+            .processes
+            .iter()
+            .map(|p| p.remote_accesses)
+            .sum::<u64>()
+    );
+    assert!(a.stalls.remote > 0.0 && t.stalls.remote == 0.0);
+    assert!(t.ipc > a.ipc * 1.1, "sharing an LLC is faster");
+}
+
+#[test]
+fn huge_pages_cut_tlb_misses_and_walks() {
+    let text = include_str!("../../../../examples/os/huge-pages.toml");
+    let (huge, free, total) = run(text);
+    assert_eq!(free, total, "huge pages go back whole");
+    let small_text = text.replace("huge_pages = [[0x200000000, 0x204000000]]\n", "");
+    assert_ne!(small_text, text);
+    let (small, _, _) = run(&small_text);
+    let (h, s) = (process(&huge, "big"), process(&small, "big"));
+    eprintln!(
+        "TLB misses {} vs {}, walk cycles {:.0} vs {:.0}, IPC {:.3} vs {:.3}",
+        h.tlb_misses, s.tlb_misses, h.page_walk_cycles, s.page_walk_cycles, h.ipc, s.ipc
+    );
+    assert_eq!(h.huge_pages, 32);
+    assert_eq!(h.frames, 32 * 512);
+    assert_eq!(h.faults, 32);
+    assert_eq!(s.huge_pages, 0);
+    // 64 MiB in 4 KiB pages against TLBs reaching 6.25 MiB: about 90% of references walk.
+    assert!(s.tlb_misses as f64 > 0.85 * s.references as f64, "{s:?}");
+    // 32 huge pages fit the L2 TLB: only compulsory misses remain.
+    assert!(h.tlb_misses < 100, "{h:?}");
+    assert!(h.ipc > s.ipc);
+    // The huge pages still spread over every color.
+    let colors = h.pages_per_color.len() as u64;
+    assert!(h.pages_per_color.iter().all(|&n| n == 32 * 512 / colors));
+    let bad = small_text.replace(
+        "[memory]\nram = \"256MiB\"",
+        "[memory]\nram = \"256MiB\"\nallocator = \"random\"",
+    );
+    let bad = bad.replace(
+        "name = \"big\"\n",
+        "name = \"big\"\nhuge_pages = [[0x200000000, 0x200200000]]\n",
+    );
+    let mut sys = System::new(&config(&bad)).unwrap();
+    let e = sys.run().unwrap_err().to_string();
+    assert!(
+        e.contains("`random` allocator cannot hand out huge pages"),
+        "{e}"
+    );
+}
+
+/// A test policy that moves every page of process 0 into `target` at the first tick, eagerly
+/// or lazily, and records what it saw at the next ticks.
+#[derive(Debug)]
+struct Mover {
+    lazy: bool,
+    target: ColorSet,
+    allowed: ColorSet,
+    ticks: u32,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<crate::policy::PageInfo>>>>,
+}
+
+impl Policy for Mover {
+    fn name(&self) -> &'static str {
+        "test-mover"
+    }
+    fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+        policy::Placement::default()
+    }
+    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+        &self.allowed
+    }
+    fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
+        self.ticks += 1;
+        if self.ticks == 1 {
+            for page in k.pages(0) {
+                if self.lazy {
+                    k.mark_for_recolor(0, page.vpn).unwrap();
+                } else {
+                    k.recolor(0, page.vpn, &self.target).unwrap();
+                }
+            }
+            self.allowed = self.target.clone();
+        } else {
+            self.seen.lock().unwrap().push(k.pages(0));
+            if !self.lazy && k.pages(0).len() == 256 {
+                // Every page is touched within a tick (uniform, 256 pages): all were accessed.
+                let hot = k.scan_accessed(0).unwrap();
+                assert_eq!(hot.len(), 256);
+                assert!(k.pages(0).iter().all(|p| !p.accessed));
+            }
+        }
+    }
+}
+
+#[test]
+fn eager_and_lazy_recoloring_move_pages_and_keep_their_contents() {
+    let text = include_str!("../../../../examples/os/placement-random.toml")
+        .replace("allocator = \"random\"", "allocator = \"color-pool\"")
+        .replace("[policy]\nname = \"linux\"", "[scheduler]\ntick = 2000000");
+    let mut cfg = config(&text);
+    cfg.machine.timing.copy_cycles_per_page = 3000;
+    cfg.machine.timing.shootdown_cycles = 700;
+    cfg.machine.timing.scan_cycles_per_entry = 20;
+    // A 1 MiB 16-way LLC of 4 KiB pages has 16 colors; the target is a quarter of them.
+    let colors = 16;
+    let target = ColorSet::range(colors, 0, 4).unwrap();
+    for lazy in [false, true] {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let policy = Mover {
+            lazy,
+            target: target.clone(),
+            allowed: ColorSet::all(colors),
+            ticks: 0,
+            seen: seen.clone(),
+        };
+        let r = run_with(&cfg, Box::new(policy));
+        let p = process(&r, "uniform");
+        eprintln!(
+            "lazy {lazy}: recolors {} lazy {} faults {} kernel {:?}",
+            p.recolors, p.lazy_recolors, p.faults, p.kernel
+        );
+        let seen = seen.lock().unwrap();
+        let after = &seen[0];
+        // The 1 MiB footprint is 256 pages, a quarter of them already in colors 0..16.
+        assert_eq!(after.len(), 256);
+        let moved = p.recolors + p.lazy_recolors;
+        assert!((150..=220).contains(&moved), "{moved}");
+        if lazy {
+            assert_eq!(p.recolors, 0);
+            // Marked pages are recolored as they are touched again.
+            assert!(after
+                .iter()
+                .all(|pg| pg.marked || target.contains(pg.color)));
+            assert!(seen
+                .last()
+                .unwrap()
+                .iter()
+                .all(|pg| target.contains(pg.color)));
+            // Every page faults once more (moved or just made present again).
+            assert_eq!(p.faults, 256 + 256);
+            assert_eq!(p.kernel.shootdown.count, 256, "one per marked page");
+        } else {
+            assert_eq!(p.lazy_recolors, 0);
+            assert!(after
+                .iter()
+                .all(|pg| target.contains(pg.color) && !pg.marked));
+            assert_eq!(p.faults, 256);
+            // One shootdown per move, and a flush after each access-bit scan.
+            let scans = p.kernel.scan.count;
+            assert!(scans >= 3, "{scans}");
+            assert_eq!(p.kernel.scan.cycles, (scans * 256 * 20) as f64);
+            assert_eq!(p.kernel.shootdown.count, moved + scans);
+            assert_eq!(p.kernel.shootdown.cycles, (moved + scans) as f64 * 700.0);
+        }
+        assert_eq!(p.kernel.recolor.count, moved);
+        assert_eq!(p.kernel.recolor.cycles, moved as f64 * 3000.0);
+        assert_eq!(p.frames, 256 + moved, "each move takes a new frame");
+    }
+}
+
+#[test]
+fn the_content_check_catches_a_page_that_lost_its_contents() {
+    let mut s = System::new(&config(include_str!(
+        "../../../../examples/os/placement-random.toml"
+    )))
+    .unwrap();
+    for _ in 0..200 {
+        s.run_burst(0).unwrap();
+    }
+    s.check_contents(0);
+    assert!(s.violations.is_empty());
+    let (vpn, pte, _) = s.processes[0].space.as_ref().unwrap().mappings()[3];
+    s.memory.stamp(pte.pfn(), 12345);
+    s.check_contents(0);
+    assert_eq!(s.violations.len(), 1);
+    assert!(
+        s.violations[0].contains(&format!("page {vpn:#x} lost its contents")),
+        "{:?}",
+        s.violations
+    );
+}
+
+/// Counts samples and checks each against the workload.
+#[derive(Debug)]
+struct SampleCounter {
+    all: ColorSet,
+    samples: std::sync::Arc<std::sync::Mutex<Vec<Sample>>>,
+}
+
+impl Policy for SampleCounter {
+    fn name(&self) -> &'static str {
+        "test-samples"
+    }
+    fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+        policy::Placement::default()
+    }
+    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+        &self.all
+    }
+    fn sample(&mut self, _k: &mut dyn policy::Kernel, s: &Sample) {
+        self.samples.lock().unwrap().push(*s);
+    }
+}
+
+#[test]
+fn the_sampler_interrupts_every_period_th_event_and_its_handler_pollutes_l1() {
+    let base = include_str!("../../../../examples/os/placement-random.toml")
+        .replace("footprint = \"1MiB\"", "footprint = \"32KiB\"");
+    let sampled = |period: u64, pollute: u32| {
+        let text = format!(
+            "{base}\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = {period}\ncost_cycles = 500\npollute_l1_lines = {pollute}\n"
+        );
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let policy = SampleCounter {
+            all: ColorSet::all(16),
+            samples: samples.clone(),
+        };
+        let r = run_with(&config(&text), Box::new(policy));
+        let got = samples.lock().unwrap().clone();
+        (r, got)
+    };
+    let (r, samples) = sampled(1000, 0);
+    let p = process(&r, "uniform");
+    // 800,000 aligned 8-byte loads: exactly 800 samples.
+    assert_eq!(samples.len(), 800);
+    assert_eq!(r.cores[0].samples, 800);
+    assert_eq!(p.kernel.interrupt.count, 800);
+    assert_eq!(p.kernel.interrupt.cycles, 800.0 * 500.0);
+    let base_addr = 0x2_0000_0000u64;
+    for s in &samples {
+        assert!((base_addr..base_addr + (32 << 10)).contains(&s.vaddr));
+        assert_eq!(s.vaddr & 0xfff, s.paddr & 0xfff);
+        assert_eq!((s.pid, s.thread, s.write), (0, 0, false));
+    }
+    assert!(samples.windows(2).all(|w| w[0].cycle < w[1].cycle));
+    // A 32 KiB array fills the 32 KiB L1 exactly: almost every sample is served by L1 ...
+    let l1 = samples
+        .iter()
+        .filter(|s| s.source == crate::pmu::DataSource::Level(0))
+        .count();
+    assert!(l1 > 700, "{l1}");
+    // ... unless the handler's own data evicts part of it at every sample.
+    let (quiet, _) = sampled(100, 0);
+    let (noisy, _) = sampled(100, 64);
+    let (q, n) = (process(&quiet, "uniform"), process(&noisy, "uniform"));
+    eprintln!(
+        "L1 misses: quiet {} noisy {}",
+        q.levels[0].misses, n.levels[0].misses
+    );
+    assert!(n.levels[0].misses > q.levels[0].misses + 8000);
+}
+
+#[test]
+fn multiplexed_counters_scale_and_enough_counters_are_exact() {
+    let base = include_str!("../../../../examples/os/placement-random.toml");
+    let with = |counters: usize| {
+        let text = format!(
+            "{base}\n[pmu]\ncounters = {counters}\nmux_interval = 100000\nevents = [\"cycles\", \"instructions\", \"l1d-misses\", \"l2-misses\", \"llc-misses\", \"tlb-misses\"]\n"
+        );
+        run(&text).0
+    };
+    let exact = with(6);
+    for c in &exact.cores[0].counters {
+        assert_eq!(c.raw, c.exact, "{c:?}");
+        assert_eq!(c.time_running, c.time_enabled);
+    }
+    let muxed = with(2);
+    for c in &muxed.cores[0].counters {
+        assert!(c.time_running < c.time_enabled, "{c:?}");
+        if c.event == Event::TlbMisses {
+            // Compulsory TLB misses all come at the start: a bursty event's scaled count is
+            // off (Azimi section 2's caveat), so only the steady ones are held to 10%.
+            continue;
+        }
+        let err = (c.scaled - c.exact as f64).abs() / c.exact as f64;
+        assert!(err < 0.1, "{c:?}: {err}");
+    }
+    assert_eq!(
+        exact.cores[0].counters[1].exact,
+        process(&exact, "uniform").instructions
+    );
+}
+
+#[test]
+fn the_time_series_adds_up_to_the_totals() {
+    let (r, _, _) = run(include_str!("../../../../examples/os/colors-overlap.toml"));
+    let end = r.cores.iter().map(|c| c.cycles).fold(0.0, f64::max);
+    assert_eq!(r.intervals.len() as f64, (end / 1_000_000.0).ceil());
+    assert!(r.intervals.windows(2).all(|w| w[0].time < w[1].time));
+    for (i, p) in r.processes.iter().enumerate() {
+        let ins: u64 = r
+            .intervals
+            .iter()
+            .map(|iv| iv.processes[i].instructions)
+            .sum();
+        let misses: u64 = r
+            .intervals
+            .iter()
+            .map(|iv| iv.processes[i].llc_misses)
+            .sum();
+        assert_eq!(ins, p.instructions);
+        assert_eq!(misses, p.llc_misses);
+    }
+}
+
+#[test]
+fn idle_cores_take_waiting_threads_and_policies_can_migrate() {
+    let thread = |seed: u64, refs: u64| {
+        format!("[[processes]]\nname = \"p{seed}\"\n[[processes.threads]]\nworkload = {{ seed = {seed}, phases = [{{ pattern = \"uniform\", footprint = \"64KiB\", references = {refs}, base = {} }}] }}\n", 0x1000_0000 * (seed + 1))
+    };
+    let base = include_str!("../../../../examples/os/colors-overlap.toml");
+    let machine = &base[..base.find("[[processes]]").unwrap()]
+        .replace("name = \"static\"", "name = \"linux\"");
+    let text = format!(
+        "{machine}{}{}{}",
+        thread(0, 200_000),
+        thread(1, 20_000),
+        thread(2, 200_000)
+    );
+    let makespan = |r: &SystemReport| r.cores.iter().map(|c| c.cycles).fold(0.0, f64::max);
+    let (balanced, _, _) = run(&text);
+    let (fixed, _, _) = run(&text.replace("[policy]", "[scheduler]\nbalance = false\n\n[policy]"));
+    eprintln!(
+        "makespan balanced {} fixed {}",
+        makespan(&balanced),
+        makespan(&fixed)
+    );
+    assert!(makespan(&balanced) < 0.8 * makespan(&fixed));
+    assert_eq!(
+        process(&balanced, "p2").instructions,
+        process(&fixed, "p2").instructions
+    );
+
+    #[derive(Debug)]
+    struct Migrate(ColorSet, bool);
+    impl Policy for Migrate {
+        fn name(&self) -> &'static str {
+            "test-migrate"
+        }
+        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+            policy::Placement::default()
+        }
+        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+            &self.0
+        }
+        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
+            if !self.1 {
+                self.1 = true;
+                let t = k.threads()[0];
+                assert_eq!(t.core, 0);
+                k.migrate(0, 1).unwrap();
+                assert_eq!(k.threads()[0].core, 1);
+                assert!(k.migrate(0, 9).is_err());
+            }
+        }
+    }
+    let mut cfg = config(&text);
+    cfg.scheduler.balance = false;
+    cfg.scheduler.tick = 100_000;
+    cfg.machine.timing.migration_cycles = 5000;
+    let r = run_with(&cfg, Box::new(Migrate(ColorSet::all(16), false)));
+    let p0 = process(&r, "p0");
+    assert_eq!(p0.kernel.migration.count, 1);
+    assert_eq!(p0.kernel.migration.cycles, 5000.0);
+    assert_eq!(p0.instructions, 200_000);
+}
+
+#[test]
+fn machine_and_pmu_mistakes_are_named() {
+    let base = include_str!("../../../../examples/os/sharing-two-chips.toml");
+    let err = |text: &str| match System::new(&config(text)) {
+        Err(Error::Config(e)) => e,
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let e = err(&base.replace("remote_latency = 120\n", ""));
+    assert_eq!(e.field, "machine.timing.remote_latency");
+    let e = err(&base.replace("chips = 2", "chips = 0"));
+    assert!(e.message.contains("allowed 1..=32"), "{}", e.message);
+    let e = err(&base.replace(
+        "name = \"loners\"\n",
+        "name = \"loners\"\nhuge_pages = [[0x1000, 0x200000]]\n",
+    ));
+    assert_eq!(e.field, "processes[1].huge_pages");
+    let e = err(&format!(
+        "{base}\n[pmu.sampling]\nevent = \"cycles\"\nperiod = 10\n"
+    ));
+    assert!(e.message.contains("no data address"), "{}", e.message);
+    let e = err(&format!(
+        "{base}\n[pmu.sampling]\nevent = \"llc-misses\"\nperiod = 10\npollute_l1_lines = 65\n"
+    ));
+    assert_eq!(e.field, "pmu.sampling.pollute_l1_lines");
+    let e = err(&format!("{base}\n[pmu]\ncounters = 0\n"));
+    assert!(
+        e.message.contains("at least one physical counter"),
+        "{}",
+        e.message
+    );
+    let e = err(&base.replace("pin = [0, 2]", "pin = [0, 4]"));
+    assert!(e.message.contains("within 0..4"), "{}", e.message);
+}
