@@ -349,6 +349,9 @@ pub struct Hierarchy {
     /// Use the lean engine when it applies (on by default; off to test it against the general
     /// path).
     lean_enabled: bool,
+    lean_units: lean::UnitCache,
+    /// `access_lean` ran since the general path last looked: its `last` shortcuts are stale.
+    last_stale: bool,
 }
 
 impl Hierarchy {
@@ -434,6 +437,8 @@ impl Hierarchy {
             has_prefetchers,
             lean: None,
             lean_enabled: true,
+            lean_units: lean::UnitCache::default(),
+            last_stale: false,
             line_shift: config.line_size.trailing_zeros(),
             cores,
             inclusion: config.inclusion,
@@ -496,6 +501,15 @@ impl Hierarchy {
     /// Simulate one record. Returns where its (last) line was served.
     #[inline]
     pub fn access(&mut self, r: &Record) -> u8 {
+        if self.lean_ready() {
+            return self.access_lean(r);
+        }
+        if self.last_stale {
+            self.last_stale = false;
+            for l in &mut self.last {
+                *l = [LastLine::default(); 2];
+            }
+        }
         self.records += 1;
         let core = self.core_of(r.thread);
         let first = r.addr >> self.line_shift;

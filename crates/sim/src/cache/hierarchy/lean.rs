@@ -21,7 +21,7 @@ What it uses from the trace being known ahead (as `run_block` does):
 */
 use super::super::replacement::move_to_front;
 use super::super::{flags, LeanParts, LineMeta, INVALID};
-use super::{Hierarchy, LastLine, MemoryStats, MAX_DEPTH};
+use super::{Hierarchy, LastLine, MemoryStats, MAX_DEPTH, SERVED_BY_MEMORY};
 use crate::cache::prefetch_read;
 use crate::cache::stats::Counters;
 use crate::trace::{Kind, Record};
@@ -73,6 +73,29 @@ struct PrefetchList {
     units: [u16; MAX_DEPTH],
     len: u8,
 }
+
+/// The lean engine's view of the caches, built at its first use. The units are raw pointers
+/// into the hierarchy's own heap arrays (which never move or reallocate once built), so a
+/// clone of the hierarchy must not inherit them: cloning gives an empty cache, rebuilt for the
+/// clone's own arrays.
+#[derive(Default)]
+pub(super) struct UnitCache(Option<Vec<Unit>>);
+
+impl Clone for UnitCache {
+    fn clone(&self) -> Self {
+        UnitCache(None)
+    }
+}
+
+impl std::fmt::Debug for UnitCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UnitCache({})", if self.0.is_some() { "built" } else { "empty" })
+    }
+}
+
+// SAFETY: the pointers address arrays owned by the same `Hierarchy`, which moves between
+// threads as a whole; nothing else holds them.
+unsafe impl Send for UnitCache {}
 
 /// What `Hierarchy::new` precomputes for the lean engine.
 #[derive(Debug, Clone, Default)]
@@ -190,10 +213,8 @@ impl Hierarchy {
         self.lean_enabled && self.lean.is_some() && !(self.prefetch_enabled && self.has_prefetchers)
     }
 
-    /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
-    #[inline(never)]
-    pub(super) fn run_block_lean<R: LeanInput + ?Sized>(&mut self, recs: &R) {
-        let plan = self.lean.take().expect("lean_ready checked");
+    /// The lean view of every cache instance, built once per hierarchy (see `UnitCache`).
+    fn build_units(&mut self, plan: &LeanPlan) -> Vec<Unit> {
         let mut units = Vec::with_capacity(plan.units.len());
         for &(lv, inst) in &plan.units {
             let level = &mut self.levels[lv];
@@ -221,6 +242,62 @@ impl Hierarchy {
                 host_prefetch: parts.state_bytes >= HOST_PREFETCH_MIN_STATE,
             });
         }
+        units
+    }
+
+    /// One record through the lean engine (`lean_ready`); returns where its last line was
+    /// served, as `access` does. The whole-system engine sends records one at a time, with
+    /// translation between them, so this is its path to the lean engine.
+    #[inline]
+    pub(super) fn access_lean(&mut self, r: &Record) -> u8 {
+        let plan = self.lean.take().expect("lean_ready checked");
+        if self.lean_units.0.is_none() {
+            self.lean_units.0 = Some(self.build_units(&plan));
+        }
+        // The general path's first-level shortcut relies on epochs this path does not keep.
+        self.last_stale = true;
+        let units = self.lean_units.0.as_deref().expect("built above");
+        let core = if self.cores == 1 {
+            0
+        } else {
+            r.thread as usize % self.cores
+        };
+        let path = &plan.paths[core][r.kind.is_instruction() as usize];
+        let first = r.addr >> self.line_shift;
+        let end = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.line_shift;
+        self.records += 1;
+        let lines = end - first + 1;
+        self.line_accesses += lines;
+        let served = if path.len == 0 {
+            self.unserved += lines;
+            SERVED_BY_MEMORY
+        } else {
+            let mut depth = 0;
+            for line in first..=end {
+                // SAFETY: the units point into this hierarchy's own arrays (`UnitCache`);
+                // every index is a set of the unit's own geometry.
+                depth = unsafe {
+                    access_line(units, path, &mut self.memory, line, r.kind, r.privileged).1
+                };
+            }
+            if depth == path.len as usize {
+                SERVED_BY_MEMORY
+            } else {
+                plan.units[path.units[depth] as usize].0 as u8
+            }
+        };
+        self.lean = Some(plan);
+        served
+    }
+
+    /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
+    #[inline(never)]
+    pub(super) fn run_block_lean<R: LeanInput + ?Sized>(&mut self, recs: &R) {
+        let plan = self.lean.take().expect("lean_ready checked");
+        if self.lean_units.0.is_none() {
+            self.lean_units.0 = Some(self.build_units(&plan));
+        }
+        let units = self.lean_units.0.take().expect("built above");
         let prefetch_lists: Vec<[PrefetchList; 2]> = plan
             .paths
             .iter()
@@ -285,7 +362,7 @@ impl Hierarchy {
             }
             line_accesses += 1;
             // SAFETY: as above.
-            let slot =
+            let (slot, _) =
                 unsafe { access_line(&units, path, &mut memory, first, r.kind, r.privileged) };
             // The records that follow on the same line, core and class are first-level hits on
             // the slot just served (nothing else has touched that cache since), and the line
@@ -334,6 +411,7 @@ impl Hierarchy {
         for l in &mut self.last {
             *l = [LastLine::default(); 2];
         }
+        self.lean_units.0 = Some(units);
         self.lean = Some(plan);
     }
 }
@@ -418,7 +496,8 @@ fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
     }
 }
 
-/// One demand access to `line`; returns the first level's slot holding it afterwards.
+/// One demand access to `line`; returns the first level's slot holding it afterwards and the
+/// depth on the path that served it (the path's length for memory).
 /// Same steps as `Hierarchy::access_line` for these configurations: look up level by level
 /// until a hit (counting each), then fill every level that missed, deepest first, reusing the
 /// lookup's scan; a store dirties the first level's copy.
@@ -430,13 +509,14 @@ unsafe fn access_line(
     line: u64,
     kind: Kind,
     privileged: bool,
-) -> usize {
+) -> (usize, usize) {
     let n = path.len as usize;
     // Written at each depth that misses before it is read (zeroing it cost more than a level's
     // lookup).
     let mut missed = [std::mem::MaybeUninit::<(usize, usize, u32)>::uninit(); MAX_DEPTH];
     let mut slot = 0;
     let mut d = 0;
+    let served;
     unsafe {
         while d < n {
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
@@ -465,6 +545,7 @@ unsafe fn access_line(
         if d == n {
             memory.reads += 1;
         }
+        served = d;
         let meta = LineMeta {
             asid: 0,
             flags: if privileged { flags::PRIVILEGED } else { 0 },
@@ -481,7 +562,7 @@ unsafe fn access_line(
             (*u.meta.add(slot)).flags |= flags::DIRTY;
         }
     }
-    slot
+    (slot, served)
 }
 
 /// Put `line` (absent) into its set of the unit at depth `d`: an invalid way if any, else the
