@@ -640,3 +640,54 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Records one at a time through `access` (as the system engine sends them), the lean
+    /// engine against the general path: the level that served each record, the statistics and
+    /// every line must agree, also when some records' lines are removed by coherence
+    /// invalidations in between and when the prefetchers are switched on for a while (the
+    /// general path then runs on the lean engine's state and back).
+    #[test]
+    fn single_record_access_equals_general_path(
+        recs in privileged_trace(),
+        cores in 1u32..4,
+        shape in 0u8..3,
+        ways in prop_oneof![Just(1u32), Just(2), Just(8), Just(12), Just(16)],
+        prefetch_level in 0usize..4,
+        invalidate_every in 3usize..40,
+        prefetch_window in (0usize..200, 0usize..60),
+    ) {
+        let cfg = lean_config(cores, shape, ways, prefetch_level);
+        let mut lean = Hierarchy::new(&cfg).unwrap();
+        let mut general = Hierarchy::new(&cfg).unwrap();
+        general.set_lean_engine(false);
+        let (from, len) = prefetch_window;
+        let mut used_lean = false;
+        for (i, r) in recs.iter().enumerate() {
+            let prefetch = (from..from + len).contains(&i);
+            for h in [&mut lean, &mut general] {
+                h.set_prefetch_enabled(prefetch);
+            }
+            used_lean |= lean.uses_lean_engine();
+            lean.prefetch_host(r);
+            prop_assert_eq!(lean.access(r), general.access(r), "record {}", i);
+            if i % invalidate_every == 0 {
+                let victim = recs[i / 2].addr;
+                prop_assert_eq!(lean.holds(victim), general.holds(victim));
+                prop_assert_eq!(lean.invalidate_line(victim), general.invalidate_line(victim));
+            }
+        }
+        prop_assert!(used_lean || recs.len() <= from + len, "the lean engine never ran");
+        prop_assert_eq!(lean.stats(), general.stats());
+        prop_assert!(lean.check_invariants().is_empty(), "{:?}", lean.check_invariants());
+        for lv in 0..cfg.levels.len() {
+            for core in 0..cfg.cores as usize {
+                let a: Vec<_> = lean.cache(lv, core).valid_lines().collect();
+                let b: Vec<_> = general.cache(lv, core).valid_lines().collect();
+                prop_assert_eq!(a, b, "contents of level {} core {}", lv, core);
+            }
+        }
+    }
+}

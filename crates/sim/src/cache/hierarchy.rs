@@ -498,6 +498,16 @@ impl Hierarchy {
         self.inclusion == Inclusion::Exclusive && level == self.levels.len() - 1
     }
 
+    /// Hint that `r` comes soon: the host prefetches the simulated sets it will visit in the
+    /// levels whose state does not stay in the host's caches (lean engine only; a no-op
+    /// otherwise). Changes nothing simulated.
+    #[inline]
+    pub fn prefetch_host(&mut self, r: &Record) {
+        if self.lean_ready() {
+            self.host_prefetch_lean(r);
+        }
+    }
+
     /// Simulate one record. Returns where its (last) line was served.
     #[inline]
     pub fn access(&mut self, r: &Record) -> u8 {

@@ -22,21 +22,25 @@ pub struct Translation {
     pub huge: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    asid: u32,
-    /// Virtual page number of the entry's page size (vpn, or vpn >> 9 for 2 MiB).
-    page: u64,
-    huge: bool,
-    pfn: Pfn,
-    last_use: u64,
-}
+/// An empty slot's key (no page number reaches it).
+const EMPTY: u64 = u64::MAX;
 
+/// The TLB's slots as parallel arrays, so a lookup compares packed keys of one set, one host
+/// line or two, instead of walking optional structs (the whole-system engine looks up a TLB
+/// for every reference).
 #[derive(Debug, Clone)]
 pub struct Tlb {
     sets: u64,
+    /// `sets - 1` when the set count is a power of two (a mask instead of a division).
+    set_mask: Option<u64>,
     ways: usize,
-    slots: Vec<Option<Entry>>,
+    /// Per slot: `page << 1 | huge` (the page number of the entry's size), or EMPTY.
+    keys: Vec<u64>,
+    asids: Vec<u32>,
+    pfns: Vec<Pfn>,
+    last_use: Vec<u64>,
+    /// 2 MiB entries held: the second probe of a lookup is skipped while there are none.
+    huge_entries: usize,
     clock: u64,
     pub hits: u64,
     pub misses: u64,
@@ -55,45 +59,80 @@ impl Tlb {
                 ),
             ));
         }
+        let sets = (entries / ways) as u64;
+        let n = entries as usize;
         Ok(Tlb {
-            sets: (entries / ways) as u64,
+            sets,
+            set_mask: sets.is_power_of_two().then_some(sets - 1),
             ways: ways as usize,
-            slots: vec![None; entries as usize],
+            keys: vec![EMPTY; n],
+            asids: vec![0; n],
+            pfns: vec![0; n],
+            last_use: vec![0; n],
+            huge_entries: 0,
             clock: 0,
             hits: 0,
             misses: 0,
         })
     }
 
-    fn set_range(&self, page: u64) -> std::ops::Range<usize> {
-        let s = (page % self.sets) as usize * self.ways;
-        s..s + self.ways
+    #[inline]
+    fn set_start(&self, page: u64) -> usize {
+        let set = match self.set_mask {
+            Some(m) => page & m,
+            None => page % self.sets,
+        };
+        set as usize * self.ways
+    }
+
+    #[inline]
+    fn find(&self, asid: u32, page: u64, huge: bool) -> Option<usize> {
+        let key = page << 1 | huge as u64;
+        let s = self.set_start(page);
+        (s..s + self.ways).find(|&i| self.keys[i] == key && self.asids[i] == asid)
     }
 
     /// Translate 4 KiB page `vpn` of `asid`: a 4 KiB entry for it, or a 2 MiB entry covering it.
     /// Counts a hit or a miss.
+    #[inline]
     pub fn lookup(&mut self, asid: u32, vpn: u64) -> Option<Translation> {
         self.clock += 1;
-        for (page, huge) in [(vpn, false), (vpn >> HUGE_SHIFT, true)] {
-            let range = self.set_range(page);
-            let clock = self.clock;
-            if let Some(e) = self.slots[range]
-                .iter_mut()
-                .flatten()
-                .find(|e| e.asid == asid && e.page == page && e.huge == huge)
-            {
-                e.last_use = clock;
+        if let Some(i) = self.find(asid, vpn, false) {
+            self.last_use[i] = self.clock;
+            self.hits += 1;
+            return Some(Translation {
+                pfn: self.pfns[i],
+                huge: false,
+            });
+        }
+        if self.huge_entries > 0 {
+            if let Some(i) = self.find(asid, vpn >> HUGE_SHIFT, true) {
+                self.last_use[i] = self.clock;
                 self.hits += 1;
-                let pfn = if huge {
-                    e.pfn + (vpn & ((1 << HUGE_SHIFT) - 1))
-                } else {
-                    e.pfn
-                };
-                return Some(Translation { pfn, huge });
+                return Some(Translation {
+                    pfn: self.pfns[i] + (vpn & ((1 << HUGE_SHIFT) - 1)),
+                    huge: true,
+                });
             }
         }
         self.misses += 1;
         None
+    }
+
+    /// The frame of `vpn` if a 4 KiB entry holds it, without counting or touching anything
+    /// (for the host prefetch of coming references; not something hardware does).
+    #[inline]
+    pub fn peek(&self, asid: u32, vpn: u64) -> Option<Pfn> {
+        self.find(asid, vpn, false).map(|i| self.pfns[i])
+    }
+
+    fn clear(&mut self, i: usize) {
+        if self.keys[i] != EMPTY {
+            if self.keys[i] & 1 == 1 {
+                self.huge_entries -= 1;
+            }
+            self.keys[i] = EMPTY;
+        }
     }
 
     /// Insert a translation after a walk (the least recently used entry of the set goes).
@@ -105,38 +144,30 @@ impl Tlb {
         } else {
             t.pfn
         };
-        let range = self.set_range(page);
-        let set = &mut self.slots[range];
+        let key = page << 1 | t.huge as u64;
+        let s = self.set_start(page);
+        let set = s..s + self.ways;
         let victim = set
-            .iter()
-            .position(|s| {
-                s.is_none()
-                    || s.is_some_and(|e| e.asid == asid && e.page == page && e.huge == t.huge)
-            })
-            .unwrap_or_else(|| {
-                (0..set.len())
-                    .min_by_key(|&i| set[i].map_or(0, |e| e.last_use))
-                    .expect("ways > 0")
-            });
-        set[victim] = Some(Entry {
-            asid,
-            page,
-            huge: t.huge,
-            pfn,
-            last_use: self.clock,
-        });
+            .clone()
+            .find(|&i| self.keys[i] == EMPTY || (self.keys[i] == key && self.asids[i] == asid))
+            .unwrap_or_else(|| set.min_by_key(|&i| self.last_use[i]).expect("ways > 0"));
+        self.clear(victim);
+        self.keys[victim] = key;
+        self.asids[victim] = asid;
+        self.pfns[victim] = pfn;
+        self.last_use[victim] = self.clock;
+        if t.huge {
+            self.huge_entries += 1;
+        }
     }
 
     /// Shootdown of one 4 KiB page (and a 2 MiB entry covering it). Returns entries removed.
     pub fn invalidate(&mut self, asid: u32, vpn: u64) -> usize {
         let mut n = 0;
         for (page, huge) in [(vpn, false), (vpn >> HUGE_SHIFT, true)] {
-            let range = self.set_range(page);
-            for s in &mut self.slots[range] {
-                if s.is_some_and(|e| e.asid == asid && e.page == page && e.huge == huge) {
-                    *s = None;
-                    n += 1;
-                }
+            if let Some(i) = self.find(asid, page, huge) {
+                self.clear(i);
+                n += 1;
             }
         }
         n
@@ -145,9 +176,9 @@ impl Tlb {
     /// Drop every entry of `asid` (process exit, full flush). Returns entries removed.
     pub fn flush_asid(&mut self, asid: u32) -> usize {
         let mut n = 0;
-        for s in &mut self.slots {
-            if s.is_some_and(|e| e.asid == asid) {
-                *s = None;
+        for i in 0..self.keys.len() {
+            if self.keys[i] != EMPTY && self.asids[i] == asid {
+                self.clear(i);
                 n += 1;
             }
         }
@@ -155,7 +186,7 @@ impl Tlb {
     }
 
     pub fn occupancy(&self) -> usize {
-        self.slots.iter().flatten().count()
+        self.keys.iter().filter(|&&k| k != EMPTY).count()
     }
 }
 

@@ -45,7 +45,7 @@ use crate::memory::{AllocRequest, ColorSet, Owner, PhysicalMemory};
 use crate::mmu::{AddressSpace, Tlb, TlbConfig, Translation, WalkOutcome, ENTRIES};
 use crate::pmu::{CounterSet, DataSource, Event, EventCounts, Sample, Sampler};
 use crate::policy::{self, Policy, ProcessCounts, ProcessInfo, SchedEvent, Tick};
-use crate::timing::{Served, StallBreakdown, StallCause, Timing};
+use crate::timing::{Served, StallCause, Timing};
 use crate::trace::{self, Format, Kind, Record, RecordSource};
 use crate::workload::Workload;
 use coherence::Coherence;
@@ -140,6 +140,8 @@ pub struct System {
 }
 
 const BURST: usize = 64;
+/// How far ahead in a thread's records the host prefetch looks (as the lean engine's `AHEAD`).
+const HOST_AHEAD: usize = 12;
 const L1D: usize = 0;
 const L1I: usize = 1;
 const L2TLB: usize = 2;
@@ -567,6 +569,10 @@ impl System {
             let th = &mut self.threads[tid];
             let r = th.buf[th.pos];
             th.pos += 1;
+            if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                let pid = th.pid;
+                self.host_prefetch(core, pid, &ahead);
+            }
             self.step(core, tid, &r)?;
             if self.cores[core].current != Some(tid) {
                 break; // a policy moved it elsewhere
@@ -759,7 +765,9 @@ impl System {
     /// One record of thread `tid` on `core`.
     fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
         let pid = self.threads[tid].pid;
-        let mut b = StallBreakdown::default();
+        // Milli-cycles charged to the core's breakdown by this record (kernel work included
+        // is charged by `charge_kernel`, which moves the clock itself).
+        let mut spent = 0;
         let page_mask = (1u64 << self.page_shift) - 1;
         let size = r.size.max(1) as u64;
         let first_page = r.addr >> self.page_shift;
@@ -776,7 +784,7 @@ impl System {
             } else {
                 (vpn << self.page_shift) | page_mask
             };
-            let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, &mut b)?;
+            let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, &mut spent)?;
             let paddr = (pfn << self.page_shift) | (start & page_mask);
             let part = Record {
                 addr: paddr,
@@ -795,18 +803,19 @@ impl System {
             } else {
                 Served::Level(served as usize)
             };
-            self.timing.reference(&mut b, s);
+            spent += self.timing.reference(&mut c.tally.breakdown, s);
             if path == 0 && c.sampler.is_some() {
                 self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
             }
         }
         let instructions = (r.icount as u64).max(1);
-        self.timing.instructions(&mut b, instructions);
         let c = &mut self.cores[core];
+        spent += self
+            .timing
+            .instructions(&mut c.tally.breakdown, instructions);
         c.tally.instructions += instructions;
         c.tally.references += 1;
-        c.tally.breakdown.accumulate(&b);
-        c.clock_milli += b.total_milli();
+        c.clock_milli += spent;
         Ok(())
     }
 
@@ -823,6 +832,23 @@ impl System {
             self.coherence
                 .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
         (served, remote)
+    }
+
+    /// A record of `pid` comes `HOST_AHEAD` places later on `core`: if the L2 TLB already
+    /// translates it, have the host prefetch the simulated sets it will visit (the system's
+    /// version of `run_block`'s look-ahead; changes nothing simulated).
+    #[inline]
+    fn host_prefetch(&mut self, core: usize, pid: usize, r: &Record) {
+        let c = &self.cores[core];
+        if let Some(pfn) = c.tlbs[L2TLB].peek(pid as u32, r.addr >> self.page_shift) {
+            let page_mask = (1u64 << self.page_shift) - 1;
+            let rec = Record {
+                addr: (pfn << self.page_shift) | (r.addr & page_mask),
+                thread: c.local,
+                ..*r
+            };
+            self.chips[c.chip].prefetch_host(&rec);
+        }
     }
 
     /// Count an occurrence of the sampled event, and take the sample when it is due.
@@ -942,7 +968,7 @@ impl System {
         pid: usize,
         vpn: u64,
         kind: Kind,
-        b: &mut StallBreakdown,
+        spent: &mut u64,
     ) -> Result<(u64, bool), Error> {
         let asid = pid as u32;
         let l1 = if kind.is_instruction() { L1I } else { L1D };
@@ -983,7 +1009,9 @@ impl System {
             } else {
                 Served::Level(served as usize)
             };
-            c.tally.walk_milli += self.timing.walk_read(b, s);
+            let w = self.timing.walk_read(&mut c.tally.breakdown, s);
+            c.tally.walk_milli += w;
+            *spent += w;
         }
         let t = match walk.outcome {
             WalkOutcome::Mapped { pfn, huge } => Translation { pfn, huge },

@@ -197,18 +197,22 @@ impl Timing {
 
     /// `n` instructions retired at the base CPI.
     #[inline]
-    pub fn instructions(&self, b: &mut StallBreakdown, n: u64) {
-        b.completion += n * self.cpi_milli;
+    pub fn instructions(&self, b: &mut StallBreakdown, n: u64) -> u64 {
+        let c = n * self.cpi_milli;
+        b.completion += c;
+        c
     }
 
-    /// A data or instruction reference served at `s`.
+    /// A data or instruction reference served at `s`; returns the milli-cycles charged.
     #[inline]
-    pub fn reference(&self, b: &mut StallBreakdown, s: Served) {
-        match s {
-            Served::Level(i) => b.stalls[self.level_cause[i] as usize] += self.level_stall[i],
-            Served::Dram => b.stalls[StallCause::Dram as usize] += self.dram_stall,
-            Served::Remote => b.stalls[StallCause::Remote as usize] += self.remote_stall,
-        }
+    pub fn reference(&self, b: &mut StallBreakdown, s: Served) -> u64 {
+        let (cause, c) = match s {
+            Served::Level(i) => (self.level_cause[i], self.level_stall[i]),
+            Served::Dram => (StallCause::Dram, self.dram_stall),
+            Served::Remote => (StallCause::Remote, self.remote_stall),
+        };
+        b.stalls[cause as usize] += c;
+        c
     }
 
     /// One page-table entry read by a walk, served at `s` (walks are serial: full latency).

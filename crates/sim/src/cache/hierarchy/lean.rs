@@ -79,17 +79,21 @@ struct PrefetchList {
 /// clone of the hierarchy must not inherit them: cloning gives an empty cache, rebuilt for the
 /// clone's own arrays.
 #[derive(Default)]
-pub(super) struct UnitCache(Option<Vec<Unit>>);
+pub(super) struct UnitCache(Option<Vec<Unit>>, Vec<[PrefetchList; 2]>);
 
 impl Clone for UnitCache {
     fn clone(&self) -> Self {
-        UnitCache(None)
+        UnitCache(None, Vec::new())
     }
 }
 
 impl std::fmt::Debug for UnitCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "UnitCache({})", if self.0.is_some() { "built" } else { "empty" })
+        write!(
+            f,
+            "UnitCache({})",
+            if self.0.is_some() { "built" } else { "empty" }
+        )
     }
 }
 
@@ -245,17 +249,63 @@ impl Hierarchy {
         units
     }
 
+    fn ensure_units(&mut self, plan: &LeanPlan) {
+        if self.lean_units.0.is_none() {
+            let units = self.build_units(plan);
+            self.lean_units.1 = plan
+                .paths
+                .iter()
+                .map(|pair| {
+                    pair.map(|p| {
+                        let mut list = PrefetchList::default();
+                        for &u in &p.units[..p.len as usize] {
+                            if units[u as usize].host_prefetch {
+                                list.units[list.len as usize] = u;
+                                list.len += 1;
+                            }
+                        }
+                        list
+                    })
+                })
+                .collect();
+            self.lean_units.0 = Some(units);
+        }
+    }
+
+    /// Bring into the host's caches the simulated sets a coming record will visit, at the
+    /// levels too big to stay there (`HOST_PREFETCH_MIN_STATE`): what `run_block` does for
+    /// records `AHEAD` places on, for a caller that feeds records one at a time but knows its
+    /// next ones (the system engine, once it can translate them).
+    #[inline]
+    pub(super) fn host_prefetch_lean(&mut self, r: &Record) {
+        if self.lean_units.0.is_none() {
+            let plan = self.lean.take().expect("lean_ready checked");
+            self.ensure_units(&plan);
+            self.lean = Some(plan);
+        }
+        let units = self.lean_units.0.as_deref().expect("built above");
+        let core = if self.cores == 1 {
+            0
+        } else {
+            r.thread as usize % self.cores
+        };
+        let list = &self.lean_units.1[core][r.kind.is_instruction() as usize];
+        host_prefetch(units, list, r.addr >> self.line_shift);
+    }
+
     /// One record through the lean engine (`lean_ready`); returns where its last line was
     /// served, as `access` does. The whole-system engine sends records one at a time, with
     /// translation between them, so this is its path to the lean engine.
     #[inline]
     pub(super) fn access_lean(&mut self, r: &Record) -> u8 {
-        let plan = self.lean.take().expect("lean_ready checked");
         if self.lean_units.0.is_none() {
-            self.lean_units.0 = Some(self.build_units(&plan));
+            let plan = self.lean.take().expect("lean_ready checked");
+            self.ensure_units(&plan);
+            self.lean = Some(plan);
         }
         // The general path's first-level shortcut relies on epochs this path does not keep.
         self.last_stale = true;
+        let plan = self.lean.as_ref().expect("lean_ready checked");
         let units = self.lean_units.0.as_deref().expect("built above");
         let core = if self.cores == 1 {
             0
@@ -268,52 +318,31 @@ impl Hierarchy {
         self.records += 1;
         let lines = end - first + 1;
         self.line_accesses += lines;
-        let served = if path.len == 0 {
+        if path.len == 0 {
             self.unserved += lines;
+            return SERVED_BY_MEMORY;
+        }
+        let mut depth = 0;
+        for line in first..=end {
+            // SAFETY: the units point into this hierarchy's own arrays (`UnitCache`); every
+            // index is a set of the unit's own geometry.
+            depth =
+                unsafe { access_line(units, path, &mut self.memory, line, r.kind, r.privileged).1 };
+        }
+        if depth == path.len as usize {
             SERVED_BY_MEMORY
         } else {
-            let mut depth = 0;
-            for line in first..=end {
-                // SAFETY: the units point into this hierarchy's own arrays (`UnitCache`);
-                // every index is a set of the unit's own geometry.
-                depth = unsafe {
-                    access_line(units, path, &mut self.memory, line, r.kind, r.privileged).1
-                };
-            }
-            if depth == path.len as usize {
-                SERVED_BY_MEMORY
-            } else {
-                plan.units[path.units[depth] as usize].0 as u8
-            }
-        };
-        self.lean = Some(plan);
-        served
+            plan.units[path.units[depth] as usize].0 as u8
+        }
     }
 
     /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
     #[inline(never)]
     pub(super) fn run_block_lean<R: LeanInput + ?Sized>(&mut self, recs: &R) {
         let plan = self.lean.take().expect("lean_ready checked");
-        if self.lean_units.0.is_none() {
-            self.lean_units.0 = Some(self.build_units(&plan));
-        }
+        self.ensure_units(&plan);
         let units = self.lean_units.0.take().expect("built above");
-        let prefetch_lists: Vec<[PrefetchList; 2]> = plan
-            .paths
-            .iter()
-            .map(|pair| {
-                pair.map(|p| {
-                    let mut list = PrefetchList::default();
-                    for &u in &p.units[..p.len as usize] {
-                        if units[u as usize].host_prefetch {
-                            list.units[list.len as usize] = u;
-                            list.len += 1;
-                        }
-                    }
-                    list
-                })
-            })
-            .collect();
+        let prefetch_lists = std::mem::take(&mut self.lean_units.1);
         // Traffic to and from memory, written back to `self` after the block.
         let mut memory = self.memory;
         let line_shift = self.line_shift;
@@ -412,6 +441,7 @@ impl Hierarchy {
             *l = [LastLine::default(); 2];
         }
         self.lean_units.0 = Some(units);
+        self.lean_units.1 = prefetch_lists;
         self.lean = Some(plan);
     }
 }
