@@ -21,6 +21,11 @@ Not here yet (issue 3): several chips with coherence, huge pages, thread migrati
 balancing, the PMU wired to policies (ticks, samples), eager/lazy recoloring through policies,
 per-interval time series.
 */
+pub mod detect;
+pub mod presets;
+
+pub use presets::{system_config_from_json, system_config_from_toml};
+
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::cache::{Hierarchy, HierarchyConfig};
 use crate::error::{ConfigError, Error};
