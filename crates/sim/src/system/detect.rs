@@ -445,7 +445,7 @@ fn render(
     );
     let _ = writeln!(
         t,
-        "# cycles), in the order of the levels above ({}). Measure yours with `cachecolor bench`.",
+        "# cycles), in the order of the levels above ({}); replace them with your machine's figures.",
         names.join(", ")
     );
     let lat: Vec<String> = caches
