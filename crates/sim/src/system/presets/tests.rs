@@ -93,10 +93,15 @@ fn single_chip_presets_run_a_system_and_multi_chip_ones_fail_only_on_chips() {
                 assert!(r.invariants.is_empty(), "{}: {:?}", p.name, r.invariants);
                 assert_eq!(r.processes[0].instructions, 20_000, "{}", p.name);
             }
-            // Multi-chip simulation is not in the engine yet; everything else must be valid.
+            // Multi-chip simulation is not in the engine yet; everything else must be valid, and
+            // one chip of the machine runs.
             Err(crate::Error::Config(e)) => {
                 assert!(cfg.machine.chips > 1, "{}: {e}", p.name);
                 assert_eq!(e.field, "machine.chips", "{}: {e}", p.name);
+                let one = system_config_from_toml(&system_text(p.name, "chips = 1")).unwrap();
+                let mut s = System::new(&one).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+                s.run().unwrap();
+                assert!(s.report().invariants.is_empty(), "{}", p.name);
             }
             Err(e) => panic!("{}: {e}", p.name),
         }
@@ -222,6 +227,9 @@ fn the_power7_page_size_of_the_thesis_is_one_override_away() {
     let s = summarize("power7-740", "", &cfg.machine).unwrap();
     assert_eq!(s.llc_colors, 8);
     assert_eq!(s.levels.len(), 4, "the preset's levels are kept");
+    let mut sys = System::new(&cfg).unwrap();
+    sys.run().unwrap();
+    assert!(sys.report().invariants.is_empty());
 }
 
 #[test]
