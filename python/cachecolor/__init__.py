@@ -15,6 +15,8 @@ Public API (everything here is re-exported from submodules; see each for details
     trace_info(path, format="native") -> dict
     capture(program_args, out, backend="auto", ...) -> dict
     presets.detect() -> dict                      # this machine's hierarchy as a config
+    presets.machine(name) -> dict                 # a paper's machine ([machine] table), or "detect"
+    presets.machine_names() -> list[str]
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust

@@ -61,7 +61,19 @@ def simulate_arrays(
     """Simulate in-memory columns (uint64 addresses; uint8 kinds, uint16 sizes, uint32 threads/icounts, uint8 privileged)."""
 
 def simulate_system(text: str, format: str = "toml") -> str:
-    """Run a whole system (machine, memory, policy, processes); the report as JSON."""
+    """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON."""
+
+def machine_names() -> list[str]:
+    """Every name ``[machine] preset`` accepts: the presets, then "detect"."""
+
+def machine_toml(name: str, cpu_dir: Optional[_Path] = None) -> str:
+    """A preset's ``[machine]`` TOML (comments included), or the host's for "detect" (from ``cpu_dir``)."""
+
+def machine_json(name: str, cpu_dir: Optional[_Path] = None) -> str:
+    """A preset's (or the detected host's) ``[machine]`` table as JSON."""
+
+def machine_summaries(name: Optional[str] = None, cpu_dir: Optional[_Path] = None) -> str:
+    """JSON list of machine summaries (chips, cores, levels with colors, llc_colors): every preset, or ``name``."""
 
 def read_trace(path: _Path, format: str = "native", limit: Optional[int] = None) -> dict[str, Any]:
     """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged (+ metadata, version, truncated)."""

@@ -1,4 +1,18 @@
-"""Machine presets: hierarchies to simulate on, as configs.
+"""Machine presets: the papers' machines and this host, as configs.
+
+Whole-system machines (``[machine]`` tables, crates/sim/presets/ and crates/sim/src/system/presets.rs):
+
+- ``machine_names()``: the presets (``ppc970fx``, ``power5``, ``xeon-e5506``, ``core-i3-2100``,
+  ``opteron-2427``, ``power7-740``, ``core-i7-720qm``) and ``detect``.
+- ``machine(name)``: a preset's ``[machine]`` table as a dict (``detect``: this host's, built
+  from sysfs; ``cpu_dir`` reads another sysfs CPU directory). A system config can name one
+  instead: ``[machine] preset = "xeon-e5506"``, its other ``[machine]`` keys overriding the
+  preset's (tables merged, arrays replaced).
+- ``machine_toml(name)``: the same table as TOML, a preset's file with the paper section or vendor
+  document behind every number in comments (what ``cachecolor machine NAME`` prints).
+- ``machine_summaries()``: chips, cores, level geometry and LLC colors of every preset.
+
+Cache-only hierarchies (``[hierarchy]`` configs for ``simulate``):
 
 - ``detect()``: this machine's hierarchy, from the caches sysfs lists for CPU 0
   (``/sys/devices/system/cpu/cpu0/cache``, read by the Rust bench crate), modelled as one core:
@@ -10,12 +24,15 @@
 
 Contract: each returns an effective config dict (checked by the Rust core), ready for
 ``simulate``. Replacement is LRU everywhere: real caches use undisclosed PLRU variants, so a
-preset models geometry, not the exact policy.
+preset models geometry, not the exact policy. Unknown machine names raise ``ConfigError``
+listing the valid ones; ``detect`` raises ``ConfigError`` saying what sysfs lacked.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+import os
+from typing import Any, Optional, Union
 
 from . import _core
 from .config import load_config
@@ -75,3 +92,35 @@ def describe_source() -> str:
     if host_hierarchy() is not None:
         return "this machine (sysfs: /sys/devices/system/cpu/cpu0/cache)"
     return "built-in preset (typical x86 core; this machine's caches could not be read)"
+
+
+# ---------------------------------------------------------------------------------------------
+# whole-system machines
+
+_CpuDir = Optional[Union[str, "os.PathLike[str]"]]
+
+
+def machine_names() -> list[str]:
+    """Every name ``[machine] preset`` and ``machine()`` accept: the presets, then ``detect``."""
+    return list(_core.machine_names())
+
+
+def machine(name: str, cpu_dir: _CpuDir = None) -> dict[str, Any]:
+    """The ``[machine]`` table of a preset (or of ``detect``: this host, from sysfs) as a dict.
+
+    ``cpu_dir`` makes ``detect`` read another sysfs CPU directory than
+    ``/sys/devices/system/cpu`` (a fake tree in tests, or a copy of another machine's)."""
+    return json.loads(_core.machine_json(name, None if cpu_dir is None else os.fspath(cpu_dir)))
+
+
+def machine_toml(name: str, cpu_dir: _CpuDir = None) -> str:
+    """The ``[machine]`` table as TOML text: a preset's file with its sources in comments, or the
+    detected host's (what ``cachecolor machine NAME`` prints)."""
+    return _core.machine_toml(name, None if cpu_dir is None else os.fspath(cpu_dir))
+
+
+def machine_summaries(name: Optional[str] = None, cpu_dir: _CpuDir = None) -> list[dict[str, Any]]:
+    """Every preset's chips, cores per chip, line and page size, levels (name, size, ways,
+    slices, shared, serves, colors) and ``llc_colors``; with ``name``, that machine's only."""
+    return json.loads(_core.machine_summaries(name, None if cpu_dir is None else os.fspath(cpu_dir)))
+

@@ -8,11 +8,13 @@ Python exception in one place (`errors.rs`). Nothing here is meant to be called 
 typed stub `python/cachecolor/_core.pyi` documents the signatures the Python front relies on.
 
 Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs, runs),
+`system.rs` (whole-system runs), `presets.rs` (machine presets and `detect`),
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
 mod capture;
 mod errors;
+mod presets;
 mod simulate;
 mod system;
 mod traces;
@@ -36,6 +38,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(system::simulate_system, m)?)?;
+    m.add_function(wrap_pyfunction!(presets::machine_names, m)?)?;
+    m.add_function(wrap_pyfunction!(presets::machine_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(presets::machine_json, m)?)?;
+    m.add_function(wrap_pyfunction!(presets::machine_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(traces::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;

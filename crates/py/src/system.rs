@@ -1,18 +1,21 @@
 /*!
 Whole-system runs for Python: a `SystemConfig` (machine, memory, policy, scheduler, processes)
-as TOML or JSON text in, the run's report as one JSON document out (`version`, `config`,
-`policy`, `allocator`, `processes`, `cores`, `levels`, `invariants`). The run releases the GIL.
+as TOML or JSON text in (`[machine] preset = "NAME"` resolved first, the config's other
+`[machine]` keys merged over the preset's), the run's report as one JSON document out
+(`version`, `config` (the effective config, the preset expanded), `policy`, `allocator`,
+`processes`, `cores`, `levels`, `invariants`). The run releases the GIL.
 */
-use cachecolor_sim::system::{System, SystemConfig};
+use cachecolor_sim::system::{presets, System, SystemConfig};
 use pyo3::prelude::*;
 use serde_json::{json, Value};
 
 use crate::errors::{catch_panic, Result};
 
+/// Parse a system config, resolving `[machine] preset` (`cachecolor_sim::system::presets`).
 fn parse(text: &str, format: &str) -> Result<SystemConfig> {
     Ok(match format {
-        "json" => cachecolor_sim::config::from_json(text)?,
-        _ => cachecolor_sim::config::from_toml(text)?,
+        "json" => presets::system_config_from_json(text)?,
+        _ => presets::system_config_from_toml(text)?,
     })
 }
 

@@ -4,7 +4,8 @@ mechanisms of the simulated OS built on them (physical memory and page allocator
 and TLBs, PMU, timing).
 
 Pure Rust, deterministic (every random choice comes from a seeded generator), and free of I/O
-except reading and writing traces. The layout follows `DESIGN.md`: one module per concern, named
+except reading and writing traces and, for the `detect` machine preset, reading the host's CPU
+description from sysfs (`system::detect`). The layout follows `DESIGN.md`: one module per concern, named
 for what it models. The machine and scheduler (`system`) and the OS policies (`policy`) that tie
 these mechanisms together are still to come (issue 3).
 */

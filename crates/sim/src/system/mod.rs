@@ -26,13 +26,16 @@ records a point of its time series. Everything is deterministic.
 */
 mod coherence;
 mod config;
+pub mod detect;
 mod kernel;
+pub mod presets;
 mod report;
 
 pub use config::{
     MachineConfig, PmuConfig, ProcessConfig, SchedulerConfig, SystemConfig, ThreadConfig,
     TlbsConfig,
 };
+pub use presets::{system_config_from_json, system_config_from_toml};
 pub use report::{
     CoherenceStats, CoreStats, CounterReport, Interval, IntervalProcess, KernelPath, KernelReport,
     LevelUse, PathTime, ProcessStats, StallReport, SystemReport,
