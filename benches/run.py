@@ -547,8 +547,10 @@ def main() -> int:
     for pattern in ("*.npy", "*.cctrace", "*.set*.bin", "*.sets.json", "cg.*.out"):
         for f in work.glob(pattern):  # the scratch traces (hundreds of MB); keep the binaries
             f.unlink()
+    system_line = system_speed(repeats)
     elapsed = time.time() - started
     section = report(n, repeats, rows, targets, mach, vers, load_start, loadavg(), elapsed, notes, probe, skipped)
+    section = section.rstrip("\n") + "\n\n" + system_line + "\n"
     print()
     print(section)
     if not args.no_write:
@@ -556,6 +558,19 @@ def main() -> int:
         print(f"appended to {args.out}")
     bad = [r for r in rows if not r["ok"]]
     return 1 if bad else 0
+
+
+def system_speed(repeats: int) -> str:
+    """Issue 3's benchmark: the whole system against the cache-only path on the same
+    references (crates/sim/examples/system_speed.rs; both sides in one process, alternating)."""
+    argv = ["cargo", "run", "--release", "--quiet", "-p", "cachecolor-sim", "--example", "system_speed"]
+    env = dict(os.environ, REPEATS=str(repeats))
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env)
+    if r.returncode != 0:
+        return f"**Whole-system speed**: not measured (`{' '.join(argv)}` failed: {r.stderr.strip()[-300:]})"
+    line = r.stdout.strip().splitlines()[-1]
+    return (f"**Whole-system speed** (`{' '.join(argv)}`, REPEATS={repeats}; "
+            f"examples/os/speed-4core.toml): {line.split(': ', 1)[1]}")
 
 
 def _importable(mod: str) -> bool:

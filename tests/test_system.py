@@ -70,3 +70,33 @@ def test_cli_bad_system_configs_exit_2_with_a_named_field(tmp_path, edit, messag
     assert message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
     assert len(run.stderr.splitlines()) == 1, run.stderr
+
+
+def test_two_chips_time_series_and_flat_frames():
+    r = cachecolor.simulate_system(OS / "sharing-two-chips.toml")
+    assert r.invariants == []
+    doc = r.to_dict()
+    assert doc["chips"] == 2 and len(doc["cores"]) == 4
+    procs = r.processes
+    sharers = procs.set_index("name").loc["sharers"]
+    assert sharers["remote_accesses"] > 0
+    assert sharers["L1D_accesses"] >= sharers["references"]
+    assert sharers["kernel_fault_count"] == sharers["faults"]
+    assert sharers["stall_remote"] > 0
+    cores = r.cores
+    assert list(cores["chip"]) == [0, 0, 1, 1]
+    iv = r.intervals
+    # The time series adds up to each process's totals.
+    totals = iv.groupby("process")["instructions"].sum()
+    assert totals["sharers"] == sharers["instructions"]
+    assert (iv.groupby("process")["time"].diff().dropna() > 0).all()
+    assert "remote" in r.table()
+
+
+def test_presets_run_as_systems_from_python(tmp_path):
+    cfg = cachecolor.system.load_system_config(OS / "placement-random.toml")
+    cfg["machine"] = {"preset": "xeon-e5506", "timing": {"mlp": 4}}
+    r = cachecolor.simulate_system(cfg)
+    assert r.invariants == []
+    effective = r.to_dict()["config"]["machine"]
+    assert effective["hierarchy"]["cores"] == 4 and effective["timing"]["mlp"] == 4

@@ -1,11 +1,12 @@
 """Whole-system runs: cores with TLBs and caches, physical memory and a page allocator, processes
 under an OS cache-management policy (crates/sim/src/system).
 
-A system config (TOML) has ``[machine]`` (``[machine.hierarchy]`` with its ``cores`` and
-levels, ``[machine.tlb]``, ``[machine.mmu]``, ``[machine.timing]``), ``[memory]`` (``ram``,
-``allocator``), ``[policy]`` (``name``), ``[scheduler]`` and ``[[processes]]`` (``name``,
-``colors``, ``pin``, ``[[processes.threads]]`` with a ``workload`` or a ``trace``). See
-``examples/os/`` and docs/system.md.
+A system config (TOML) has ``[machine]`` (``preset``, ``chips``, ``[machine.hierarchy]`` with
+its ``cores`` per chip and levels, ``[machine.tlb]``, ``[machine.mmu]``, ``[machine.timing]``),
+``[memory]`` (``ram``, ``allocator``), ``[policy]`` (``name``), ``[scheduler]`` (``time_slice``,
+``tick``, ``balance``), ``[pmu]`` (``counters``, ``events``, ``[pmu.sampling]``) and
+``[[processes]]`` (``name``, ``colors``, ``pin``, ``huge_pages``, ``[[processes.threads]]`` with
+a ``workload`` or a ``trace``). See ``examples/os/`` and docs/system.md.
 """
 
 from __future__ import annotations
@@ -81,11 +82,28 @@ class SystemResult:
         """Per-process results as a pandas DataFrame (one row per process)."""
         import pandas as pd
 
+        return pd.DataFrame([_flat(p) for p in self._doc["processes"]])
+
+    @property
+    def cores(self) -> "Any":
+        """Per-core results as a pandas DataFrame (one row per core; counters left out)."""
+        import pandas as pd
+
+        return pd.DataFrame([_flat(c) for c in self._doc["cores"]])
+
+    @property
+    def intervals(self) -> "Any":
+        """The time series, one row per tick and process: ``time`` (cycles at the interval's
+        end), ``process``, ``instructions``, ``cycles``, ``ipc``, ``llc_misses``, ``llc_mpki``,
+        ``frames``."""
+        import pandas as pd
+
         rows = []
-        for p in self._doc["processes"]:
-            row = {k: v for k, v in p.items() if k != "stalls"}
-            row.update({f"stall_{k}": v for k, v in p["stalls"].items()})
-            rows.append(row)
+        for iv in self._doc["intervals"]:
+            for p in iv["processes"]:
+                row = {"time": iv["time"], "process": p["name"]}
+                row.update({k: v for k, v in p.items() if k != "name"})
+                rows.append(row)
         return pd.DataFrame(rows)
 
     @property
@@ -109,12 +127,47 @@ class SystemResult:
         os.replace(tmp, path)
 
     def table(self) -> str:
-        head = f"{'process':12} {'instructions':>12} {'cycles':>14} {'IPC':>6} {'LLC miss':>9} {'LLC MPKI':>9} {'TLB miss':>9} {'walk cyc':>12} {'faults':>7}"
-        lines = [f"policy {self._doc['policy']}, allocator {self._doc['allocator']}", head]
+        chips = self._doc.get("chips", 1)
+        head = (
+            f"{'process':12} {'instructions':>12} {'cycles':>14} {'IPC':>6} {'LLC miss':>9} {'LLC MPKI':>9} "
+            f"{'TLB miss':>9} {'walk cyc':>12} {'faults':>7} {'recolors':>8}"
+        )
+        if chips > 1:
+            head += f" {'remote':>9}"
+        cores = len(self._doc["cores"])
+        lines = [
+            f"policy {self._doc['policy']}, allocator {self._doc['allocator']}, "
+            f"{chips} chip(s), {cores} core(s), {len(self._doc['intervals'])} intervals",
+            head,
+        ]
         for p in self._doc["processes"]:
-            lines.append(
+            line = (
                 f"{p['name'][:12]:12} {p['instructions']:>12,} {p['cycles']:>14,.0f} {p['ipc']:>6.3f} "
                 f"{p['llc_miss_rate']:>9.3f} {p['llc_mpki']:>9.2f} {p['tlb_misses']:>9,} "
-                f"{p['page_walk_cycles']:>12,.0f} {p['faults']:>7,}"
+                f"{p['page_walk_cycles']:>12,.0f} {p['faults']:>7,} {p['recolors'] + p['lazy_recolors']:>8,}"
             )
+            if chips > 1:
+                line += f" {p['remote_accesses']:>9,}"
+            lines.append(line)
         return "\n".join(lines)
+
+
+def _flat(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One process or core of the report as a flat row: ``stall_<cause>``,
+    ``<level>_accesses/_misses/_miss_rate/_mpki`` per level, ``kernel_<path>_count/_cycles``;
+    lists (``pages_per_color``) stay as they are, the counters' readings are left out."""
+    row: dict[str, Any] = {}
+    for k, v in entry.items():
+        if k == "stalls":
+            row.update({f"stall_{c}": x for c, x in v.items()})
+        elif k == "levels":
+            for level in v:
+                for field in ("accesses", "misses", "miss_rate", "mpki"):
+                    row[f"{level['name']}_{field}"] = level[field]
+        elif k == "kernel":
+            for path, t in v.items():
+                row[f"kernel_{path}_count"] = t["count"]
+                row[f"kernel_{path}_cycles"] = t["cycles"]
+        elif k != "counters":
+            row[k] = v
+    return row
