@@ -498,6 +498,19 @@ impl Hierarchy {
         self.inclusion == Inclusion::Exclusive && level == self.levels.len() - 1
     }
 
+    /// Simulate a block of records as `run_block` does, and append to `served` where each
+    /// was served (as `access` returns it). The system engine's batched path: a burst of one
+    /// thread's records, translated, goes through here in one call.
+    pub fn run_block_served(&mut self, recs: &[Record], served: &mut Vec<u8>) {
+        if self.lean_ready() {
+            self.run_block_lean(recs, served);
+        } else {
+            for r in recs {
+                served.push(self.access(r));
+            }
+        }
+    }
+
     /// Hint that `r` comes soon: the host prefetches the simulated sets it will visit in the
     /// levels whose state does not stay in the host's caches (lean engine only; a no-op
     /// otherwise). Changes nothing simulated.
@@ -545,7 +558,7 @@ impl Hierarchy {
     ///   one would.
     pub fn run_block(&mut self, recs: &[Record]) {
         if self.lean_ready() {
-            self.run_block_lean(recs);
+            self.run_block_lean(recs, &mut ());
             return;
         }
         const AHEAD: usize = 12;
@@ -606,10 +619,13 @@ impl Hierarchy {
                 } else {
                     &size[start..end]
                 };
-                self.run_block_lean(&lean::AddrSize {
-                    addr: &addr[start..end],
-                    size,
-                });
+                self.run_block_lean(
+                    &lean::AddrSize {
+                        addr: &addr[start..end],
+                        size,
+                    },
+                    &mut (),
+                );
             }
             return;
         }

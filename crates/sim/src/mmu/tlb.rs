@@ -25,6 +25,20 @@ pub struct Translation {
 /// An empty slot's key (no page number reaches it).
 const EMPTY: u64 = u64::MAX;
 
+/// A slot's key: `page << 1 | huge`, with the address space in the top 16 bits. For pages
+/// below 2^47 (virtual addresses below 2^59, every real one) and address spaces below 2^16 the
+/// fields do not overlap, so equal keys mean equal entries and the lookup needs nothing else;
+/// otherwise the stored address space is checked too.
+#[inline]
+fn key(asid: u32, page: u64, huge: bool) -> u64 {
+    (page << 1 | huge as u64) ^ ((asid as u64) << 48)
+}
+
+#[inline]
+fn key_is_exact(asid: u32, page: u64) -> bool {
+    page < 1 << 47 && asid < 1 << 16
+}
+
 /// The TLB's slots as parallel arrays, so a lookup compares packed keys of one set, one host
 /// line or two, instead of walking optional structs (the whole-system engine looks up a TLB
 /// for every reference).
@@ -34,13 +48,21 @@ pub struct Tlb {
     /// `sets - 1` when the set count is a power of two (a mask instead of a division).
     set_mask: Option<u64>,
     ways: usize,
-    /// Per slot: `page << 1 | huge` (the page number of the entry's size), or EMPTY.
+    /// Slots per set: `ways` rounded up to a multiple of 4 (the padding stays EMPTY), so a
+    /// lookup compares whole groups of four keys.
+    stride: usize,
+    /// Per slot: `key(asid, page, huge)`, or EMPTY.
     keys: Vec<u64>,
     asids: Vec<u32>,
+    /// Per slot: the page number of the entry's size (checked when keys are not exact).
+    pages: Vec<u64>,
     pfns: Vec<Pfn>,
     last_use: Vec<u64>,
     /// 2 MiB entries held: the second probe of a lookup is skipped while there are none.
     huge_entries: usize,
+    /// Entries whose key is not exact (`key_is_exact`): while there are any, every match is
+    /// checked against the stored address space and page.
+    inexact_entries: usize,
     clock: u64,
     pub hits: u64,
     pub misses: u64,
@@ -51,25 +73,29 @@ const HUGE_SHIFT: u32 = 9;
 impl Tlb {
     pub fn new(config: &TlbConfig) -> Result<Self, ConfigError> {
         let (entries, ways) = (config.entries, config.ways);
-        if ways == 0 || entries == 0 || entries % ways != 0 {
+        if ways == 0 || ways > 64 || entries == 0 || entries % ways != 0 {
             return Err(ConfigError::new(
                 "tlb",
                 format!(
-                    "{entries} entries in {ways} ways: entries must be a positive multiple of ways"
+                    "{entries} entries in {ways} ways: allowed 1 to 64 ways, entries a positive multiple of ways"
                 ),
             ));
         }
         let sets = (entries / ways) as u64;
-        let n = entries as usize;
+        let stride = (ways as usize).next_multiple_of(4);
+        let n = sets as usize * stride;
         Ok(Tlb {
             sets,
             set_mask: sets.is_power_of_two().then_some(sets - 1),
             ways: ways as usize,
+            stride,
             keys: vec![EMPTY; n],
             asids: vec![0; n],
+            pages: vec![0; n],
             pfns: vec![0; n],
             last_use: vec![0; n],
             huge_entries: 0,
+            inexact_entries: 0,
             clock: 0,
             hits: 0,
             misses: 0,
@@ -82,14 +108,39 @@ impl Tlb {
             Some(m) => page & m,
             None => page % self.sets,
         };
-        set as usize * self.ways
+        set as usize * self.stride
     }
 
+    /// The slot holding `page` of `asid`: the set's keys compared four at a time into a mask
+    /// (no branch per way: lookups mostly miss, or hit at an unpredictable way), then the
+    /// address space checked for each match.
     #[inline]
     fn find(&self, asid: u32, page: u64, huge: bool) -> Option<usize> {
-        let key = page << 1 | huge as u64;
+        let key = key(asid, page, huge);
         let s = self.set_start(page);
-        (s..s + self.ways).find(|&i| self.keys[i] == key && self.asids[i] == asid)
+        let keys = &self.keys[s..s + self.stride];
+        let mut mask = 0u64;
+        for (g, four) in keys.chunks_exact(4).enumerate() {
+            let m = (four[0] == key) as u64
+                | ((four[1] == key) as u64) << 1
+                | ((four[2] == key) as u64) << 2
+                | ((four[3] == key) as u64) << 3;
+            mask |= m << (4 * g);
+        }
+        if mask == 0 {
+            return None;
+        }
+        if self.inexact_entries == 0 && key_is_exact(asid, page) {
+            return Some(s + mask.trailing_zeros() as usize);
+        }
+        while mask != 0 {
+            let i = s + mask.trailing_zeros() as usize;
+            if self.asids[i] == asid && self.pages[i] == page {
+                return Some(i);
+            }
+            mask &= mask - 1;
+        }
+        None
     }
 
     /// Translate 4 KiB page `vpn` of `asid`: a 4 KiB entry for it, or a 2 MiB entry covering it.
@@ -131,6 +182,9 @@ impl Tlb {
             if self.keys[i] & 1 == 1 {
                 self.huge_entries -= 1;
             }
+            if !key_is_exact(self.asids[i], self.pages[i]) {
+                self.inexact_entries -= 1;
+            }
             self.keys[i] = EMPTY;
         }
     }
@@ -144,16 +198,23 @@ impl Tlb {
         } else {
             t.pfn
         };
-        let key = page << 1 | t.huge as u64;
+        let key = key(asid, page, t.huge);
         let s = self.set_start(page);
         let set = s..s + self.ways;
         let victim = set
             .clone()
-            .find(|&i| self.keys[i] == EMPTY || (self.keys[i] == key && self.asids[i] == asid))
+            .find(|&i| {
+                self.keys[i] == EMPTY
+                    || (self.keys[i] == key && self.asids[i] == asid && self.pages[i] == page)
+            })
             .unwrap_or_else(|| set.min_by_key(|&i| self.last_use[i]).expect("ways > 0"));
         self.clear(victim);
         self.keys[victim] = key;
         self.asids[victim] = asid;
+        self.pages[victim] = page;
+        if !key_is_exact(asid, page) {
+            self.inexact_entries += 1;
+        }
         self.pfns[victim] = pfn;
         self.last_use[victim] = self.clock;
         if t.huge {
@@ -215,6 +276,35 @@ mod tests {
                 false
             }
         }
+    }
+
+    #[test]
+    fn packed_keys_that_collide_are_told_apart() {
+        // (asid 1, page 5) and (asid 0, page 5 + 2^47) pack to the same key; so do (asid 2^16,
+        // page 9) and (asid 0, page 9 + 2^47): both pairs share a set.
+        let mut t = Tlb::new(&TlbConfig {
+            entries: 8,
+            ways: 4,
+        })
+        .unwrap();
+        let tr = |pfn| Translation { pfn, huge: false };
+        assert_eq!(key(1, 5, false), key(0, 5 | 1 << 47, false));
+        t.insert(0, 5 | 1 << 47, tr(200));
+        assert_eq!(
+            t.lookup(1, 5),
+            None,
+            "an exact lookup meets an inexact entry"
+        );
+        t.insert(1, 5, tr(100));
+        assert_eq!(t.lookup(1, 5).map(|x| x.pfn), Some(100));
+        assert_eq!(t.lookup(0, 5 | 1 << 47).map(|x| x.pfn), Some(200));
+        t.insert(1 << 16, 9, tr(300));
+        assert_eq!(t.lookup(0, 9 | 1 << 47), None);
+        assert_eq!(t.lookup(1 << 16, 9).map(|x| x.pfn), Some(300));
+        assert_eq!(t.invalidate(0, 5 | 1 << 47), 1);
+        assert_eq!(t.lookup(1, 5).map(|x| x.pfn), Some(100));
+        assert_eq!(t.flush_asid(1 << 16), 1);
+        assert_eq!(t.inexact_entries, 0);
     }
 
     #[test]

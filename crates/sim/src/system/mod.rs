@@ -140,6 +140,24 @@ pub struct System {
     pending: Vec<SchedEvent>,
     intervals: Vec<Interval>,
     violations: Vec<String>,
+    /// A burst being batched (`run_burst`): its physical accesses in order, what each is, and
+    /// where each was served.
+    deferring: bool,
+    batching: bool,
+    batch: Vec<Record>,
+    batch_marks: Vec<Mark>,
+    batch_served: Vec<u8>,
+}
+
+/// What an access of a batched burst is, for charging it once its level is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// A demand reference on the data (0) or instruction (1) path.
+    Demand(u8),
+    /// A page-walk read.
+    Walk,
+    /// The kernel's own (a recolor's copy): state only, charged as kernel time elsewhere.
+    Kernel,
 }
 
 const BURST: usize = 64;
@@ -326,6 +344,11 @@ impl System {
             pending: Vec::new(),
             intervals: Vec::new(),
             violations: Vec::new(),
+            deferring: false,
+            batching: true,
+            batch: Vec::new(),
+            batch_marks: Vec::new(),
+            batch_served: Vec::new(),
         };
         let mut next_core = 0;
         for (pid, p) in config.processes.iter().enumerate() {
@@ -557,33 +580,112 @@ impl System {
                 n
             }
         };
+        // Without a sampler to interrupt it (and a hierarchy the lean engine runs), a burst is
+        // batched: its records are translated in order, their physical accesses (walk reads,
+        // data, a recolor's copies) collected and run through the hierarchy as one block with
+        // its look-ahead, then charged in order. The same accesses in the same order as one at
+        // a time: translation never depends on the caches, and nothing else runs meanwhile.
+        let chip = self.cores[core].chip;
+        let batched = self.batching
+            && self.cores[core].sampler.is_none()
+            && self.chips[chip].uses_lean_engine();
+        self.deferring = batched;
+        let mut exited = false;
         for _ in 0..BURST {
             let th = &mut self.threads[tid];
             if th.pos == th.buf.len() {
                 th.pos = 0;
-                if !th.source.next_block(&mut th.buf)? {
-                    th.done = true;
-                    self.save_counts(core);
-                    self.cores[core].current = None;
-                    self.thread_exited(tid);
-                    break;
+                match th.source.next_block(&mut th.buf) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        exited = true;
+                        break;
+                    }
+                    Err(e) => {
+                        self.deferring = false;
+                        return Err(e.into());
+                    }
                 }
             }
             let th = &mut self.threads[tid];
             let r = th.buf[th.pos];
             th.pos += 1;
-            if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
-                let pid = th.pid;
-                self.host_prefetch(core, pid, &ahead);
+            if !batched {
+                if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                    let pid = th.pid;
+                    self.host_prefetch(core, pid, &ahead);
+                }
             }
-            self.step(core, tid, &r)?;
+            if let Err(e) = self.step(core, tid, &r) {
+                self.deferring = false;
+                return Err(e);
+            }
             if self.cores[core].current != Some(tid) {
                 break; // a policy moved it elsewhere
             }
         }
+        if batched {
+            self.deferring = false;
+            self.flush_batch(core);
+        }
+        if exited {
+            self.threads[tid].done = true;
+            self.save_counts(core);
+            self.cores[core].current = None;
+            self.thread_exited(tid);
+        }
         self.save_counts(core);
         self.rotate_counters(core);
         Ok(())
+    }
+
+    /// Run a batched burst's accesses through the core's chip and charge each in order.
+    fn flush_batch(&mut self, core: usize) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let chip = self.cores[core].chip;
+        let mut served = std::mem::take(&mut self.batch_served);
+        served.clear();
+        self.chips[chip].run_block_served(&self.batch, &mut served);
+        debug_assert_eq!(served.len(), self.batch.len());
+        let mut spent = 0;
+        for (i, &s) in served.iter().enumerate() {
+            let remote = self.chips.len() > 1
+                && self.coherence.after_access(
+                    &mut self.chips,
+                    chip,
+                    &self.batch[i],
+                    s == SERVED_BY_MEMORY,
+                );
+            let mark = self.batch_marks[i];
+            let c = &mut self.cores[core];
+            let path = match mark {
+                Mark::Kernel => continue,
+                Mark::Walk => 0,
+                Mark::Demand(p) => p as usize,
+            };
+            c.tally.served(&self.paths[path], s);
+            let at = if remote {
+                c.tally.remote += 1;
+                Served::Remote
+            } else if s == SERVED_BY_MEMORY {
+                Served::Dram
+            } else {
+                Served::Level(s as usize)
+            };
+            if mark == Mark::Walk {
+                let w = self.timing.walk_read(&mut c.tally.breakdown, at);
+                c.tally.walk_milli += w;
+                spent += w;
+            } else {
+                spent += self.timing.reference(&mut c.tally.breakdown, at);
+            }
+        }
+        self.cores[core].clock_milli += spent;
+        self.batch.clear();
+        self.batch_marks.clear();
+        self.batch_served = served;
     }
 
     /// The multiplexing timer: the counters see what the core counted, and rotate when due.
@@ -795,6 +897,11 @@ impl System {
                 size: (end - start + 1) as u16,
                 ..*r
             };
+            if self.deferring {
+                self.batch.push(part);
+                self.batch_marks.push(Mark::Demand(path as u8));
+                continue;
+            }
             let (served, remote) = self.access(core, &part);
             let c = &mut self.cores[core];
             c.tally.served(&self.paths[path], served);
@@ -1001,6 +1108,11 @@ impl System {
                 kind: Kind::Load,
                 privileged: true,
             };
+            if self.deferring {
+                self.batch.push(read);
+                self.batch_marks.push(Mark::Walk);
+                continue;
+            }
             let (served, remote) = self.access(core, &read);
             let c = &mut self.cores[core];
             c.tally.served(&self.paths[0], served);
@@ -1161,7 +1273,12 @@ impl System {
                     kind,
                     privileged: true,
                 };
-                self.access(core, &rec);
+                if self.deferring {
+                    self.batch.push(rec);
+                    self.batch_marks.push(Mark::Kernel);
+                } else {
+                    self.access(core, &rec);
+                }
             }
         }
         self.memory.free(old, core);
@@ -1319,6 +1436,12 @@ impl System {
             intervals: self.intervals.clone(),
             invariants,
         }
+    }
+
+    /// Batch bursts (on by default; off runs every record on its own, to test the batched
+    /// path against it).
+    pub fn set_batching(&mut self, on: bool) {
+        self.batching = on;
     }
 
     /// Frames free right now (all of RAM but kernel data once every process has exited).

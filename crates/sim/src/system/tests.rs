@@ -603,3 +603,51 @@ fn machine_and_pmu_mistakes_are_named() {
     let e = err(&base.replace("pin = [0, 2]", "pin = [0, 4]"));
     assert!(e.message.contains("within 0..4"), "{}", e.message);
 }
+
+/// Batched bursts (the default) and records one at a time give the same report, to the last
+/// counter and cycle, on every scenario config (one, two chips; huge pages; recolor copies
+/// at lazy faults under the test policy).
+#[test]
+fn batched_bursts_equal_records_one_at_a_time() {
+    let configs = [
+        include_str!("../../../../examples/os/colors-overlap.toml"),
+        include_str!("../../../../examples/os/placement-random.toml"),
+        include_str!("../../../../examples/os/pagewalk-stream.toml"),
+        include_str!("../../../../examples/os/sharing-two-chips.toml"),
+        include_str!("../../../../examples/os/huge-pages.toml"),
+        include_str!("../../../../examples/os/speed-4core.toml"),
+    ];
+    for text in configs {
+        let cfg = config(text);
+        let report = |batching: bool| {
+            let mut s = System::new(&cfg).unwrap();
+            s.set_batching(batching);
+            s.run().unwrap();
+            s.report()
+        };
+        let (a, b) = (report(true), report(false));
+        assert!(a.invariants.is_empty(), "{:?}", a.invariants);
+        assert_eq!(a, b);
+    }
+    let mut cfg = config(
+        &include_str!("../../../../examples/os/placement-random.toml")
+            .replace("allocator = \"random\"", "allocator = \"color-pool\""),
+    );
+    cfg.machine.timing.copy_cycles_per_page = 3000;
+    let report = |batching: bool| {
+        let policy = Mover {
+            lazy: true,
+            target: ColorSet::range(16, 0, 4).unwrap(),
+            allowed: ColorSet::all(16),
+            ticks: 0,
+            seen: Default::default(),
+        };
+        let mut s = System::with_policy(&cfg, Box::new(policy)).unwrap();
+        s.set_batching(batching);
+        s.run().unwrap();
+        s.report()
+    };
+    let (a, b) = (report(true), report(false));
+    assert!(process(&a, "uniform").lazy_recolors > 100);
+    assert_eq!(a, b);
+}

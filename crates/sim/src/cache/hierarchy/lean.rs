@@ -336,9 +336,14 @@ impl Hierarchy {
         }
     }
 
-    /// `run_block` for a hierarchy the lean engine handles (`lean_ready`).
+    /// `run_block` for a hierarchy the lean engine handles (`lean_ready`); `sink` learns where
+    /// each record was served (`()` when nobody asks: the calls compile away).
     #[inline(never)]
-    pub(super) fn run_block_lean<R: LeanInput + ?Sized>(&mut self, recs: &R) {
+    pub(super) fn run_block_lean<R: LeanInput + ?Sized, S: ServedSink>(
+        &mut self,
+        recs: &R,
+        sink: &mut S,
+    ) {
         let plan = self.lean.take().expect("lean_ready checked");
         self.ensure_units(&plan);
         let units = self.lean_units.0.take().expect("built above");
@@ -369,10 +374,18 @@ impl Hierarchy {
             let end = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> line_shift;
             records += 1;
             i += 1;
+            let level_at = |d: usize| {
+                if d == path.len as usize {
+                    SERVED_BY_MEMORY
+                } else {
+                    plan.units[path.units[d] as usize].0 as u8
+                }
+            };
             if path.len == 0 {
                 let lines = end - first + 1;
                 line_accesses += lines;
                 unserved += lines;
+                sink.record(SERVED_BY_MEMORY);
                 continue;
             }
             if first != end {
@@ -381,8 +394,11 @@ impl Hierarchy {
                 loop {
                     line_accesses += 1;
                     // SAFETY: as above; every index is a set of the unit's own geometry.
-                    unsafe { access_line(&units, path, &mut memory, line, r.kind, r.privileged) };
+                    let (_, d) = unsafe {
+                        access_line(&units, path, &mut memory, line, r.kind, r.privileged)
+                    };
                     if line == end {
+                        sink.record(level_at(d));
                         break;
                     }
                     line += 1;
@@ -391,8 +407,9 @@ impl Hierarchy {
             }
             line_accesses += 1;
             // SAFETY: as above.
-            let (slot, _) =
+            let (slot, d) =
                 unsafe { access_line(&units, path, &mut memory, first, r.kind, r.privileged) };
+            sink.record(level_at(d));
             // The records that follow on the same line, core and class are first-level hits on
             // the slot just served (nothing else has touched that cache since), and the line
             // is already its set's most recent: applying them together leaves exactly the
@@ -426,6 +443,7 @@ impl Hierarchy {
                 let count = (j - i) as u64;
                 // SAFETY: `slot` is the first level's slot holding `first` (from access_line).
                 unsafe { repeat_hits(&units[path.units[0] as usize], slot, &per_kind) };
+                sink.repeat(level_at(0), count as usize);
                 records += count;
                 line_accesses += count;
                 i = j;
@@ -443,6 +461,31 @@ impl Hierarchy {
         self.lean_units.0 = Some(units);
         self.lean_units.1 = prefetch_lists;
         self.lean = Some(plan);
+    }
+}
+
+/// Where the records of a block were served, for a caller that asks (the system engine).
+pub(crate) trait ServedSink {
+    fn record(&mut self, served: u8);
+    /// `n` records in a row served at `served`.
+    fn repeat(&mut self, served: u8, n: usize);
+}
+
+impl ServedSink for () {
+    #[inline(always)]
+    fn record(&mut self, _: u8) {}
+    #[inline(always)]
+    fn repeat(&mut self, _: u8, _: usize) {}
+}
+
+impl ServedSink for Vec<u8> {
+    #[inline(always)]
+    fn record(&mut self, served: u8) {
+        self.push(served);
+    }
+    #[inline(always)]
+    fn repeat(&mut self, served: u8, n: usize) {
+        self.extend(std::iter::repeat_n(served, n));
     }
 }
 
