@@ -2,7 +2,16 @@
 Analytic models and profiles (DESIGN.md `analysis`):
 - `bins`: the thesis's page-bin conflict model (section 3.2);
 - `stack`: exact LRU stack distances (Mattson) in O(log M) per reference, for one fully
-  associative stack and per cache set (the thesis's per-set stack distance profiles, 5.3).
+  associative stack and per cache set (the thesis's per-set stack distance profiles, 5.3);
+- `shards`, `aet`: approximate miss-rate curves (spatial sampling; reuse-time sampling);
+- `mrc`: curves of traces (units, methods, sizes, results) for the Python API and CLI;
+- `histogram`: the log-linear histogram the approximations keep;
+- `reference`: ANCHORS.md's zipf + scan reference trace.
 */
+pub mod aet;
 pub mod bins;
+pub mod histogram;
+pub mod mrc;
+pub mod reference;
+pub mod shards;
 pub mod stack;

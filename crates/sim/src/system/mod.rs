@@ -291,7 +291,10 @@ impl System {
         if config.machine.chips != 1 {
             return Err(ConfigError::new(
                 "machine.chips",
-                format!("{}: only single-chip machines are simulated so far", config.machine.chips),
+                format!(
+                    "{}: only single-chip machines are simulated so far",
+                    config.machine.chips
+                ),
             )
             .into());
         }
