@@ -15,6 +15,8 @@ Public API (everything here is re-exported from submodules; see each for details
     trace_info(path, format="native") -> dict
     capture(program_args, out, backend="auto", ...) -> dict
     presets.detect() -> dict                      # this machine's hierarchy as a config
+    mrc(trace, method="exact"|"shards"|"aet", ...) -> MissRateCurve   # LRU miss rate at every size
+    set_profile(trace, sets=... | cache_size=, ways=) -> SetProfile    # per-set stack distances
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -30,6 +32,7 @@ from ._core import (
     TraceError,
 )
 from . import presets
+from .analysis import MissRateCurve, SetProfile, mrc, set_profile, zipf_scan_trace
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -51,20 +54,25 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "KIND_NAMES",
+    "MissRateCurve",
     "Progress",
     "Result",
     "SystemResult",
+    "SetProfile",
     "SimulationError",
     "TraceError",
     "__version__",
     "capture",
     "convert_trace",
     "load_config",
+    "mrc",
     "simulate_system",
     "presets",
     "read_trace",
+    "set_profile",
     "simulate",
     "trace_formats",
     "trace_info",
     "write_trace",
+    "zipf_scan_trace",
 ]

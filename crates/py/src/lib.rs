@@ -8,9 +8,11 @@ Python exception in one place (`errors.rs`). Nothing here is meant to be called 
 typed stub `python/cachecolor/_core.pyi` documents the signatures the Python front relies on.
 
 Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs, runs),
-`traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
+`traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches),
+`analysis.rs` (miss-rate curves, per-set stack distance profiles).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
+mod analysis;
 mod capture;
 mod errors;
 mod simulate;
@@ -44,5 +46,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::profile, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     Ok(())
 }

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::aet::Aet;
 use super::shards::{Shards, ShardsMode};
-use super::stack::{DistanceHistogram, LruStack};
+use super::stack::{DistanceHistogram, LruStack, SetStacks};
 use crate::error::ConfigError;
 use crate::trace::Record;
 
@@ -399,6 +399,16 @@ impl MrcProfiler {
     /// Feed a block of address / size columns (`sizes` empty: 1 byte each) with optional
     /// instruction counts.
     pub fn feed_columns(&mut self, addrs: &[u64], sizes: &[u16], icounts: &[u32]) {
+        if sizes.is_empty() {
+            if let Engine::Shards(v) = &mut self.engine {
+                // 1-byte references: SHARDS filters the addresses directly.
+                self.references += addrs.len() as u64;
+                self.instructions += icounts.iter().map(|&i| i as u64).sum::<u64>();
+                let shift = self.units.bytes().trailing_zeros();
+                v.iter_mut().for_each(|s| s.run_addresses(addrs, shift));
+                return;
+            }
+        }
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         self.units.columns(addrs, sizes, &mut buf);
@@ -466,8 +476,11 @@ impl MrcProfiler {
             }
             Engine::Shards(v) => {
                 let n = v.len() as f64;
-                let rate = v.iter().map(Shards::rate).sum::<f64>() / n;
-                r.rate = Some(rate);
+                // The fixed rate as given; a fixed-size run's final rate (mean over salts).
+                r.rate = Some(
+                    o.rate
+                        .unwrap_or_else(|| v.iter().map(Shards::rate).sum::<f64>() / n),
+                );
                 r.distinct = v.iter().map(Shards::distinct_estimate).sum::<f64>() / n;
                 r.reliable_from = v.iter().map(Shards::reliable_from).max().unwrap_or(1);
                 r.sizes = grid(r.distinct.round() as u64);
@@ -497,6 +510,107 @@ impl MrcProfiler {
             }
         }
         Ok(r)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-set profiles of traces.
+
+/// What a per-set stack distance profile covers (thesis 5.3): `sets` sets (set = line mod sets)
+/// of `line_size`-byte lines, associativities `1..=max_ways`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetProfileOptions {
+    #[serde(default = "default_unit")]
+    pub line_size: u64,
+    pub sets: u64,
+    pub max_ways: u32,
+}
+
+/// Feeds records (or columns) to per-set stacks.
+#[derive(Debug, Clone)]
+pub struct SetProfiler {
+    options: SetProfileOptions,
+    units: Units,
+    stacks: SetStacks,
+    references: u64,
+    buf: Vec<u64>,
+}
+
+/// A finished per-set profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SetProfileResult {
+    pub line_size: u64,
+    pub sets: u64,
+    pub max_ways: u32,
+    pub references: u64,
+    pub distinct: u64,
+    /// `sets x (max_ways + 1)` counters, row-major: references of set `s` at per-set distance
+    /// `d` in column `d - 1`, the last column the references beyond `max_ways` or first.
+    #[serde(skip)]
+    pub per_set: Vec<u64>,
+    /// Every per-set distance pooled (`counts[d]`, `cold`): the access-weighted average
+    /// profile times the references, at every associativity.
+    #[serde(skip)]
+    pub pooled: DistanceHistogram,
+}
+
+impl SetProfiler {
+    pub fn new(options: SetProfileOptions) -> Result<Self, ConfigError> {
+        let units = Units::new(options.line_size, "line_size")?;
+        let stacks = SetStacks::new(options.sets, options.max_ways)?;
+        Ok(SetProfiler {
+            options,
+            units,
+            stacks,
+            references: 0,
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn references(&self) -> u64 {
+        self.references
+    }
+
+    pub fn feed_records(&mut self, records: &[Record]) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        self.units.records(records, &mut buf);
+        self.feed_units(&buf);
+        self.buf = buf;
+    }
+
+    pub fn feed_columns(&mut self, addrs: &[u64], sizes: &[u16]) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        self.units.columns(addrs, sizes, &mut buf);
+        self.feed_units(&buf);
+        self.buf = buf;
+    }
+
+    pub fn feed_units(&mut self, lines: &[u64]) {
+        self.references += lines.len() as u64;
+        self.stacks.run(lines);
+    }
+
+    /// The profile. Errors if nothing was fed.
+    pub fn finish(&self) -> Result<SetProfileResult, ConfigError> {
+        if self.references == 0 {
+            return Err(ConfigError::new(
+                "trace",
+                "the trace has no references: a stack distance profile needs at least one",
+            ));
+        }
+        let pooled = self.stacks.pooled();
+        Ok(SetProfileResult {
+            line_size: self.options.line_size,
+            sets: self.options.sets,
+            max_ways: self.options.max_ways,
+            references: self.references,
+            distinct: pooled.distinct(),
+            per_set: self.stacks.per_set_counts().to_vec(),
+            pooled,
+        })
     }
 }
 

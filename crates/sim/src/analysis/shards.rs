@@ -142,12 +142,12 @@ impl Shards {
         })
     }
 
-    /// The current sampling rate.
+    /// The sampling rate: the fixed rate as given, or a fixed-size run's current rate.
     pub fn rate(&self) -> f64 {
-        if self.all {
-            1.0
-        } else {
-            self.threshold as f64 / TWO_64
+        match self.mode {
+            ShardsMode::FixedRate(r) => r,
+            ShardsMode::FixedSize(_) if self.all => 1.0,
+            ShardsMode::FixedSize(_) => self.threshold as f64 / TWO_64,
         }
     }
 
@@ -180,11 +180,23 @@ impl Shards {
 
     /// Feed a block of line numbers.
     pub fn run(&mut self, lines: &[u64]) {
-        self.references += lines.len() as u64;
+        self.run_mapped(lines, |l| l);
+    }
+
+    /// Feed a block of byte addresses of 1-byte references, as lines of `1 << shift` bytes
+    /// (no intermediate array of line numbers: the filter is most of SHARDS' time).
+    pub fn run_addresses(&mut self, addrs: &[u64], shift: u32) {
+        self.run_mapped(addrs, |a| a >> shift);
+    }
+
+    #[inline(always)]
+    fn run_mapped(&mut self, xs: &[u64], line_of: impl Fn(u64) -> u64) {
+        self.references += xs.len() as u64;
         match self.mode {
             ShardsMode::FixedRate(_) => {
                 let (key, t, all) = (self.key, self.threshold, self.all);
-                for &line in lines {
+                for &x in xs {
+                    let line = line_of(x);
                     if all || sample_hash(line, key) < t {
                         self.sampled += 1;
                         match self.stack.access(line) {
@@ -198,7 +210,8 @@ impl Shards {
                 }
             }
             ShardsMode::FixedSize(max) => {
-                for &line in lines {
+                for &x in xs {
+                    let line = line_of(x);
                     let h = sample_hash(line, self.key);
                     if self.all || h < self.threshold {
                         self.sample_fixed_size(line, h, max as usize);
@@ -270,16 +283,19 @@ impl Shards {
                 let total = self.weighted.total() + self.weighted_cold;
                 let adj = n - total;
                 let smallest = 1.0 / self.rate();
-                let points: Vec<(f64, f64)> = self.weighted.points().collect();
+                // (bucket midpoint, weight of every bucket up to it), increasing.
+                let mut cumulative: Vec<(f64, f64)> = Vec::new();
+                let mut acc = 0.0;
+                for (mid, w) in self.weighted.points() {
+                    acc += w;
+                    cumulative.push((mid, acc));
+                }
                 sizes
                     .iter()
                     .map(|&c| {
                         let c = c as f64;
-                        let h: f64 = points
-                            .iter()
-                            .take_while(|&&(mid, _)| mid <= c)
-                            .map(|&(_, w)| w)
-                            .sum();
+                        let k = cumulative.partition_point(|&(mid, _)| mid <= c);
+                        let h = if k == 0 { 0.0 } else { cumulative[k - 1].1 };
                         let mr = if adjust {
                             let h = if c >= smallest { h + adj } else { h };
                             1.0 - h / n
