@@ -193,30 +193,66 @@ impl Shards {
     fn run_mapped(&mut self, xs: &[u64], line_of: impl Fn(u64) -> u64) {
         self.references += xs.len() as u64;
         match self.mode {
-            ShardsMode::FixedRate(_) => {
-                let (key, t, all) = (self.key, self.threshold, self.all);
+            ShardsMode::FixedRate(_) if self.all => {
                 for &x in xs {
-                    let line = line_of(x);
-                    if all || sample_hash(line, key) < t {
-                        self.sampled += 1;
-                        match self.stack.access(line) {
-                            Some(d) => self.counts[d as usize] += 1,
-                            None => {
-                                self.cold += 1;
-                                self.counts.push(0);
-                            }
-                        }
+                    self.sample_fixed_rate(line_of(x));
+                }
+            }
+            ShardsMode::FixedRate(_) => {
+                // Test 64 references at a time into a bit mask (a branch-free loop the compiler
+                // vectorises), then visit the few sampled ones.
+                let (key, t) = (self.key, self.threshold);
+                for chunk in xs.chunks(64) {
+                    let mut mask = 0u64;
+                    for (i, &x) in chunk.iter().enumerate() {
+                        mask |= ((sample_hash(line_of(x), key) < t) as u64) << i;
+                    }
+                    while mask != 0 {
+                        let i = mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        self.sample_fixed_rate(line_of(chunk[i]));
                     }
                 }
             }
             ShardsMode::FixedSize(max) => {
-                for &x in xs {
-                    let line = line_of(x);
-                    let h = sample_hash(line, self.key);
-                    if self.all || h < self.threshold {
-                        self.sample_fixed_size(line, h, max as usize);
+                // As for a fixed rate, with the threshold at the start of each chunk: it only
+                // falls, so the mask holds every reference still sampled, and each is checked
+                // again against the threshold of its own time.
+                let key = self.key;
+                for chunk in xs.chunks(64) {
+                    let mut mask = u64::MAX;
+                    if !self.all {
+                        let t = self.threshold;
+                        mask = 0;
+                        for (i, &x) in chunk.iter().enumerate() {
+                            mask |= ((sample_hash(line_of(x), key) < t) as u64) << i;
+                        }
+                    }
+                    while mask != 0 {
+                        let i = mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        if i >= chunk.len() {
+                            break;
+                        }
+                        let line = line_of(chunk[i]);
+                        let h = sample_hash(line, key);
+                        if self.all || h < self.threshold {
+                            self.sample_fixed_size(line, h, max as usize);
+                        }
                     }
                 }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn sample_fixed_rate(&mut self, line: u64) {
+        self.sampled += 1;
+        match self.stack.access(line) {
+            Some(d) => self.counts[d as usize] += 1,
+            None => {
+                self.cold += 1;
+                self.counts.push(0);
             }
         }
     }
