@@ -148,6 +148,25 @@ def test_workload_spec_as_dict_file_or_config_gives_the_same_curve(tmp_path):
     assert np.array_equal(cachecolor.mrc(cachecolor.analysis.WorkloadFile(toml)).miss_rate, from_dict.miss_rate)
 
 
+def test_rapid_mrc_window_against_the_whole_l1_miss_stream():
+    t = cachecolor.zipf_scan_trace(300_000, 30_000, seed=4)
+    whole = cachecolor.rapid_mrc(t, l1_size=32 << 10, l1_ways=8, window=10**12, points=100)
+    # Its L1 is the simulator's: the same misses as cachecolor.simulate of that L1.
+    l1 = cachecolor.simulate({"hierarchy": {"levels": [{"name": "L1", "size": 32 << 10, "ways": 8}]}}, trace=t).level("L1")
+    assert whole.l1_misses == l1["misses"] and whole.references == len(t)
+    assert whole.mae == 0.0 and np.array_equal(whole.miss_rate, whole.exact_miss_rate)
+    # The L2 curve of the L1 misses is the exact curve of those addresses.
+    w = whole.l1_misses // 5
+    part = cachecolor.rapid_mrc(t, window=w, warmup=w // 2, start=whole.l1_misses // 2, points=100)
+    assert part.window_counted == w - w // 2
+    assert 0 < part.mae < 0.1, part.mae
+    for kwargs, field in (({"window": 0}, "window"), ({"window": 10, "warmup": 10}, "warmup"),
+                          ({"window": 10, "l1_ways": 0}, "l1_ways"), ({"window": 10, "start": 10**9}, "window")):
+        with pytest.raises(cachecolor.ConfigError) as info:
+            cachecolor.rapid_mrc(t[:1000], **kwargs)
+        assert info.value.field == field, str(info.value)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors: the API
 

@@ -17,6 +17,7 @@ Public API (everything here is re-exported from submodules; see each for details
     presets.detect() -> dict                      # this machine's hierarchy as a config
     mrc(trace, method="exact"|"shards"|"aet", ...) -> MissRateCurve   # LRU miss rate at every size
     set_profile(trace, sets=... | cache_size=, ways=) -> SetProfile    # per-set stack distances
+    rapid_mrc(trace, l1_size=, l1_ways=, window=, warmup=) -> RapidMrc  # L2 curve from L1 misses
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -32,7 +33,7 @@ from ._core import (
     TraceError,
 )
 from . import presets
-from .analysis import MissRateCurve, SetProfile, mrc, set_profile, zipf_scan_trace
+from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_profile, zipf_scan_trace
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -56,6 +57,7 @@ __all__ = [
     "KIND_NAMES",
     "MissRateCurve",
     "Progress",
+    "RapidMrc",
     "Result",
     "SystemResult",
     "SetProfile",
@@ -68,6 +70,7 @@ __all__ = [
     "mrc",
     "simulate_system",
     "presets",
+    "rapid_mrc",
     "read_trace",
     "set_profile",
     "simulate",

@@ -113,6 +113,7 @@ def trace_formats() -> list[str]:
 def profile(
     mrc_options: Optional[str] = None,
     set_options: Optional[str] = None,
+    rapid_options: Optional[str] = None,
     path: Optional[_Path] = None,
     format: str = "native",
     workload: Optional[str] = None,
@@ -122,8 +123,8 @@ def profile(
     icounts: Any = None,
     progress: Optional[_Progress] = None,
 ) -> dict[str, Any]:
-    """A miss-rate curve and/or per-set stack distance profile of one source (a trace path, a
-    workload as TOML/JSON text, or address columns); returns ``mrc`` / ``set_profile`` JSON and
+    """A miss-rate curve, per-set stack distance profile and/or RapidMRC window of one source (a trace path, a
+    workload as TOML/JSON text, or address columns); returns ``mrc`` / ``set_profile`` / ``rapid_mrc`` JSON and
     ``histogram`` / ``per_set`` / ``pooled`` little-endian u64 bytes."""
 
 def zipf_scan_trace(refs: int, lines: int, alpha: float = 0.9, seed: int = 1, line_size: int = 64) -> bytes:

@@ -37,7 +37,7 @@ from .simulation import Progress, _wrap_progress
 GRANULARITIES = ("line", "page")
 METHODS = ("exact", "shards", "aet")
 
-__all__ = ["MissRateCurve", "SetProfile", "WorkloadFile", "mrc", "mrc_options", "profile", "set_profile", "zipf_scan_trace"]
+__all__ = ["MissRateCurve", "RapidMrc", "SetProfile", "WorkloadFile", "rapid_mrc", "mrc", "mrc_options", "profile", "set_profile", "zipf_scan_trace"]
 
 
 def _config_error(field_name: str, message: str) -> Exception:
@@ -464,6 +464,61 @@ def _set_profile(doc: dict[str, Any], per_set: bytes, pooled: bytes) -> SetProfi
         pooled=np.frombuffer(pooled, dtype="<u8"),
         source=doc["source"],
         version=doc["version"],
+    )
+
+
+@dataclass(frozen=True)
+class RapidMrc:
+    """A RapidMRC window's L2 curve (``miss_rate``) beside the exact curve of the whole L1-miss
+    stream (``exact_miss_rate``) at ``sizes`` (fully associative L2 sizes in lines), and their
+    mean absolute difference ``mae``."""
+
+    sizes: np.ndarray
+    miss_rate: np.ndarray
+    exact_miss_rate: np.ndarray
+    mae: float
+    references: int
+    l1_misses: int
+    window_counted: int
+    options: dict[str, Any]
+
+
+def rapid_mrc(
+    trace: Any,
+    *,
+    l1_size: int = 32 << 10,
+    l1_ways: int = 8,
+    window: int,
+    warmup: int = 0,
+    start: int = 0,
+    line_size: int = 64,
+    points: Optional[int] = None,
+    format: str = "native",
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> RapidMrc:
+    """RapidMRC (Azimi et al. 2009, section 3.2.2): the L2 miss-rate curve from a window of
+    ``window`` L1 misses (after skipping ``start``; the first ``warmup`` only fill the stack),
+    with the L1 simulated as an ``l1_size``-byte ``l1_ways``-way LRU cache, and its error against
+    the exact curve of every L1 miss."""
+    options: dict[str, Any] = {
+        "line_size": int(line_size), "l1_size": int(l1_size), "l1_ways": int(l1_ways),
+        "window": int(window), "warmup": int(warmup), "start": int(start),
+    }
+    if points is not None:
+        options["points"] = int(points)
+    out = _core.profile(
+        rapid_options=json.dumps(options), progress=_wrap_progress(progress), **_source_kwargs(trace, format, False)
+    )
+    doc = json.loads(out["rapid_mrc"])
+    return RapidMrc(
+        sizes=np.asarray(doc["sizes"], dtype=np.int64),
+        miss_rate=np.asarray(doc["miss_rate"], dtype=np.float64),
+        exact_miss_rate=np.asarray(doc["exact_miss_rate"], dtype=np.float64),
+        mae=doc["mae"],
+        references=doc["references"],
+        l1_misses=doc["l1_misses"],
+        window_counted=doc["window_counted"],
+        options=options,
     )
 
 

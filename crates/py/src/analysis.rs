@@ -17,6 +17,7 @@ with `(records, bytes, total_bytes, total_records)` and Ctrl-C is checked.
 use std::path::PathBuf;
 
 use cachecolor_sim::analysis::mrc::{MrcOptions, MrcProfiler, SetProfileOptions, SetProfiler};
+use cachecolor_sim::analysis::rapidmrc::{RapidMrc, RapidMrcOptions};
 use cachecolor_sim::analysis::reference::zipf_scan;
 use cachecolor_sim::config::{from_json, from_toml};
 use cachecolor_sim::trace::{self, Format, Progress, Record, RecordSource, BLOCK_RECORDS};
@@ -50,6 +51,7 @@ fn le_bytes(v: &[u64]) -> Vec<u8> {
 struct Profilers {
     mrc: Option<MrcProfiler>,
     sets: Option<SetProfiler>,
+    rapid: Option<RapidMrc>,
 }
 
 impl Profilers {
@@ -60,6 +62,9 @@ impl Profilers {
         if let Some(s) = &mut self.sets {
             s.feed_records(block);
         }
+        if let Some(r) = &mut self.rapid {
+            r.feed_records(block);
+        }
     }
 
     fn columns(&mut self, addrs: &[u64], sizes: &[u16], icounts: &[u32]) {
@@ -68,6 +73,9 @@ impl Profilers {
         }
         if let Some(s) = &mut self.sets {
             s.feed_columns(addrs, sizes);
+        }
+        if let Some(r) = &mut self.rapid {
+            r.feed_columns(addrs, sizes);
         }
     }
 }
@@ -99,17 +107,19 @@ fn workload_spec(text: &str, format: &str) -> Result<WorkloadSpec> {
     Ok(spec)
 }
 
-/// Run a miss-rate curve (`mrc_options`), a per-set profile (`set_options`), or both, over
-/// one source: `path` (+ `format`), `workload` text (+ `workload_format`), or `addresses`
-/// (+ optional `sizes`, `icounts`). Returns a dict with `mrc` (JSON), `histogram` (bytes,
-/// exact only), `set_profile` (JSON), `per_set` and `pooled` (bytes).
+/// Run a miss-rate curve (`mrc_options`), a per-set profile (`set_options`), a RapidMRC window
+/// (`rapid_options`), or several, over one source: `path` (+ `format`), `workload` text
+/// (+ `workload_format`), or `addresses` (+ optional `sizes`, `icounts`). Returns a dict with
+/// `mrc` (JSON), `histogram` (bytes, exact only), `set_profile` (JSON), `per_set` and `pooled`
+/// (bytes), `rapid_mrc` (JSON).
 #[pyfunction]
-#[pyo3(signature = (mrc_options = None, set_options = None, path = None, format = "native", workload = None, workload_format = "toml", addresses = None, sizes = None, icounts = None, progress = None))]
+#[pyo3(signature = (mrc_options = None, set_options = None, rapid_options = None, path = None, format = "native", workload = None, workload_format = "toml", addresses = None, sizes = None, icounts = None, progress = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn profile<'py>(
     py: Python<'py>,
     mrc_options: Option<&str>,
     set_options: Option<&str>,
+    rapid_options: Option<&str>,
     path: Option<PathBuf>,
     format: &str,
     workload: Option<&str>,
@@ -126,9 +136,9 @@ pub fn profile<'py>(
         )
         .into());
     }
-    if mrc_options.is_none() && set_options.is_none() {
+    if mrc_options.is_none() && set_options.is_none() && rapid_options.is_none() {
         return Err(Failure::Argument(
-            "nothing to compute: give mrc_options, set_options or both".into(),
+            "nothing to compute: give mrc_options, set_options or rapid_options".into(),
         )
         .into());
     }
@@ -143,6 +153,12 @@ pub fn profile<'py>(
             .map(|t| -> Result<SetProfiler> {
                 let o: SetProfileOptions = from_json(t)?;
                 Ok(SetProfiler::new(o)?)
+            })
+            .transpose()?,
+        rapid: rapid_options
+            .map(|t| -> Result<RapidMrc> {
+                let o: RapidMrcOptions = from_json(t)?;
+                Ok(RapidMrc::new(o)?)
             })
             .transpose()?,
     };
@@ -238,6 +254,13 @@ pub fn profile<'py>(
             counts[0] = h.cold;
             d.set_item("histogram", PyBytes::new(py, &le_bytes(&counts)))?;
         }
+    }
+    if let Some(r) = &profilers.rapid {
+        let res = r.finish().map_err(Failure::from)?;
+        let mut doc = serde_json::to_value(&res).expect("results serialise");
+        doc["source"] = source.clone();
+        doc["version"] = json!(cachecolor_sim::VERSION);
+        d.set_item("rapid_mrc", doc.to_string())?;
     }
     if let Some(s) = &profilers.sets {
         let r = s.finish().map_err(Failure::from)?;
