@@ -814,6 +814,18 @@ impl SetStacks {
         }
     }
 
+    /// Bytes of state: the line table, every set's axis and slot owners, the counters.
+    pub fn state_bytes(&self) -> usize {
+        self.table.bytes()
+            + self
+                .axes
+                .iter()
+                .map(|a| a.axis.bytes() + a.owner.len() * 4)
+                .sum::<usize>()
+            + self.per_set.len() * 8
+            + self.pooled.bytes()
+    }
+
     #[cold]
     fn compact(&mut self, set: usize) {
         let sa = &mut self.axes[set];
@@ -972,6 +984,29 @@ mod tests {
                 assert_eq!(first_diff(&mine, &want), None, "sets {sets} set {s}");
             }
         }
+    }
+
+    #[test]
+    fn state_does_not_grow_with_the_trace() {
+        // 100 K references over 5,000 lines, then 2 M more over the same lines: the stack's
+        // state (and the per-set stacks') is bounded by the distinct lines, not the references.
+        let mut g = SplitMix64::new(1);
+        let mut chunk = || -> Vec<u64> { (0..100_000).map(|_| g.below(5000)).collect() };
+        let mut s = LruStack::new();
+        let mut ss = SetStacks::new(64, 8).unwrap();
+        let first = chunk();
+        s.run(&first);
+        ss.run(&first);
+        let (one, per_set) = (s.state_bytes(), ss.state_bytes());
+        for _ in 0..20 {
+            let c = chunk();
+            s.run(&c);
+            ss.run(&c);
+        }
+        assert_eq!(s.histogram().references(), 2_100_000);
+        assert!(s.state_bytes() <= one, "{} > {one}", s.state_bytes());
+        assert!(ss.state_bytes() <= per_set * 2, "{} > 2 x {per_set}", ss.state_bytes());
+        assert!(one < 5000 * 200, "{one} bytes for 5,000 lines");
     }
 
     #[test]
