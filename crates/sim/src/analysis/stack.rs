@@ -774,8 +774,16 @@ impl SetStacks {
         let row = self.max_ways + 1;
         let (mut pooled, mut per_set) = (Delayed::new(), Delayed::new());
         for (k, &line) in lines.iter().enumerate() {
+            // Two-stage prefetch: the line's table entry and its set's axis header far ahead,
+            // then (the header being in cache by now) the axis's first bit word and slot owners.
             if let Some(&ahead) = lines.get(k + AHEAD) {
                 self.table.prefetch(ahead);
+                prefetch_read(&self.axes[self.set_of(ahead)]);
+            }
+            if let Some(&near) = lines.get(k + AHEAD / 2) {
+                let a = &self.axes[self.set_of(near)];
+                prefetch_read(a.axis.bits.as_ptr());
+                prefetch_read(a.owner.as_ptr().wrapping_add(a.axis.now as usize));
             }
             let set = self.set_of(line);
             // pooled[0] counts first references; the per-set miss counter takes them too.
@@ -830,22 +838,23 @@ impl SetStacks {
     fn compact(&mut self, set: usize) {
         let sa = &mut self.axes[set];
         let live = sa.axis.live as usize;
-        let words = TimeAxis::words_for(live, 2, 1);
-        let mut owner = vec![0u32; words * 64];
+        let words = TimeAxis::words_for(live, ROOM_FACTOR, 1);
+        // Renumber in place: the k-th live slot moves to slot k <= its old slot, so every
+        // owner read is still the old one.
         let mut k = 0usize;
-        for (w, &bits) in sa.axis.bits.iter().enumerate() {
-            let mut b = bits;
+        for w in 0..sa.axis.bits.len() {
+            let mut b = sa.axis.bits[w];
             while b != 0 {
                 let slot = w * 64 + b.trailing_zeros() as usize;
                 b &= b - 1;
                 let idx = sa.owner[slot];
                 self.table.get_mut(idx as usize).slot = k as u32;
-                owner[k] = idx;
+                sa.owner[k] = idx;
                 k += 1;
             }
         }
         sa.axis.reset_compacted(words);
-        sa.owner = owner;
+        sa.owner.resize(words * 64, 0);
     }
 }
 
@@ -1005,7 +1014,11 @@ mod tests {
         }
         assert_eq!(s.histogram().references(), 2_100_000);
         assert!(s.state_bytes() <= one, "{} > {one}", s.state_bytes());
-        assert!(ss.state_bytes() <= per_set * 2, "{} > 2 x {per_set}", ss.state_bytes());
+        assert!(
+            ss.state_bytes() <= per_set * 2,
+            "{} > 2 x {per_set}",
+            ss.state_bytes()
+        );
         assert!(one < 5000 * 200, "{one} bytes for 5,000 lines");
     }
 
