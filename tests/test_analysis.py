@@ -260,6 +260,15 @@ def test_cli_shards_workload_and_quiet(run_cli, tmp_path, mrc_trace):
     assert doc["source"]["kind"] == "workload"
 
 
+def test_cli_profiles_the_example_workload(run_cli, repo, tmp_path):
+    out = tmp_path / "w.json"
+    r = run_cli("mrc", "--workload", repo / "examples" / "mrc" / "zipf-then-scan.toml", "--points", "50", "--json", out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["references"] == 4 * (500_000 + 131_072) and len(doc["sizes"]) <= 50
+    assert all(a >= b for a, b in zip(doc["miss_rate"], doc["miss_rate"][1:]))  # never rises with size
+
+
 MRC_CLI_CASES = [
     ("rate-zero", ["--shards", "0"], ["--shards", "0 is not allowed", "(0, 1]"]),
     ("rate-negative", ["--shards", "-0.5"], ["--shards", "(0, 1]"]),

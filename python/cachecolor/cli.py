@@ -295,8 +295,9 @@ def _mrc_table(curve: Any, prof: Any) -> str:
 
 def _bytes(n: int) -> str:
     for unit, b in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= b and n % (b // 16 or 1) == 0:
-            return f"{n / b:g} {unit}"
+        if n >= b:
+            v = n / b
+            return f"{v:g} {unit}" if v == int(v) else f"{v:.3g} {unit}"
     return f"{n} B"
 
 
