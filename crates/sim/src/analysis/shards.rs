@@ -165,8 +165,12 @@ impl Shards {
         self.stack.distinct() as f64 / self.rate()
     }
 
-    /// Cache size (lines) from which the curve is considered reliable: `50 / R`.
+    /// Cache size (lines) from which the curve is considered reliable: `50 / R`, or 1 when
+    /// every line is sampled (the curve is then exact).
     pub fn reliable_from(&self) -> u64 {
+        if self.rate() >= 1.0 {
+            return 1;
+        }
         (RELIABLE_SAMPLES / self.rate()).ceil() as u64
     }
 
