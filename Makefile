@@ -32,12 +32,16 @@ PY_DEPS := \
 	"pycachesim>=0.3.1" \
 	"libcachesim>=0.3"
 
+# Only for `make bench-mrc` (a numba Fenwick kernel to compare with); never installed by
+# build or test, so CI does not pay for it.
+BENCH_DEPS := "numba>=0.59"
+
 DEPS_STAMP := $(VENV)/.cachecolor-deps
 BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools build demo test test-rust test-python bench lint fmt clean distclean
+.PHONY: help venv tools build demo test test-rust test-python bench bench-mrc lint fmt clean distclean
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -84,6 +88,11 @@ test-python: build ## Python tests (API, CLI, bad inputs, cross-validation)
 
 bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
 	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi
+
+bench-mrc: build ## Miss-rate curves against libCacheSim's mrcProfiler and numba (benches/mrc.py; docs/PERFORMANCE.md)
+	@$(PY) -c "import numba" 2>/dev/null || $(PIP) install -q $(BENCH_DEPS)
+	@PY=$(PY) bash benches/build_libcachesim.sh || echo "note: libCacheSim's mrcProfiler could not be built; benches/mrc.py runs without it"
+	$(PY) benches/mrc.py
 
 lint: ## cargo clippy (warnings are errors) and cargo fmt --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings

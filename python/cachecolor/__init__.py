@@ -17,6 +17,9 @@ Public API (everything here is re-exported from submodules; see each for details
     presets.detect() -> dict                      # this machine's hierarchy as a config
     presets.machine(name) -> dict                 # a paper's machine ([machine] table), or "detect"
     presets.machine_names() -> list[str]
+    mrc(trace, method="exact"|"shards"|"aet", ...) -> MissRateCurve   # LRU miss rate at every size
+    set_profile(trace, sets=... | cache_size=, ways=) -> SetProfile    # per-set stack distances
+    rapid_mrc(trace, l1_size=, l1_ways=, window=, warmup=) -> RapidMrc  # L2 curve from L1 misses
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -32,6 +35,7 @@ from ._core import (
     TraceError,
 )
 from . import presets
+from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_profile, zipf_scan_trace
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -53,20 +57,27 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "KIND_NAMES",
+    "MissRateCurve",
     "Progress",
+    "RapidMrc",
     "Result",
     "SystemResult",
+    "SetProfile",
     "SimulationError",
     "TraceError",
     "__version__",
     "capture",
     "convert_trace",
     "load_config",
+    "mrc",
     "simulate_system",
     "presets",
+    "rapid_mrc",
     "read_trace",
+    "set_profile",
     "simulate",
     "trace_formats",
     "trace_info",
     "write_trace",
+    "zipf_scan_trace",
 ]

@@ -121,3 +121,23 @@ def host_caches() -> list[tuple[int, str, int, int, int, int]]:
 
 def trace_formats() -> list[str]:
     """The trace format names the readers accept."""
+
+def profile(
+    mrc_options: Optional[str] = None,
+    set_options: Optional[str] = None,
+    rapid_options: Optional[str] = None,
+    path: Optional[_Path] = None,
+    format: str = "native",
+    workload: Optional[str] = None,
+    workload_format: str = "toml",
+    addresses: Any = None,
+    sizes: Any = None,
+    icounts: Any = None,
+    progress: Optional[_Progress] = None,
+) -> dict[str, Any]:
+    """A miss-rate curve, per-set stack distance profile and/or RapidMRC window of one source (a trace path, a
+    workload as TOML/JSON text, or address columns); returns ``mrc`` / ``set_profile`` / ``rapid_mrc`` JSON and
+    ``histogram`` / ``per_set`` / ``pooled`` little-endian u64 bytes."""
+
+def zipf_scan_trace(refs: int, lines: int, alpha: float = 0.9, seed: int = 1, line_size: int = 64) -> bytes:
+    """ANCHORS.md's MRC reference trace (half zipf, half cyclic scan) as little-endian u64 addresses."""

@@ -10,8 +10,11 @@ typed stub `python/cachecolor/_core.pyi` documents the signatures the Python fro
 Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs, runs),
 `system.rs` (whole-system runs), `presets.rs` (machine presets and `detect`),
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
+`traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches),
+`analysis.rs` (miss-rate curves, per-set stack distance profiles).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
+mod analysis;
 mod capture;
 mod errors;
 mod presets;
@@ -50,5 +53,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::profile, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     Ok(())
 }

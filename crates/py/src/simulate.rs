@@ -175,7 +175,7 @@ pub enum Column<T: pyo3::buffer::Element> {
 }
 
 impl<T: pyo3::buffer::Element + Copy> Column<T> {
-    fn get(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> Result<Self> {
+    pub fn get(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> Result<Self> {
         let buf = PyBuffer::<T>::get(obj).map_err(|e| {
             Failure::Argument(format!(
                 "{name}: {e} (pass a contiguous NumPy array of the right dtype)"

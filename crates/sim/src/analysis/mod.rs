@@ -1,5 +1,19 @@
 /*!
-Analytic models and profiles (DESIGN.md `analysis`). So far: the thesis's page-bin conflict
-model (`bins`); miss-rate curves, stack-distance and page-level profiles come with issue 4.
+Analytic models and profiles (DESIGN.md `analysis`):
+- `bins`: the thesis's page-bin conflict model (section 3.2);
+- `stack`: exact LRU stack distances (Mattson) in O(log M) per reference, for one fully
+  associative stack and per cache set (the thesis's per-set stack distance profiles, 5.3);
+- `shards`, `aet`: approximate miss-rate curves (spatial sampling; reuse-time sampling);
+- `rapidmrc`: an L2 curve from a window of L1 misses (Azimi et al. 3.2.2) and its error;
+- `mrc`: curves of traces (units, methods, sizes, results) for the Python API and CLI;
+- `histogram`: the log-linear histogram the approximations keep;
+- `reference`: ANCHORS.md's zipf + scan reference trace.
 */
+pub mod aet;
 pub mod bins;
+pub mod histogram;
+pub mod mrc;
+pub mod rapidmrc;
+pub mod reference;
+pub mod shards;
+pub mod stack;

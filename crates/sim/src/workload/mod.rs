@@ -99,6 +99,12 @@ use layout::{cycle_order, Scatter};
 use serde::{Deserialize, Serialize};
 use zipf::Zipf;
 
+/// The exact zipf sampler (ranks `1..=n`, probability proportional to `r^-alpha`) for other
+/// modules' synthetic traces (`analysis::reference`).
+pub(crate) fn zipf_sampler(n: u64, alpha: f64) -> Zipf {
+    Zipf::new(n, alpha)
+}
+
 /// Line granularity of the `pointer-chain` pattern (DESIGN.md default line size).
 pub const CHAIN_LINE: u64 = 64;
 

@@ -1,0 +1,309 @@
+"""Miss-rate curves and per-set stack distance profiles through the Python API and the CLI.
+
+Cross-checks: the exact curve against a brute-force LRU written here and against
+``cachecolor.simulate`` of a fully associative cache; the per-set profile against ``simulate``
+of the same set-associative geometry at every associativity; SHARDS at rate 1 against exact,
+and at lower rates within its error bound; MPKI from instruction counts; bad inputs as a table of
+one-line errors (exit code 2) naming what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import cachecolor
+from test_errors import assert_one_line_error
+
+
+def lru_misses(lines: np.ndarray, size: int) -> int:
+    """Brute-force fully associative LRU: a recency list."""
+    stack: list[int] = []
+    misses = 0
+    for x in lines.tolist():
+        if x in stack:
+            stack.remove(x)
+        else:
+            misses += 1
+            if len(stack) == size:
+                stack.pop()
+        stack.insert(0, x)
+    return misses
+
+
+@pytest.fixture(scope="module")
+def small_trace() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    hot = rng.integers(0, 40, size=3000)
+    scan = np.arange(3000) % 150 + 1000
+    pick = rng.random(3000) < 0.6
+    return (np.where(pick, hot, scan) * 64 + rng.integers(0, 64, size=3000)).astype(np.uint64)
+
+
+def test_exact_curve_equals_brute_force_lru_at_every_size(small_trace):
+    c = cachecolor.mrc(small_trace, all_sizes=True)
+    lines = small_trace >> np.uint64(6)
+    assert c.distinct == len(np.unique(lines)) and c.distinct_exact
+    assert list(c.sizes) == list(range(1, int(c.distinct) + 1))
+    for size in list(range(1, 60)) + list(range(60, int(c.distinct) + 1, 13)):
+        assert c.miss_rate[size - 1] == lru_misses(lines, size) / len(lines), size
+    # `at` answers any size from the histogram, including past the distinct lines.
+    assert c.at([0])[0] == 1.0
+    assert c.at([10_000])[0] == c.distinct / len(lines)
+    assert np.array_equal(c.at(c.sizes), c.miss_rate)
+    assert int(c.histogram.sum()) == len(lines) and int(c.histogram[0]) == c.distinct
+
+
+def test_exact_curve_matches_the_simulator_fully_associative(small_trace):
+    c = cachecolor.mrc(small_trace, sizes=[8, 16, 48, 64])  # the simulator holds at most 64 ways
+    for size, rate in zip(c.sizes, c.miss_rate):
+        cfg = {"hierarchy": {"levels": [{"name": "FA", "size": int(size) * 64, "ways": int(size)}]}}
+        r = cachecolor.simulate(cfg, trace=small_trace)
+        assert r.level("FA")["misses"] / r.level("FA")["accesses"] == pytest.approx(rate, abs=0, rel=1e-12)
+
+
+def test_per_set_profile_equals_set_associative_simulation(small_trace):
+    prof = cachecolor.set_profile(small_trace, cache_size=8 * 64 * 8, ways=8)
+    assert prof.sets == 8 and prof.counts.shape == (8, 9)
+    assert int(prof.counts.sum()) == len(small_trace)
+    for ways in range(1, 9):
+        cfg = {"hierarchy": {"levels": [{"name": "L1", "size": 8 * 64 * ways, "ways": ways}]}}
+        r = cachecolor.simulate(cfg, trace=small_trace).level("L1")
+        assert prof.miss_rate(ways)[0] == r["misses"] / r["accesses"], ways
+    # The weighted average profile sums to 1 and gives the same curve.
+    w = prof.weighted
+    assert w.sum() == pytest.approx(1.0)
+    assert np.allclose(1 - np.cumsum(w[:-1]), prof.miss_rate())
+    assert prof.unweighted.sum() == pytest.approx(1.0)
+    # Beyond max_ways the pooled distances still answer, and a huge associativity is the
+    # cold-miss floor.
+    assert prof.miss_rate([10_000])[0] == pytest.approx(prof.distinct / len(small_trace))
+    per_set = prof.per_set_miss_rate(4)
+    assert per_set.shape == (8,) and np.nanmax(per_set) <= 1.0
+
+
+def test_records_spanning_lines_count_once_per_line():
+    addrs = np.array([60, 0, 64], dtype=np.uint64)
+    c = cachecolor.mrc({"addr": addrs, "size": np.array([8, 1, 1], dtype=np.uint16)}, all_sizes=True)
+    # Lines 0, 1 (the spanning record), then 0 (distance 2), then 1 (distance 2).
+    assert c.references == 4 and c.distinct == 2
+    assert list(c.miss_rate) == [1.0, 0.5]
+
+
+def test_page_granularity_counts_pages(small_trace):
+    pages = cachecolor.mrc(small_trace, granularity="page", page_size=1024, all_sizes=True)
+    lines = cachecolor.mrc(small_trace >> np.uint64(4), all_sizes=True)  # 64-byte units of addr/16 = 1 KiB of addr
+    assert pages.unit_bytes == 1024
+    assert np.array_equal(pages.miss_rate, lines.miss_rate)
+
+
+def test_shards_at_rate_one_is_exact_and_deterministic(small_trace):
+    exact = cachecolor.mrc(small_trace, sizes=range(1, 200))
+    s = cachecolor.mrc(small_trace, rate=1.0, sizes=range(1, 200))
+    assert s.method == "shards" and s.rate == 1.0 and s.reliable_from == 1  # every line sampled: exact
+    assert np.allclose(s.miss_rate, exact.miss_rate, atol=1e-12)
+    a = cachecolor.mrc(small_trace, rate=0.3, seed=4)
+    b = cachecolor.mrc(small_trace, rate=0.3, seed=4)
+    assert np.array_equal(a.miss_rate, b.miss_rate)
+    assert not np.array_equal(a.miss_rate, cachecolor.mrc(small_trace, rate=0.3, seed=5, sizes=a.sizes).miss_rate)
+
+
+def test_shards_and_aet_are_close_to_exact_on_the_reference_trace():
+    t = cachecolor.zipf_scan_trace(400_000, 40_000)
+    assert len(t) == 400_000 and t.dtype == np.uint64
+    exact = cachecolor.mrc(t, all_sizes=True)
+    assert exact.distinct == 40_000
+    for kw, bound in (({"rate": 0.1}, 0.01), ({"max_lines": 4000}, 0.015), ({"method": "aet", "rate": 0.05}, 0.01)):
+        est = cachecolor.mrc(t, sizes=exact.sizes, **kw)
+        ok = est.reliable
+        mae = np.abs(est.miss_rate[ok] - exact.miss_rate[ok]).mean()
+        assert mae < bound, (kw, mae)
+    band = cachecolor.mrc(t, rate=0.1, salts=4)
+    assert band.salts == 4 and (band.band_low <= band.miss_rate + 1e-12).all() and (band.miss_rate <= band.band_high + 1e-12).all()
+    assert (band.band_high - band.band_low).max() > 0  # independent salts disagree somewhere
+    assert band.reliable_from == 500 and not band.reliable[0] and band.reliable[-1]
+
+
+def test_mpki_from_instruction_counts():
+    addrs = (np.arange(1000) % 100 * 64).astype(np.uint64)
+    c = cachecolor.mrc({"addr": addrs, "icount": np.full(1000, 4, dtype=np.uint32)}, sizes=[50, 100])
+    assert c.instructions == 4000
+    assert np.allclose(c.mpki, c.miss_rate * 1000 * 1000 / 4000)
+    assert c.to_dict()["mpki"] == c.mpki.tolist()
+    assert cachecolor.mrc(addrs).mpki is None
+
+
+def test_workload_spec_as_dict_file_or_config_gives_the_same_curve(tmp_path):
+    spec = {"seed": 3, "phases": [{"pattern": "zipf", "alpha": 0.8, "footprint": "256KiB", "references": 50_000, "size": 64}]}
+    from_dict = cachecolor.mrc(spec)
+    assert from_dict.references == 50_000 and from_dict.source["kind"] == "workload"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hierarchy": {"levels": [{"name": "L1", "size": 32768, "ways": 8}]}, "workload": spec}))
+    from_config = cachecolor.mrc(cachecolor.analysis.WorkloadFile(path))
+    assert np.array_equal(from_config.miss_rate, from_dict.miss_rate)
+    toml = tmp_path / "w.toml"
+    toml.write_text('seed = 3\n[[phases]]\npattern = "zipf"\nalpha = 0.8\nfootprint = "256KiB"\nreferences = 50000\nsize = 64\n')
+    assert np.array_equal(cachecolor.mrc(cachecolor.analysis.WorkloadFile(toml)).miss_rate, from_dict.miss_rate)
+
+
+def test_rapid_mrc_window_against_the_whole_l1_miss_stream():
+    t = cachecolor.zipf_scan_trace(300_000, 30_000, seed=4)
+    whole = cachecolor.rapid_mrc(t, l1_size=32 << 10, l1_ways=8, window=10**12, points=100)
+    # Its L1 is the simulator's: the same misses as cachecolor.simulate of that L1.
+    l1 = cachecolor.simulate({"hierarchy": {"levels": [{"name": "L1", "size": 32 << 10, "ways": 8}]}}, trace=t).level("L1")
+    assert whole.l1_misses == l1["misses"] and whole.references == len(t)
+    assert whole.mae == 0.0 and np.array_equal(whole.miss_rate, whole.exact_miss_rate)
+    # The L2 curve of the L1 misses is the exact curve of those addresses.
+    w = whole.l1_misses // 5
+    part = cachecolor.rapid_mrc(t, window=w, warmup=w // 2, start=whole.l1_misses // 2, points=100)
+    assert part.window_counted == w - w // 2
+    assert 0 < part.mae < 0.1, part.mae
+    for kwargs, field in (({"window": 0}, "window"), ({"window": 10, "warmup": 10}, "warmup"),
+                          ({"window": 10, "l1_ways": 0}, "l1_ways"), ({"window": 10, "start": 10**9}, "window")):
+        with pytest.raises(cachecolor.ConfigError) as info:
+            cachecolor.rapid_mrc(t[:1000], **kwargs)
+        assert info.value.field == field, str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: the API
+
+
+@pytest.mark.parametrize(
+    "kwargs, field, text",
+    [
+        ({"rate": 0.0}, "rate", "(0, 1]"),
+        ({"rate": -0.5}, "rate", "(0, 1]"),
+        ({"rate": 1.5}, "rate", "(0, 1]"),
+        ({"max_lines": 0}, "max_lines", "1 to 2^32"),
+        ({"rate": 0.1, "max_lines": 10}, "max_lines", "not both"),
+        ({"method": "exact", "rate": 0.1}, "rate", "exact method takes no rate"),
+        ({"method": "aet"}, "rate", "AET needs"),
+        ({"method": "lfu"}, "method", "exact, shards, aet"),
+        ({"granularity": "word"}, "granularity", "line, page"),
+        ({"line_size": 48}, "unit_bytes", "power of two"),
+        ({"salts": 0, "rate": 0.1}, "salts", "1 to 64"),
+        ({"salts": 2}, "salts", "SHARDS only"),
+        ({"all_sizes": True, "rate": 0.1}, "all_sizes", "estimate"),
+        ({"points": 0}, "points", "at least 1"),
+    ],
+)
+def test_bad_options_name_the_option(kwargs, field, text):
+    with pytest.raises(cachecolor.ConfigError) as info:
+        cachecolor.mrc(np.arange(10, dtype=np.uint64), **kwargs)
+    assert info.value.field == field, str(info.value)
+    assert text in str(info.value), str(info.value)
+
+
+def test_bad_sources_and_set_geometries():
+    with pytest.raises(cachecolor.ConfigError, match="no references"):
+        cachecolor.mrc(np.zeros(0, dtype=np.uint64))
+    with pytest.raises(ValueError, match="size"):
+        cachecolor.mrc({"addr": np.arange(2, dtype=np.uint64), "size": np.array([1, 0], dtype=np.uint16)})
+    with pytest.raises(cachecolor.ConfigError, match="phases"):
+        cachecolor.mrc({"phases": []})
+    with pytest.raises(FileNotFoundError):
+        cachecolor.mrc("/nonexistent/trace.cctrace")
+    with pytest.raises(cachecolor.ConfigError) as info:
+        cachecolor.set_profile(np.arange(10, dtype=np.uint64), cache_size=1000, ways=3)
+    assert info.value.field == "cache_size"
+    with pytest.raises(cachecolor.ConfigError) as info:
+        cachecolor.set_profile(np.arange(10, dtype=np.uint64), sets=0)
+    assert info.value.field == "sets"
+    with pytest.raises(cachecolor.ConfigError, match="give sets="):
+        cachecolor.set_profile(np.arange(10, dtype=np.uint64))
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI
+
+
+@pytest.fixture
+def mrc_trace(tmp_path):
+    path = tmp_path / "zs.cctrace"
+    cachecolor.write_trace(path, cachecolor.zipf_scan_trace(200_000, 20_000))
+    return path
+
+
+def test_cli_writes_the_curve_and_plot(run_cli, tmp_path, mrc_trace):
+    out, png = tmp_path / "mrc.json", tmp_path / "mrc.png"
+    r = run_cli("mrc", mrc_trace, "--json", out, "--plot", png, "--cache-size", "256KiB", "--ways", "8")
+    assert r.returncode == 0, r.stderr
+    assert "exact miss-rate curve: 200,000 references to 20,000 distinct" in r.stdout
+    assert f"wrote {out}" in r.stderr and png.stat().st_size > 1000
+    doc = json.loads(out.read_text())
+    for key in ("sizes", "miss_rate", "references", "distinct", "method", "rate", "reliable_from", "version", "source"):
+        assert key in doc, key
+    assert doc["method"] == "exact" and doc["references"] == 200_000 and doc["distinct"] == 20_000
+    assert doc["sizes"][0] == 1 and doc["sizes"][-1] == 20_000 and len(doc["sizes"]) == len(doc["miss_rate"])
+    api = cachecolor.mrc(mrc_trace)
+    assert doc["miss_rate"] == api.miss_rate.tolist()
+    sp = doc["set_profile"]
+    assert sp["sets"] == 512 and sp["ways"] == list(range(1, 9)) and len(sp["miss_rate"]) == 8
+
+
+def test_cli_shards_workload_and_quiet(run_cli, tmp_path, mrc_trace):
+    out = tmp_path / "s.json"
+    r = run_cli("mrc", mrc_trace, "--shards", "0.05", "--salts", "3", "--json", out, "-q")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["method"] == "shards" and doc["rate"] == 0.05 and doc["salts"] == 3
+    assert doc["reliable_from"] == 1000 and "band_low" in doc and "unreliable" in r.stdout
+    spec = tmp_path / "w.toml"
+    spec.write_text('seed = 1\n[[phases]]\npattern = "uniform"\nfootprint = "64KiB"\nreferences = 10000\nsize = 64\n')
+    r = run_cli("mrc", "--workload", spec, "--granularity", "page", "--all-sizes", "--json", out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["unit_bytes"] == 4096 and doc["distinct"] == 16 and doc["sizes"] == list(range(1, 17))
+    assert doc["source"]["kind"] == "workload"
+
+
+def test_cli_profiles_the_example_workload(run_cli, repo, tmp_path):
+    out = tmp_path / "w.json"
+    r = run_cli("mrc", "--workload", repo / "examples" / "mrc" / "zipf-then-scan.toml", "--points", "50", "--json", out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["references"] == 4 * (500_000 + 131_072) and len(doc["sizes"]) <= 50
+    assert all(a >= b for a, b in zip(doc["miss_rate"], doc["miss_rate"][1:]))  # never rises with size
+
+
+MRC_CLI_CASES = [
+    ("rate-zero", ["--shards", "0"], ["--shards", "0 is not allowed", "(0, 1]"]),
+    ("rate-negative", ["--shards", "-0.5"], ["--shards", "(0, 1]"]),
+    ("rate-above-one", ["--shards", "2"], ["--shards", "(0, 1]"]),
+    ("aet-rate", ["--aet", "0"], ["--aet", "(0, 1]"]),
+    ("size-zero", ["--shards-size", "0"], ["--shards-size", "1 to 2^32"]),
+    ("two-methods", ["--shards", "0.1", "--aet", "0.1"], ["not allowed with argument --shards"]),
+    ("line-size", ["--line-size", "48"], ["--line-size", "power of two"]),
+    ("page-size", ["--granularity", "page", "--page-size", "1000"], ["--page-size", "power of two"]),
+    ("salts", ["--salts", "2"], ["--salts", "SHARDS only"]),
+    ("all-sizes-shards", ["--shards", "0.1", "--all-sizes"], ["--all-sizes", "estimate"]),
+    ("granularity", ["--granularity", "word"], ["invalid choice", "line", "page"]),
+    ("ways-alone", ["--ways", "8"], ["--cache-size and --ways go together"]),
+    ("cache-size-not-multiple", ["--cache-size", "1000", "--ways", "3"], ["--cache-size", "not a positive multiple"]),
+    ("bad-size", ["--cache-size", "12 parsecs", "--ways", "8"], ["--cache-size", "not a size"]),
+]
+
+
+@pytest.mark.parametrize("case_id, args, expected", MRC_CLI_CASES, ids=[c[0] for c in MRC_CLI_CASES])
+def test_cli_bad_options(run_cli, mrc_trace, case_id, args, expected):
+    line = assert_one_line_error(run_cli("mrc", mrc_trace, *args))
+    for s in expected:
+        assert s in line, (s, line)
+
+
+def test_cli_bad_sources(run_cli, tmp_path):
+    line = assert_one_line_error(run_cli("mrc"))
+    assert "give a TRACE file or --workload SPEC" in line
+    empty = tmp_path / "empty.cctrace"
+    cachecolor.write_trace(empty, np.zeros(0, dtype=np.uint64))
+    line = assert_one_line_error(run_cli("mrc", empty))
+    assert "TRACE: the trace has no references" in line
+    line = assert_one_line_error(run_cli("mrc", tmp_path / "missing.cctrace"))
+    assert "missing.cctrace" in line
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[phases]]\npattern = "uniform"\nfootprint = "1MiB"\nreferences = 0\n')
+    line = assert_one_line_error(run_cli("mrc", "--workload", bad))
+    assert "phases[0].references" in line
