@@ -527,6 +527,7 @@ impl Hierarchy {
         if self.lean_ready() {
             return self.access_lean(r);
         }
+        self.drop_lean_units();
         if self.last_stale {
             self.last_stale = false;
             for l in &mut self.last {
@@ -561,6 +562,7 @@ impl Hierarchy {
             self.run_block_lean(recs, &mut ());
             return;
         }
+        self.drop_lean_units();
         const AHEAD: usize = 12;
         let n = recs.len();
         let line_mask = (1u64 << self.line_shift) - 1;
@@ -1075,9 +1077,18 @@ impl Hierarchy {
             .any(|l| l.caches.iter().any(|c| c.contains(line)))
     }
 
+    /// The lean engine's cached raw pointers were derived from mutable borrows of the caches;
+    /// before the caches are changed through a safe path they are dropped (and rebuilt at the
+    /// lean engine's next use), so no pointer outlives a later borrow of what it points to.
+    #[inline]
+    fn drop_lean_units(&mut self) {
+        self.lean_units.clear();
+    }
+
     /// Coherence: remove the line of `addr` from every cache, because another chip writes it.
     /// A dirty copy goes to memory (counted as a memory write). Returns the copies removed.
     pub fn invalidate_line(&mut self, addr: u64) -> u32 {
+        self.drop_lean_units();
         let line = addr >> self.line_shift;
         let mut removed = 0;
         let mut dirty = false;

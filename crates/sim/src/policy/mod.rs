@@ -149,7 +149,8 @@ pub trait Kernel {
     /// Move thread `tid` to `core`'s run queue.
     fn migrate(&mut self, tid: usize, core: usize) -> Result<(), KernelError>;
     /// Program the data-address sampler of `core` (all cores if `None`), or switch it off with
-    /// `None` (ROCS section 3.3 throttles it by changing the period). A period of 0 counts as 1.
+    /// `None` (ROCS section 3.3 throttles it by changing the period). A period of 0 counts as 1;
+    /// the handler touches at most one page of lines.
     fn set_sampling(&mut self, core: Option<usize>, sampling: Option<SamplingConfig>);
     /// Switch the hardware prefetchers on or off (ROCS section 3.2 profiles with them off).
     fn set_prefetch(&mut self, on: bool);

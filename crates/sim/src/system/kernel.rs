@@ -142,6 +142,14 @@ impl Kernel for Ctx<'_> {
         } else {
             f.queue.retain(|&t| t != tid);
         }
+        // A core with nothing to run has stood still since its last thread ended: it takes the
+        // thread now, not in the past (as idle balancing does).
+        let now = self.sys.cores[self.core].clock_milli;
+        let to = &mut self.sys.cores[core];
+        if to.current.is_none() && to.queue.is_empty() && to.clock_milli < now {
+            to.idle_milli += now - to.clock_milli;
+            to.clock_milli = now;
+        }
         self.sys.cores[core].queue.push_back(tid);
         self.sys.threads[tid].core = core;
         let pid = self.sys.threads[tid].pid;
@@ -157,9 +165,12 @@ impl Kernel for Ctx<'_> {
     }
 
     fn set_sampling(&mut self, core: Option<usize>, sampling: Option<SamplingConfig>) {
+        // The handler's data is one page (as `[pmu.sampling]` is checked at start).
+        let max_lines = ((1u64 << self.sys.page_shift) / self.sys.line_size) as u32;
         let sampler = sampling.map(|c| {
             Sampler::new(SamplingConfig {
                 period: c.period.max(1),
+                pollute_l1_lines: c.pollute_l1_lines.min(max_lines),
                 ..c
             })
             .expect("the period is at least 1")

@@ -144,6 +144,8 @@ pub struct System {
     /// where each was served.
     deferring: bool,
     batching: bool,
+    /// Samples taken during the current record, for the policy once the record is done.
+    samples_due: Vec<Sample>,
     batch: Vec<Record>,
     batch_marks: Vec<Mark>,
     batch_served: Vec<u8>,
@@ -346,6 +348,7 @@ impl System {
             violations: Vec::new(),
             deferring: false,
             batching: true,
+            samples_due: Vec::new(),
             batch: Vec::new(),
             batch_marks: Vec::new(),
             batch_served: Vec::new(),
@@ -509,6 +512,10 @@ impl System {
                 self.tick(Some(core), at);
                 self.next_tick += self.tick_milli;
             }
+            let c = &self.cores[core];
+            if c.current.is_none() && c.queue.is_empty() {
+                continue; // the tick's policy moved its work elsewhere
+            }
             self.run_burst(core)?;
             self.deliver_events();
         }
@@ -603,6 +610,8 @@ impl System {
                     }
                     Err(e) => {
                         self.deferring = false;
+                        self.batch.clear();
+                        self.batch_marks.clear();
                         return Err(e.into());
                     }
                 }
@@ -618,7 +627,14 @@ impl System {
             }
             if let Err(e) = self.step(core, tid, &r) {
                 self.deferring = false;
+                self.batch.clear();
+                self.batch_marks.clear();
                 return Err(e);
+            }
+            if !self.samples_due.is_empty() {
+                for sample in std::mem::take(&mut self.samples_due) {
+                    self.run_hook(core, |p, k| p.sample(k, &sample));
+                }
             }
             if self.cores[core].current != Some(tid) {
                 break; // a policy moved it elsewhere
@@ -1030,7 +1046,9 @@ impl System {
             },
             cycle: self.cores[core].clock_milli / 1000,
         };
-        self.run_hook(core, |p, k| p.sample(k, &sample));
+        // The policy sees it once the record is fully counted (`run_burst`): a hook that
+        // migrates the running thread must not cut a record in two.
+        self.samples_due.push(sample);
     }
 
     /// The sample handler touches `lines` lines of its own data, evicting the program's lines

@@ -651,3 +651,62 @@ fn batched_bursts_equal_records_one_at_a_time() {
     assert!(process(&a, "uniform").lazy_recolors > 100);
     assert_eq!(a, b);
 }
+
+/// Review findings: a policy that migrates the running thread from a sample hook (mid-record)
+/// or from a tick on the thread's own core (leaving it empty), onto an idle core.
+#[test]
+fn migrations_from_hooks_keep_every_count_and_never_run_in_the_past() {
+    #[derive(Debug)]
+    struct Mover2 {
+        all: ColorSet,
+        on_sample: bool,
+        done: bool,
+    }
+    impl Policy for Mover2 {
+        fn name(&self) -> &'static str {
+            "test-mover2"
+        }
+        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+            policy::Placement::default()
+        }
+        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+            &self.all
+        }
+        fn sample(&mut self, k: &mut dyn policy::Kernel, s: &Sample) {
+            if self.on_sample && !self.done && k.now() > 300_000 {
+                self.done = true;
+                k.migrate(s.thread as usize, 1).unwrap();
+            }
+        }
+        fn tick(&mut self, k: &mut dyn policy::Kernel, t: &Tick) {
+            if !self.on_sample && !self.done && t.now >= 300_000 {
+                self.done = true;
+                assert_eq!(k.core(), 0, "the tick runs on the thread's own core");
+                k.migrate(0, 1).unwrap();
+            }
+        }
+    }
+    let base = include_str!("../../../../examples/os/colors-overlap.toml");
+    let machine = &base[..base.find("[[processes]]").unwrap()];
+    let procs = "[[processes]]\nname = \"long\"\npin = [0]\n[[processes.threads]]\nworkload = { seed = 1, phases = [{ pattern = \"uniform\", footprint = \"64KiB\", references = 200000 }] }\n[[processes]]\nname = \"short\"\npin = [1]\n[[processes.threads]]\nworkload = { seed = 2, phases = [{ pattern = \"uniform\", footprint = \"64KiB\", references = 5000, base = 0x300000000 }] }\n";
+    for on_sample in [false, true] {
+        let mut text = format!("{machine}{procs}\n[scheduler]\ntick = 100000\nbalance = false\n");
+        if on_sample {
+            text.push_str("\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = 1000\n");
+        }
+        let policy = Mover2 {
+            all: ColorSet::all(16),
+            on_sample,
+            done: false,
+        };
+        let r = run_with(&config(&text), Box::new(policy));
+        let long = process(&r, "long");
+        assert_eq!(long.instructions, 200_000, "sample hook: {on_sample}");
+        assert_eq!(long.references, 200_000);
+        assert_eq!(long.kernel.migration.count, 1);
+        // Core 1 finished `short` long before; it takes `long` at the migration's time, not
+        // in its own past: its clock ends beyond the 300,000 cycles the move waited for.
+        assert!(r.cores[1].cycles > 300_000.0, "{:?}", r.cores[1].cycles);
+        assert!(r.cores[1].instructions > 5_000);
+    }
+}

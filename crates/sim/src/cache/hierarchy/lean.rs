@@ -87,6 +87,16 @@ impl Clone for UnitCache {
     }
 }
 
+impl UnitCache {
+    /// Forget the units (they are rebuilt at the lean engine's next use).
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        if self.0.is_some() {
+            self.0 = None;
+        }
+    }
+}
+
 impl std::fmt::Debug for UnitCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
