@@ -48,7 +48,7 @@ use crate::memory::{AllocRequest, ColorSet, Owner, PhysicalMemory};
 use crate::mmu::{AddressSpace, Tlb, TlbConfig, Translation, WalkOutcome, ENTRIES};
 use crate::pmu::{CounterSet, DataSource, Event, EventCounts, Sample, Sampler};
 use crate::policy::{self, Policy, ProcessCounts, ProcessInfo, SchedEvent, Tick};
-use crate::timing::{Served, StallCause, Timing};
+use crate::timing::{StallCause, Timing};
 use crate::trace::{self, Format, Kind, Record, RecordSource};
 use crate::workload::Workload;
 use coherence::Coherence;
@@ -681,15 +681,7 @@ impl System {
                 Mark::Walk => 0,
                 Mark::Demand(p) => p as usize,
             };
-            c.tally.served(&self.paths[path], s);
-            let at = if remote {
-                c.tally.remote += 1;
-                Served::Remote
-            } else if s == SERVED_BY_MEMORY {
-                Served::Dram
-            } else {
-                Served::Level(s as usize)
-            };
+            let at = c.tally.serve(&self.paths[path], s, remote);
             if mark == Mark::Walk {
                 let w = self.timing.walk_read(&mut c.tally.breakdown, at);
                 c.tally.walk_milli += w;
@@ -920,15 +912,7 @@ impl System {
             }
             let (served, remote) = self.access(core, &part);
             let c = &mut self.cores[core];
-            c.tally.served(&self.paths[path], served);
-            let s = if remote {
-                c.tally.remote += 1;
-                Served::Remote
-            } else if served == SERVED_BY_MEMORY {
-                Served::Dram
-            } else {
-                Served::Level(served as usize)
-            };
+            let s = c.tally.serve(&self.paths[path], served, remote);
             spent += self.timing.reference(&mut c.tally.breakdown, s);
             if path == 0 && c.sampler.is_some() {
                 self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
@@ -1133,15 +1117,7 @@ impl System {
             }
             let (served, remote) = self.access(core, &read);
             let c = &mut self.cores[core];
-            c.tally.served(&self.paths[0], served);
-            let s = if remote {
-                c.tally.remote += 1;
-                Served::Remote
-            } else if served == SERVED_BY_MEMORY {
-                Served::Dram
-            } else {
-                Served::Level(served as usize)
-            };
+            let s = c.tally.serve(&self.paths[0], served, remote);
             let w = self.timing.walk_read(&mut c.tally.breakdown, s);
             c.tally.walk_milli += w;
             *spent += w;

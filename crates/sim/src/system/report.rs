@@ -2,7 +2,7 @@
 //! tallies the engine keeps to build it.
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::pmu::{Event, EventCounts};
-use crate::timing::{StallBreakdown, StallCause};
+use crate::timing::{Served, StallBreakdown, StallCause};
 use serde::Serialize;
 
 /// Hierarchy levels a system tallies per core and thread.
@@ -93,6 +93,21 @@ impl Tally {
             d.kernel[i][1] -= e.kernel[i][1];
         }
         d
+    }
+
+    /// Count an access served at `served` (another chip's cache if `remote`) on `path`, and
+    /// say where it was served for the timing model.
+    #[inline]
+    pub fn serve(&mut self, path: &[u8], served: u8, remote: bool) -> Served {
+        self.served(path, served);
+        if remote {
+            self.remote += 1;
+            Served::Remote
+        } else if served == SERVED_BY_MEMORY {
+            Served::Dram
+        } else {
+            Served::Level(served as usize)
+        }
     }
 
     /// A reference of the kind whose path is `path` (level indices, top first) served at
