@@ -100,3 +100,17 @@ def test_presets_run_as_systems_from_python(tmp_path):
     assert r.invariants == []
     effective = r.to_dict()["config"]["machine"]
     assert effective["hierarchy"]["cores"] == 4 and effective["timing"]["mlp"] == 4
+
+
+def test_time_series_plots_per_process(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    r = cachecolor.simulate_system(OS / "colors-overlap.toml")
+    ax = r.plot_intervals("llc_mpki")
+    assert [line.get_label() for line in ax.get_lines()] == ["victim", "stream"]
+    assert len(ax.get_lines()[0].get_xdata()) == len(r.to_dict()["intervals"])
+    ax.figure.savefig(tmp_path / "mpki.png")
+    assert (tmp_path / "mpki.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="allowed ipc"):
+        r.plot_intervals("colour")

@@ -106,6 +106,26 @@ class SystemResult:
                 rows.append(row)
         return pd.DataFrame(rows)
 
+    def plot_intervals(self, metric: str = "ipc", ax: Any = None) -> Any:
+        """Plot one column of the time series (``ipc``, ``llc_mpki``, ``llc_misses``,
+        ``instructions``, ``cycles`` or ``frames``) against time, one line per process
+        (matplotlib; returns the axes)."""
+        import matplotlib.pyplot as plt
+
+        frame = self.intervals
+        allowed = ("ipc", "llc_mpki", "llc_misses", "instructions", "cycles", "frames")
+        if metric not in allowed:
+            raise ValueError(f"metric {metric!r}: allowed {', '.join(allowed)}")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4.5))
+        for name, rows in frame.groupby("process", sort=False):
+            ax.plot(rows["time"], rows[metric], label=name, marker=".")
+        ax.set_xlabel("cycles")
+        ax.set_ylabel(metric.replace("_", " "))
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        return ax
+
     @property
     def invariants(self) -> list[str]:
         return list(self._doc["invariants"])
