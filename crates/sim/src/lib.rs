@@ -1,13 +1,13 @@
 /*!
-cachecolor's simulator library: caches, hierarchies, traces and synthetic workloads, and the
+cachecolor's simulator library: caches, hierarchies, traces and synthetic workloads; the
 mechanisms of the simulated OS built on them (physical memory and page allocators, page tables
-and TLBs, PMU, timing).
+and TLBs, PMU, timing); the machine and kernel that run them (`system`) under an OS policy
+(`policy`); and the analyses (`analysis`: miss-rate curves, stack-distance profiles, models).
 
 Pure Rust, deterministic (every random choice comes from a seeded generator), and free of I/O
 except reading and writing traces and, for the `detect` machine preset, reading the host's CPU
-description from sysfs (`system::detect`). The layout follows `DESIGN.md`: one module per concern, named
-for what it models. The machine and scheduler (`system`) and the OS policies (`policy`) that tie
-these mechanisms together are still to come (issue 3).
+description from sysfs (`system::detect`). The layout follows `DESIGN.md`: one module per
+concern, named for what it models.
 */
 
 pub mod analysis;
