@@ -224,15 +224,7 @@ pub fn profile<'py>(
                 ),
                 (None, None) => unreachable!("one source was checked"),
             };
-            trace::pipelined(
-                |buf| -> Result<Option<Progress>> {
-                    Ok(if src.next_block(buf)? {
-                        Some(src.progress())
-                    } else {
-                        None
-                    })
-                },
-                |block, p| {
+            trace::pipelined_source(src.as_mut(), |block, p| -> Result<()> {
                     profilers.records(block);
                     report(progress, p)
                 },

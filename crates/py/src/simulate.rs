@@ -92,20 +92,11 @@ fn run(
     progress: Option<&Py<PyAny>>,
 ) -> Result<u64> {
     let mut n = 0u64;
-    trace::pipelined(
-        |buf| -> Result<Option<Progress>> {
-            Ok(if src.next_block(buf)? {
-                Some(src.progress())
-            } else {
-                None
-            })
-        },
-        |block, p| {
-            h.run_block(block);
-            n += block.len() as u64;
-            report(progress, p)
-        },
-    )?;
+    trace::pipelined_source(src, |block, p| -> Result<()> {
+        h.run_block(block);
+        n += block.len() as u64;
+        report(progress, p)
+    })?;
     Ok(n)
 }
 

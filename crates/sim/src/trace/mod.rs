@@ -85,6 +85,23 @@ impl RecordSource for VecSource {
     }
 }
 
+/// `pipelined` reading `source` block by block (its progress after each block).
+pub fn pipelined_source<E: Send + From<TraceError>>(
+    source: &mut (dyn RecordSource + Send),
+    consume: impl FnMut(&[Record], Progress) -> Result<(), E>,
+) -> Result<(), E> {
+    pipelined(
+        |buf| -> Result<Option<Progress>, E> {
+            Ok(if source.next_block(buf)? {
+                Some(source.progress())
+            } else {
+                None
+            })
+        },
+        consume,
+    )
+}
+
 /// Produce blocks of records on a helper thread while `consume` handles the previous block on
 /// this one: decoding a trace (zstd, text parsing) or turning NumPy columns into records then
 /// overlaps with simulating instead of adding to it. `produce` fills the (cleared) buffer and
