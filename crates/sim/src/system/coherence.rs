@@ -36,7 +36,7 @@ impl Coherence {
     }
 
     /// Chip `chip` has just sent `rec` through its hierarchy (`missed`: its caches did not
-    /// have the line). Returns whether another chip's cache served it.
+    /// have the line). Returns whether another chip's cache served it (never, on one chip).
     pub fn after_access(
         &mut self,
         chips: &mut [Hierarchy],
@@ -44,6 +44,9 @@ impl Coherence {
         rec: &Record,
         missed: bool,
     ) -> bool {
+        if chips.len() == 1 {
+            return false;
+        }
         let line = rec.addr >> self.line_shift;
         let me = 1u32 << chip;
         let write = rec.kind.is_write();

@@ -667,13 +667,12 @@ impl System {
         debug_assert_eq!(served.len(), self.batch.len());
         let mut spent = 0;
         for (i, &s) in served.iter().enumerate() {
-            let remote = self.chips.len() > 1
-                && self.coherence.after_access(
-                    &mut self.chips,
-                    chip,
-                    &self.batch[i],
-                    s == SERVED_BY_MEMORY,
-                );
+            let remote = self.coherence.after_access(
+                &mut self.chips,
+                chip,
+                &self.batch[i],
+                s == SERVED_BY_MEMORY,
+            );
             let mark = self.batch_marks[i];
             let c = &mut self.cores[core];
             let path = match mark {
@@ -935,9 +934,6 @@ impl System {
     fn access(&mut self, core: usize, rec: &Record) -> (u8, bool) {
         let chip = self.cores[core].chip;
         let served = self.chips[chip].access(rec);
-        if self.chips.len() == 1 {
-            return (served, false);
-        }
         let remote =
             self.coherence
                 .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
