@@ -85,15 +85,8 @@ impl Kernel for Ctx<'_> {
         if colors.contains(self.sys.memory.color_of(pte.pfn())) {
             return Ok(None);
         }
+        // A page waiting for a lazy move is settled too: the remap makes it present again.
         let new = self.sys.move_page(self.core, pid, vpn, colors)?;
-        if pte.has(Pte::RECOLOR) {
-            // It was waiting for a lazy move; this one settles it.
-            self.sys.processes[pid]
-                .space
-                .as_mut()
-                .expect("live")
-                .remap(vpn, new);
-        }
         self.sys.processes[pid].recolors += 1;
         self.sys.shootdown(self.core, pid, Some(vpn));
         Ok(Some(new))

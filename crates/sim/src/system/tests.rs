@@ -710,3 +710,46 @@ fn migrations_from_hooks_keep_every_count_and_never_run_in_the_past() {
         assert!(r.cores[1].instructions > 5_000);
     }
 }
+
+/// An eager recolor of a page still waiting for its lazy move settles it: present again, in
+/// the new colors, contents kept (checked at exit).
+#[test]
+fn eager_recolor_settles_a_page_marked_for_a_lazy_move() {
+    #[derive(Debug)]
+    struct MarkThenMove(ColorSet, bool);
+    impl Policy for MarkThenMove {
+        fn name(&self) -> &'static str {
+            "test-mark-then-move"
+        }
+        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+            policy::Placement::default()
+        }
+        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+            &self.0
+        }
+        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
+            if self.1 {
+                return;
+            }
+            self.1 = true;
+            let target = ColorSet::range(16, 0, 4).unwrap();
+            let page = k
+                .pages(0)
+                .into_iter()
+                .find(|p| !target.contains(p.color))
+                .unwrap();
+            k.mark_for_recolor(0, page.vpn).unwrap();
+            let new = k.recolor(0, page.vpn, &target).unwrap().unwrap();
+            let after = k.pages(0).into_iter().find(|p| p.vpn == page.vpn).unwrap();
+            assert_eq!((after.pfn, after.marked), (new, false));
+            assert!(target.contains(after.color));
+        }
+    }
+    let cfg = config(include_str!(
+        "../../../../examples/os/placement-random.toml"
+    ));
+    let r = run_with(&cfg, Box::new(MarkThenMove(ColorSet::all(16), false)));
+    let p = process(&r, "uniform");
+    assert_eq!((p.recolors, p.lazy_recolors), (1, 0));
+    assert_eq!(p.faults, 256, "the settled page does not fault again");
+}
