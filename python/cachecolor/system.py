@@ -130,6 +130,11 @@ class SystemResult:
     def invariants(self) -> list[str]:
         return list(self._doc["invariants"])
 
+    @property
+    def policy_report(self) -> Any:
+        """What the policy reported of itself (its own JSON shape; None if it reports nothing)."""
+        return self._doc.get("policy_report")
+
     def process(self, name: str) -> dict[str, Any]:
         for p in self._doc["processes"]:
             if p["name"] == name:

@@ -172,6 +172,36 @@ pub trait Policy: std::fmt::Debug + Send {
     fn sample(&mut self, _k: &mut dyn Kernel, _s: &Sample) {}
     /// A scheduler event.
     fn scheduled(&mut self, _k: &mut dyn Kernel, _e: &SchedEvent) {}
+    /// What the policy decided and measured, for the run's report (`policy_report` in the
+    /// JSON): e.g. the pages it picked, the color assignments over time. `Null` by default.
+    fn report(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// The machine a policy is built for (what an OS reads from CPUID and its boot-time probing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineInfo {
+    pub cores: usize,
+    pub chips: usize,
+    /// Colors of the LLC (`size / (ways * page)`).
+    pub colors: u64,
+    pub llc_size: u64,
+    pub llc_ways: u32,
+    pub line_size: u64,
+    pub page_size: u64,
+}
+
+impl MachineInfo {
+    /// Cores per chip.
+    pub fn cores_per_chip(&self) -> usize {
+        self.cores / self.chips.max(1)
+    }
+
+    /// The chip of `core`.
+    pub fn chip_of(&self, core: usize) -> usize {
+        core / self.cores_per_chip().max(1)
+    }
 }
 
 /// `[policy]` in a config.
@@ -197,15 +227,11 @@ impl Default for PolicyConfig {
 /// The policy names a config may give.
 pub const NAMES: &str = "linux, static";
 
-/// Build the named policy for a machine of `cores` cores and a cache of `colors` colors.
-pub fn build(
-    config: &PolicyConfig,
-    cores: usize,
-    colors: u64,
-) -> Result<Box<dyn Policy>, ConfigError> {
+/// Build the named policy for `machine`.
+pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(match config.name.as_str() {
-        "linux" => Box::new(Linux::new(colors)),
-        "static" => Box::new(StaticSections::new(cores, colors)),
+        "linux" => Box::new(Linux::new(machine.colors)),
+        "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
         other => {
             return Err(ConfigError::new(
                 "policy.name",

@@ -228,7 +228,19 @@ impl System {
         let memory = PhysicalMemory::new(&config.memory, page_size, colors, cores)?;
         let policy = match policy {
             Some(p) => p,
-            None => policy::build(&config.policy, cores, colors)?,
+            None => {
+                let g = hierarchy.cache(llc, 0).geometry();
+                let machine = policy::MachineInfo {
+                    cores,
+                    chips: m.chips as usize,
+                    colors,
+                    llc_size: g.size(),
+                    llc_ways: g.ways(),
+                    line_size: hc.line_size as u64,
+                    page_size,
+                };
+                policy::build(&config.policy, &machine)?
+            }
         };
         let s = &config.scheduler;
         if s.time_slice == 0 || s.tick == 0 {
@@ -1424,6 +1436,10 @@ impl System {
             levels,
             coherence: self.coherence.stats,
             intervals: self.intervals.clone(),
+            policy_report: self
+                .policy
+                .as_ref()
+                .map_or(serde_json::Value::Null, |p| p.report()),
             invariants,
         }
     }

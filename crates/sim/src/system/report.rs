@@ -373,5 +373,7 @@ pub struct SystemReport {
     pub levels: Vec<crate::cache::LevelStats>,
     pub coherence: CoherenceStats,
     pub intervals: Vec<Interval>,
+    /// What the policy reports of itself (`Policy::report`; null if nothing).
+    pub policy_report: serde_json::Value,
     pub invariants: Vec<String>,
 }

@@ -294,6 +294,9 @@ impl Policy for Mover {
             }
         }
     }
+    fn report(&self) -> serde_json::Value {
+        serde_json::json!({ "ticks": self.ticks })
+    }
 }
 
 #[test]
@@ -318,6 +321,10 @@ fn eager_and_lazy_recoloring_move_pages_and_keep_their_contents() {
             seen: seen.clone(),
         };
         let r = run_with(&cfg, Box::new(policy));
+        let ticks = r.policy_report["ticks"]
+            .as_u64()
+            .expect("the policy's report is kept");
+        assert!(ticks >= 2, "{ticks} ticks");
         let p = process(&r, "uniform");
         eprintln!(
             "lazy {lazy}: recolors {} lazy {} faults {} kernel {:?}",
