@@ -114,3 +114,48 @@ def test_time_series_plots_per_process(tmp_path):
     assert (tmp_path / "mpki.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="allowed ipc"):
         r.plot_intervals("colour")
+
+
+def test_report_compares_policies_and_keeps_a_policys_tables(tmp_path):
+    from cachecolor import report
+
+    out = tmp_path / "rep"
+    run = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "report", str(OS / "colors-disjoint.toml"),
+         "--policy", "linux", "--policy", "static", "--out", str(out), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    import pandas as pd
+
+    frame = pd.read_csv(out / "comparison.csv")
+    assert sorted(set(frame["policy"])) == ["linux", "static"]
+    victim = frame[frame["process"] == "victim"].set_index("policy")
+    # Disjoint colors keep the stream out of the victim's lines (COLORIS 4.2).
+    assert victim.loc["static", "llc_miss_rate"] < 0.5 * victim.loc["linux", "llc_miss_rate"]
+    assert victim.loc["static", "ipc_vs_baseline"] > 1.2
+    assert victim.loc["linux", "ipc_vs_baseline"] == 1.0
+    assert "comparison" in (out / "report.md").read_text()
+
+    # A policy's registered reporter adds its tables to the report.
+    runs = report.run_matrix([OS / "colors-disjoint.toml"], ["linux", "static"])
+    report.REPORTERS["static"] = report.PolicyReporter(
+        tables=lambda rs: [("static colors (per run)", pd.DataFrame({"runs": [len(rs)]}))]
+    )
+    try:
+        text, written = report.write_report(runs, tmp_path / "rep2")
+    finally:
+        del report.REPORTERS["static"]
+    assert "static colors" in text
+    assert pd.read_csv(tmp_path / "rep2" / "static-colors.csv")["runs"][0] == 2
+
+
+def test_report_names_a_missing_config(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "report", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "nope.toml: no such config" in run.stderr, run.stderr
+    assert not (tmp_path / "o").exists()

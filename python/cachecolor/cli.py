@@ -10,6 +10,7 @@ Commands::
     cachecolor machine NAME | --detect [--sysfs DIR] | --list
     cachecolor mrc TRACE | --workload SPEC [--json OUT] [--plot OUT.png] [--shards RATE | --shards-size N | --aet RATE]
                    [--salts K] [--granularity line|page] [--line-size B] [--sets N | --cache-size B --ways A] [-q]
+    cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--out DIR] [--no-plots] [-q]
     cachecolor demo [--out DIR] [--backend B]
     cachecolor --version
 
@@ -466,6 +467,31 @@ def _plot_mrc(curve: Any, prof: Any, out: str) -> None:
 # demo
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import run_matrix, write_report
+
+    if args.seeds is not None and args.seeds < 1:
+        raise CliError(f"--seeds {args.seeds}: give at least 1 seed", EXIT_BAD_INPUT)
+    seeds = [None] if args.seeds is None else [args.seed + k for k in range(args.seeds)]
+    try:
+        runs = run_matrix(args.paths, args.policy or None, seeds, progress=lambda m: _status(args, m))
+    except FileNotFoundError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    except _core.ConfigError as e:
+        raise CliError(f"config {e}", EXIT_BAD_INPUT) from e
+    except _core.TraceError as e:
+        raise CliError(f"trace: {e}", EXIT_BAD_INPUT) from e
+    text, written = write_report(runs, args.out, plots=not args.no_plots)
+    print(text)
+    _status(args, f"wrote {len(written)} files to {args.out}")
+    bad = [(r.config, r.policy, v) for r in runs for v in r.result.invariants]
+    for config, policy, v in bad:
+        print(f"{PROG}: invariant violated ({config}, {policy}): {v}", file=sys.stderr)
+    if bad:
+        raise CliError(f"{len(bad)} invariant(s) violated (a simulator bug: please report it)")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -573,6 +599,22 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-ways", type=int, metavar="A", help="largest associativity in the per-set profiles (default --ways, else 16)")
     _quiet(m)
     m.set_defaults(func=cmd_mrc)
+
+    r = sub.add_parser(
+        "report",
+        help="run system configs under several policies and seeds and compare them in tables and plots",
+        description="Run every system config (a directory stands for its *.toml files) under every --policy "
+        "(default: linux and the config's own [policy] name) and seed, then print and write the comparison "
+        "table and each policy's own tables (CSV, report.md) and plots (PNG) into --out.",
+    )
+    r.add_argument("paths", nargs="+", metavar="CONFIG|DIR", help="system configs, or directories of them")
+    r.add_argument("--policy", action="append", metavar="NAME", help="a policy to run (repeat for several)")
+    r.add_argument("--seeds", type=int, metavar="N", help="run N seeds each: --seed, --seed + 1, ... (default: the configs' own)")
+    r.add_argument("--seed", type=int, default=1, metavar="S", help="first seed with --seeds (default 1)")
+    r.add_argument("--out", default="cachecolor-report", metavar="DIR", help="directory for the CSV, report.md and plots (default: cachecolor-report)")
+    r.add_argument("--no-plots", action="store_true", help="tables only")
+    _quiet(r)
+    r.set_defaults(func=cmd_report)
 
     d = sub.add_parser("demo", help="trace a small program and simulate it on this machine's caches")
     d.add_argument("--out", default=os.path.join("out", "demo"), metavar="DIR", help="output directory (default: out/demo)")

@@ -1,0 +1,179 @@
+"""Experiment reports: run system configs under several policies (and seeds) and compare them in
+tables shaped like the papers' figures, with plots (``cachecolor report``).
+
+``run_matrix`` runs every (config, policy, seed); ``comparison`` is the table every report has
+(one row per config, policy, seed and process: IPC, LLC miss rate and MPKI, page-walk cycles,
+remote accesses, pages recolored, kernel cycles); a policy adds tables and plots of its own by
+registering a ``PolicyReporter`` in ``REPORTERS`` (keyed by the policy name; it is given every run
+of the matrix, so it can set its policy beside the others, e.g. ROCS against ``linux``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+from .system import SystemResult, load_system_config, simulate_system
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class Run:
+    """One system run of a report: which config, under which policy and seed, and its result."""
+
+    config: str
+    policy: str
+    seed: Optional[int]
+    result: SystemResult
+
+
+@dataclass
+class PolicyReporter:
+    """A policy's own part of a report: ``tables(runs)`` returns (title, DataFrame) pairs and
+    ``plots(runs, out_dir)`` writes PNG files and returns their paths. Both get every run of the
+    matrix (all configs, policies and seeds)."""
+
+    tables: Callable[[list[Run]], list[tuple[str, Any]]] = lambda runs: []
+    plots: Callable[[list[Run], Path], list[Path]] = lambda runs, out: []
+
+
+REPORTERS: dict[str, PolicyReporter] = {}
+
+
+def config_paths(paths: Iterable[PathLike]) -> list[Path]:
+    """Expand directories into their ``*.toml`` system configs (sorted); keep files as given."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.toml") if q.is_file())
+            if not found:
+                raise FileNotFoundError(f"{p}: no *.toml configs in this directory")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: no such config file or directory")
+    return out
+
+
+def run_matrix(
+    paths: Iterable[PathLike],
+    policies: Optional[Sequence[str]] = None,
+    seeds: Sequence[Optional[int]] = (None,),
+    progress: Optional[Callable[[str], None]] = None,
+) -> list[Run]:
+    """Run every config under every policy and seed. With ``policies`` None, each config runs
+    under ``linux`` and the policy its ``[policy] name`` gives (once if that is ``linux``)."""
+    runs = []
+    configs = config_paths(paths)
+    for path in configs:
+        cfg = load_system_config(path)
+        names = list(policies) if policies else _default_policies(cfg)
+        for name in names:
+            for seed in seeds:
+                if progress:
+                    progress(f"{path.name}: {name}" + ("" if seed is None else f", seed {seed}"))
+                result = simulate_system(cfg, policy=name, seed=seed)
+                runs.append(Run(str(path), name, seed, result))
+    return runs
+
+
+def _default_policies(cfg: dict[str, Any]) -> list[str]:
+    own = cfg.get("policy", {}).get("name", "linux")
+    return ["linux"] if own == "linux" else ["linux", own]
+
+
+def comparison(runs: Sequence[Run]) -> Any:
+    """One row per run and process: ``config``, ``policy``, ``seed``, ``process``, ``ipc``,
+    ``llc_miss_rate``, ``llc_mpki``, ``page_walk_cycles``, ``remote_accesses``, ``recolored``
+    (eager + lazy), ``kernel_cycles`` (all paths), ``cycles``; and, for every policy other than
+    the first of its config, ``ipc_vs_<first>`` (the ratio of IPCs, same seed and process)."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        for p in r.result.to_dict()["processes"]:
+            rows.append(
+                {
+                    "config": Path(r.config).stem,
+                    "policy": r.policy,
+                    "seed": r.seed,
+                    "process": p["name"],
+                    "ipc": p["ipc"],
+                    "llc_miss_rate": p["llc_miss_rate"],
+                    "llc_mpki": p["llc_mpki"],
+                    "page_walk_cycles": p["page_walk_cycles"],
+                    "remote_accesses": p["remote_accesses"],
+                    "recolored": p["recolors"] + p["lazy_recolors"],
+                    "kernel_cycles": sum(k["cycles"] for k in p["kernel"].values()),
+                    "cycles": p["cycles"],
+                }
+            )
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    baseline = {}
+    for r in runs:
+        baseline.setdefault(Path(r.config).stem, r.policy)
+    base = frame[frame.apply(lambda row: baseline[row["config"]] == row["policy"], axis=1)]
+    key = ["config", "seed", "process"]
+    merged = frame.merge(
+        base[key + ["ipc"]].rename(columns={"ipc": "_base_ipc"}), on=key, how="left"
+    )
+    frame["ipc_vs_baseline"] = (merged["ipc"] / merged["_base_ipc"]).to_numpy()
+    return frame
+
+
+def write_report(
+    runs: Sequence[Run], out_dir: PathLike, plots: bool = True
+) -> tuple[str, list[Path]]:
+    """Write ``comparison.csv``, one CSV per policy table, ``report.md`` (every table) and the
+    policies' plots into ``out_dir``; return the report's text and the files written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    tables = [("comparison (ipc_vs_baseline: IPC over the config's first policy)", comparison(runs))]
+    for name in _policies_in(runs):
+        reporter = REPORTERS.get(name)
+        if reporter is not None:
+            tables.extend(reporter.tables(list(runs)))
+            if plots:
+                written.extend(reporter.plots(list(runs), out))
+    parts = []
+    for i, (title, frame) in enumerate(tables):
+        slug = "comparison" if i == 0 else _slug(title)
+        csv = out / f"{slug}.csv"
+        _atomic_write(csv, frame.to_csv(index=False))
+        written.append(csv)
+        parts.append(f"## {title}\n\n{frame.to_string(index=False, float_format=_fmt)}\n")
+    text = "\n".join(parts)
+    md = out / "report.md"
+    _atomic_write(md, text)
+    written.append(md)
+    return text, written
+
+
+def _policies_in(runs: Sequence[Run]) -> list[str]:
+    seen: list[str] = []
+    for r in runs:
+        if r.policy not in seen:
+            seen.append(r.policy)
+    return seen
+
+
+def _slug(title: str) -> str:
+    keep = "".join(c if c.isalnum() else "-" for c in title.lower().split("(")[0].strip())
+    return "-".join(filter(None, keep.split("-")))[:60] or "table"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
