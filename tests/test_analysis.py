@@ -307,3 +307,119 @@ def test_cli_bad_sources(run_cli, tmp_path):
     bad.write_text('[[phases]]\npattern = "uniform"\nfootprint = "1MiB"\nreferences = 0\n')
     line = assert_one_line_error(run_cli("mrc", "--workload", bad))
     assert "phases[0].references" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement-aware profiles and the thesis's models (issue 4 items 3 and 5)
+
+
+def test_physically_aware_sdp_misjudges_most_near_the_cache_size():
+    """Thesis 5.3.1 / Figure 5.5: random frames make the physically aware miss rate exceed the
+    naive one most for working sets at the cache size; far beyond it the two agree."""
+    from cachecolor.placement import placement_sweep, summarise_sweep
+
+    cache = 256 << 10
+    sizes = [cache // 4, cache, 4 * cache]
+    s = summarise_sweep(placement_sweep(cache_size=cache, ways=8, working_sets=sizes, seeds=range(1, 4))).set_index("working_set")
+    assert s.loc[cache, "median_ratio"] > 2.0
+    assert s.loc[cache, "median_ratio"] == s["median_ratio"].max()
+    assert abs(s.loc[4 * cache, "max_ratio"] - 1.0) < 0.02
+    # A quarter of the cache: random frames rarely overfill a bin of 8 ways.
+    assert s.loc[cache // 4, "median_ratio"] < 1.05
+    # Eq. 5.2 from the same placements tracks the aware miss rate net of cold misses (1 in 21).
+    cold = 1 / 21
+    for ws in sizes[1:]:
+        assert abs(s.loc[ws, "predicted_miss_rate"] - (s.loc[ws, "aware_miss_rate"] - cold) / (1 - cold)) < 0.03
+
+
+def test_a_page_map_translates_like_the_allocator_it_came_from():
+    import cachecolor as cc
+    from cachecolor.placement import physical_sdp, uniform_trace
+
+    trace = uniform_trace(128 << 10, 50_000, seed=3)  # as large as the cache
+    by_alloc = physical_sdp(trace, cache_size=128 << 10, ways=4, placement="random", memory={"seed": 7})
+    # The contiguous allocator keeps the virtual layout's colors: aware == naive.
+    same = physical_sdp(trace, cache_size=128 << 10, ways=4, placement="contiguous")
+    assert np.allclose(same.aware.miss_rate(), same.naive.miss_rate())
+    assert by_alloc.aware_miss_rate > same.aware_miss_rate
+    # The same frames given as a fixed page map (vpn -> pfn) give the same profile.
+    vpns = np.unique(trace >> np.uint64(12))
+    pfns = (vpns * np.uint64(2654435761)) % np.uint64(1 << 20)
+    mapping = dict(zip(vpns.tolist(), pfns.tolist()))
+    a = cc.set_profile(trace, cache_size=128 << 10, ways=4, placement=mapping)
+    translated = (pfns[np.searchsorted(vpns, trace >> np.uint64(12))] << np.uint64(12)) | (trace & np.uint64(4095))
+    b = cc.set_profile(translated, cache_size=128 << 10, ways=4)
+    assert np.array_equal(a.counts, b.counts)
+    assert a.placement["pages"] == len(vpns)
+
+
+def test_placement_bad_input_names_the_problem():
+    import cachecolor as cc
+    from cachecolor.placement import uniform_trace
+
+    trace = uniform_trace(64 << 10, 1000)
+    with pytest.raises(cc.ConfigError, match="does not map"):
+        cc.set_profile(trace, cache_size=64 << 10, ways=4, placement={0: 1})
+    with pytest.raises(cc.ConfigError, match="power of two"):
+        cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="random", page_size=3000)
+    with pytest.raises(cc.ConfigError, match="allocator"):
+        cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="slab")
+    with pytest.raises(cc.ConfigError, match="more pages than the simulated RAM"):
+        cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="random", memory={"ram": "32KiB"})
+
+
+def test_models_follow_the_thesis_closed_forms():
+    from cachecolor import models
+
+    f = models.uniform_hit_rates([16 << 10, 64 << 10, 1 << 20], [32 << 10, 256 << 10])
+    assert list(f.columns) == ["working_set", "L1", "L2", "memory"]
+    assert f.loc[0, "L1"] == 1.0
+    assert f.loc[1, "L1"] == 0.5 and f.loc[1, "L2"] == 0.5
+    assert np.isclose(f.loc[2, "L2"], (1 - 1 / 32) * 0.25)
+    assert np.allclose(f[["L1", "L2", "memory"]].sum(axis=1), 1.0)
+    total, terms = models.placement_miss_rate([1, 2, 3, 6], 2)
+    assert np.isclose(total, (1 + 4) / 12) and terms[0] == 0
+    c = models.conflict_curve([32, 64, 4096], bins=8, ways=8)
+    assert c.loc[0, "k_min"] == 0 and 0 < c.loc[1, "excess"] and c.loc[2, "excess"] < 0.01 * c.loc[2, "k_min"]
+    h = models.conflict_curve([64], bins=8, ways=8, frames_per_bin=12)
+    assert h.loc[0, "k_avg"] < c.loc[1, "k_avg"]
+    with pytest.raises(cachecolor.ConfigError):
+        models.conflict_curve([200], bins=8, ways=8, frames_per_bin=12)
+
+
+def test_read_pagemap_of_this_process():
+    import os
+
+    from cachecolor import read_pagemap
+
+    buf = np.ones(64 << 10, dtype=np.uint8)  # touched: present
+    start = buf.ctypes.data
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError, match="root"):
+            read_pagemap(start, start + buf.nbytes)
+        return
+    m = read_pagemap(start, start + buf.nbytes)
+    assert len(m) >= 15 and (m["pfn"] > 0).all()
+    assert (np.diff(m["vpn"].to_numpy()) > 0).all()
+
+
+def test_cli_sdp_trace_and_sweep(run_cli, tmp_path):
+    from cachecolor.placement import uniform_trace
+
+    trace = tmp_path / "u.cctrace"
+    a = uniform_trace(128 << 10, 30_000)
+    cachecolor.write_trace(trace, {"addr": a, "size": np.full(len(a), 8, dtype=np.uint16), "kind": np.zeros(len(a), dtype=np.uint8)})
+    out = run_cli("sdp", trace, "--cache-size", "128KiB", "--ways", "8", "--json", tmp_path / "s.json", "--plot", tmp_path / "s.png")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert len(doc["ways"]) == 8 and doc["aware_miss_rate"][-1] > doc["naive_miss_rate"][-1]
+    assert (tmp_path / "s.png").stat().st_size > 0
+    out = run_cli("sdp", "--sweep", "--cache-size", "64KiB", "--ways", "4", "--seeds", "2", "--working-sets", "16KiB,64KiB", "-q")
+    assert out.returncode == 0, out.stderr
+    assert "Figure 5.5" in out.stdout and "65536" in out.stdout
+    out = run_cli("sdp", "--cache-size", "64KiB", "--ways", "4")
+    assert out.returncode == 2 and "TRACE" in out.stderr
+    bad = tmp_path / "map.csv"
+    bad.write_text("vpn,pfn\n0,5\n")
+    out = run_cli("sdp", trace, "--cache-size", "64KiB", "--ways", "4", "--pagemap", bad)
+    assert out.returncode == 2 and "does not map" in out.stderr, out.stderr

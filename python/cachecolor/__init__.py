@@ -20,6 +20,11 @@ Public API (everything here is re-exported from submodules; see each for details
     mrc(trace, method="exact"|"shards"|"aet", ...) -> MissRateCurve   # LRU miss rate at every size
     set_profile(trace, sets=... | cache_size=, ways=) -> SetProfile    # per-set stack distances
     rapid_mrc(trace, l1_size=, l1_ways=, window=, warmup=) -> RapidMrc  # L2 curve from L1 misses
+    set_profile(trace, ..., placement="random" | page map)                # physically aware (5.3.1)
+    physical_sdp(trace, cache_size=, ways=, placement=) -> PhysicalSdp   # naive vs physically aware
+    placement_sweep(cache_size=, ways=, working_sets=, seeds=) -> DataFrame  # thesis Figure 5.5
+    read_pagemap(start, end, pid="self") -> DataFrame                    # vpn/pfn from /proc (root)
+    models.uniform_hit_rates / conflict_curve / placement_miss_rate      # thesis 2.3.2, 3.1-3.2, 5.2
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -36,6 +41,8 @@ from ._core import (
 )
 from . import presets
 from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_profile, zipf_scan_trace
+from . import models
+from .placement import PhysicalSdp, physical_sdp, placement_sweep, read_pagemap
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -58,6 +65,7 @@ __all__ = [
     "ConfigError",
     "KIND_NAMES",
     "MissRateCurve",
+    "PhysicalSdp",
     "Progress",
     "RapidMrc",
     "Result",
@@ -69,7 +77,11 @@ __all__ = [
     "capture",
     "convert_trace",
     "load_config",
+    "models",
     "mrc",
+    "physical_sdp",
+    "placement_sweep",
+    "read_pagemap",
     "simulate_system",
     "presets",
     "rapid_mrc",

@@ -365,6 +365,9 @@ class SetProfile:
     pooled: np.ndarray = field(repr=False)
     source: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    #: With a placement (``set_profile(..., placement=...)``): ``source``, ``page_size``,
+    #: ``pages`` touched and ``pages_per_color`` (the bins of the profiled cache).
+    placement: Optional[dict[str, Any]] = None
 
     @property
     def references_per_set(self) -> np.ndarray:
@@ -430,11 +433,21 @@ def set_profile(
     max_ways: Optional[int] = None,
     line_size: int = 64,
     format: str = "native",
+    placement: Any = None,
+    page_size: int = 4096,
+    memory: Optional[dict[str, Any]] = None,
     progress: Optional[Callable[[Progress], Any]] = None,
 ) -> SetProfile:
     """Per-set stack distance profiles of ``trace`` for ``sets`` sets, or for the sets of a
     ``cache_size``-byte ``ways``-way cache. ``max_ways`` (default ``ways``, else 16) is the
-    largest associativity profiled per set; ``SetProfile.miss_rate`` answers any."""
+    largest associativity profiled per set; ``SetProfile.miss_rate`` answers any.
+
+    ``placement`` makes it physically aware (thesis 5.3.1): the name of a page allocator of the
+    simulator (``"random"``, ``"buddy"``, ``"bin-hopping"``, ...; frames given at each page's
+    first touch, ``memory`` as ``[memory]``: ``ram``, ``seed``, ``aged``, ...), or a fixed page
+    map (``{vpn: pfn}``, an ``N x 2`` array, or a frame with ``vpn`` and ``pfn`` columns, e.g.
+    ``read_pagemap``'s) of ``page_size``-byte pages. Without it, the trace's addresses index
+    the sets directly (the naive profile)."""
     if sets is None:
         if cache_size is None or ways is None:
             raise _config_error("sets", "give sets=, or cache_size= and ways=")
@@ -446,7 +459,11 @@ def set_profile(
         sets = cache_size // (ways * line_size)
     if max_ways is None:
         max_ways = ways if ways is not None else 16
-    options = {"line_size": int(line_size), "sets": int(sets), "max_ways": int(max_ways)}
+    options: dict[str, Any] = {"line_size": int(line_size), "sets": int(sets), "max_ways": int(max_ways)}
+    if placement is not None:
+        from .placement import placement_spec
+
+        options["placement"] = placement_spec(placement, page_size=page_size, memory=memory)
     _, prof = profile(trace, sets=options, format=format, progress=progress)
     assert prof is not None
     return prof
@@ -464,6 +481,7 @@ def _set_profile(doc: dict[str, Any], per_set: bytes, pooled: bytes) -> SetProfi
         pooled=np.frombuffer(pooled, dtype="<u8"),
         source=doc["source"],
         version=doc["version"],
+        placement=doc.get("placement"),
     )
 
 

@@ -293,3 +293,72 @@ pub fn zipf_scan_trace<'py>(
     });
     Ok(PyBytes::new(py, &bytes))
 }
+
+/// The thesis's models (`cachecolor.models`): eq. 5.2's per-bin miss probabilities of a
+/// uniform workload from the pages each bin holds.
+#[pyfunction]
+pub fn placement_miss_probability(pages_per_bin: Vec<u64>, ways: u64) -> PyResult<Vec<f64>> {
+    if ways == 0 {
+        return Err(Failure::Config(RustConfigError::new(
+            "ways",
+            "0: a cache has at least 1 way",
+        ))
+        .into());
+    }
+    Ok(cachecolor_sim::analysis::placement::placement_miss_probability(&pages_per_bin, ways))
+}
+
+/// Section 2.3.2's stochastic hit rates: per working-set size `x` (bytes), the hit probability
+/// of each level of `sizes` (bytes, L1 first) and, last, of missing them all.
+#[pyfunction]
+pub fn uniform_hit_rates(xs: Vec<f64>, sizes: Vec<f64>) -> PyResult<Vec<Vec<f64>>> {
+    if sizes.is_empty() || sizes.iter().any(|c| c.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)) {
+        return Err(Failure::Config(RustConfigError::new(
+            "cache_sizes",
+            "give one positive size (bytes) per level, L1 first",
+        ))
+        .into());
+    }
+    Ok(xs
+        .iter()
+        .map(|&x| cachecolor_sim::analysis::placement::uniform_hit_rates(x, &sizes))
+        .collect())
+}
+
+/// Eq. 3.1/3.2: expected K under random placement, binomial (`frames_per_bin` None: `(k_avg,
+/// k_min, k_sd)`) or hypergeometric (`(k_avg, k_min, nan)`).
+#[pyfunction]
+#[pyo3(signature = (pages, bins, ways, frames_per_bin = None))]
+pub fn expected_conflicts(
+    pages: u64,
+    bins: u64,
+    ways: u64,
+    frames_per_bin: Option<u64>,
+) -> PyResult<(f64, f64, f64)> {
+    use cachecolor_sim::analysis::bins;
+    let bad = |field: &str, message: String| -> PyErr {
+        Failure::Config(RustConfigError::new(field, message)).into()
+    };
+    if bins == 0 || ways == 0 {
+        return Err(bad(
+            "bins",
+            format!("bins {bins}, ways {ways}: each must be at least 1"),
+        ));
+    }
+    let k_min = pages.saturating_sub(bins * ways) as f64;
+    match frames_per_bin {
+        None => {
+            let c = bins::expected_conflicts(pages, bins, ways);
+            Ok((c.k_avg, c.k_min, c.k_sd))
+        }
+        Some(f) if pages > bins * f => Err(bad(
+            "frames_per_bin",
+            format!("{pages} pages do not fit in {bins} bins of {f} frames"),
+        )),
+        Some(f) => Ok((
+            bins::expected_conflicts_hypergeometric(pages, bins, ways, f),
+            k_min,
+            f64::NAN,
+        )),
+    }
+}

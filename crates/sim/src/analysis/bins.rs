@@ -94,6 +94,39 @@ pub fn expected_conflicts(pages: u64, bins: u64, ways: u64) -> BinConflicts {
     }
 }
 
+/// Eq. 3.2 with the exact hypergeometric in place of eq. 3.1's binomial: the `pages` frames are
+/// drawn without replacement from a RAM of `frames_per_bin` free frames in each of `bins` bins
+/// (the random allocator of a machine whose free frames are spread evenly over the colors), so
+/// `P(n) = C(F, n) C((B - 1) F, N - n) / C(B F, N)`. As `F` grows this tends to the binomial;
+/// with few frames per bin it is the smaller (a drawn frame makes its bin less likely).
+/// Returns `K_avg`. Panics if `pages > bins * frames_per_bin`.
+pub fn expected_conflicts_hypergeometric(
+    pages: u64,
+    bins: u64,
+    ways: u64,
+    frames_per_bin: u64,
+) -> f64 {
+    assert!(bins >= 1 && ways >= 1 && pages <= bins * frames_per_bin);
+    if bins == 1 {
+        return pages.saturating_sub(ways) as f64;
+    }
+    let total = bins * frames_per_bin;
+    let lf = ln_factorials(total);
+    let ln_choose = |n: u64, k: u64| lf[n as usize] - lf[k as usize] - lf[(n - k) as usize];
+    let others = total - frames_per_bin;
+    let denominator = ln_choose(total, pages);
+    let top = pages.min(frames_per_bin);
+    let mut m1 = 0.0;
+    for u in ways + 1..=top {
+        if pages - u > others {
+            continue;
+        }
+        let ln = ln_choose(frames_per_bin, u) + ln_choose(others, pages - u) - denominator;
+        m1 += (u - ways) as f64 * ln.exp();
+    }
+    bins as f64 * m1
+}
+
 /// The realised K of a placement: pages beyond `ways` in each bin, summed.
 pub fn realised_conflicts(pages_per_bin: &[u64], ways: u64) -> u64 {
     pages_per_bin.iter().map(|&n| n.saturating_sub(ways)).sum()
@@ -138,6 +171,51 @@ mod tests {
                 m.k_sd
             );
         }
+    }
+
+    #[test]
+    fn hypergeometric_matches_drawing_frames_without_replacement() {
+        for (pages, bins, ways, per_bin) in [
+            (64u64, 8u64, 8u64, 12u64),
+            (128, 16, 4, 16),
+            (100, 8, 8, 200),
+        ] {
+            let exact = expected_conflicts_hypergeometric(pages, bins, ways, per_bin);
+            let mut g = SplitMix64::new(pages + per_bin);
+            let trials = 20_000;
+            let mut frames: Vec<u64> = (0..bins * per_bin).collect();
+            let mut sum = 0.0;
+            let mut sq = 0.0;
+            for _ in 0..trials {
+                // A partial Fisher-Yates shuffle draws `pages` distinct frames.
+                let mut h = vec![0u64; bins as usize];
+                for i in 0..pages as usize {
+                    let j = i + g.below(frames.len() as u64 - i as u64) as usize;
+                    frames.swap(i, j);
+                    h[(frames[i] % bins) as usize] += 1;
+                }
+                let k = realised_conflicts(&h, ways) as f64;
+                sum += k;
+                sq += k * k;
+            }
+            let mean = sum / trials as f64;
+            let sd = (sq / trials as f64 - mean * mean).sqrt();
+            assert!(
+                (mean - exact).abs() < 4.0 * sd / (trials as f64).sqrt() + 1e-9,
+                "{pages}/{bins}/{ways}/{per_bin}: {mean} vs {exact}"
+            );
+            // Fewer conflicts than the binomial (with replacement) predicts.
+            assert!(exact < expected_conflicts(pages, bins, ways).k_avg);
+        }
+        // Many frames per bin: the binomial.
+        let (h, b) = (
+            expected_conflicts_hypergeometric(64, 8, 8, 100_000),
+            expected_conflicts(64, 8, 8).k_avg,
+        );
+        assert!((h - b).abs() < 1e-3 * b, "{h} vs {b}");
+        assert_eq!(expected_conflicts_hypergeometric(10, 1, 4, 10), 6.0);
+        // Every frame taken: each bin holds exactly `per_bin` pages.
+        assert!((expected_conflicts_hypergeometric(96, 8, 8, 12) - 32.0).abs() < 1e-9);
     }
 
     #[test]

@@ -5,6 +5,8 @@ Analytic models and profiles (DESIGN.md `analysis`):
   associative stack and per cache set (the thesis's per-set stack distance profiles, 5.3);
 - `shards`, `aet`: approximate miss-rate curves (spatial sampling; reuse-time sampling);
 - `rapidmrc`: an L2 curve from a window of L1 misses (Azimi et al. 3.2.2) and its error;
+- `placement`: page placement through a page map or a simulated allocator (physically aware
+  SDP, thesis 5.3.1), eq. 5.2's miss probability, section 2.3.2's stochastic hit rates;
 - `mrc`: curves of traces (units, methods, sizes, results) for the Python API and CLI;
 - `histogram`: the log-linear histogram the approximations keep;
 - `reference`: ANCHORS.md's zipf + scan reference trace.
@@ -13,6 +15,7 @@ pub mod aet;
 pub mod bins;
 pub mod histogram;
 pub mod mrc;
+pub mod placement;
 pub mod rapidmrc;
 pub mod reference;
 pub mod shards;

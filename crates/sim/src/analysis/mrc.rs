@@ -525,16 +525,25 @@ pub struct SetProfileOptions {
     pub line_size: u64,
     pub sets: u64,
     pub max_ways: u32,
+    /// Translate each line through a page placement first (thesis 5.3.1: the physically aware
+    /// profile); without it the trace's addresses index the sets directly (the naive profile,
+    /// as if every page were physically contiguous).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<super::placement::PlacementSpec>,
 }
 
 /// Feeds records (or columns) to per-set stacks.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SetProfiler {
     options: SetProfileOptions,
     units: Units,
     stacks: SetStacks,
     references: u64,
     buf: Vec<u64>,
+    translator: Option<super::placement::PageTranslator>,
+    physical: Vec<u64>,
+    /// The first translation error (an unmapped page): reported by `finish`.
+    error: Option<ConfigError>,
 }
 
 /// A finished per-set profile.
@@ -553,18 +562,36 @@ pub struct SetProfileResult {
     /// profile times the references, at every associativity.
     #[serde(skip)]
     pub pooled: DistanceHistogram,
+    /// The placement the lines went through, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<super::placement::PlacementSummary>,
 }
 
 impl SetProfiler {
     pub fn new(options: SetProfileOptions) -> Result<Self, ConfigError> {
         let units = Units::new(options.line_size, "line_size")?;
         let stacks = SetStacks::new(options.sets, options.max_ways)?;
+        let translator = match &options.placement {
+            Some(spec) => {
+                // Bins of one page: the colors of a cache with these sets and lines.
+                let colors = (options.sets * options.line_size / spec.page_size()).max(1);
+                Some(super::placement::PageTranslator::new(
+                    spec,
+                    options.line_size,
+                    colors,
+                )?)
+            }
+            None => None,
+        };
         Ok(SetProfiler {
             options,
             units,
             stacks,
             references: 0,
             buf: Vec::new(),
+            translator,
+            physical: Vec::new(),
+            error: None,
         })
     }
 
@@ -589,12 +616,31 @@ impl SetProfiler {
     }
 
     pub fn feed_units(&mut self, lines: &[u64]) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Some(t) = &mut self.translator {
+            let mut physical = std::mem::take(&mut self.physical);
+            physical.clear();
+            physical.extend_from_slice(lines);
+            if let Err(e) = t.translate(&mut physical) {
+                self.error = Some(e);
+                return;
+            }
+            self.references += lines.len() as u64;
+            self.stacks.run(&physical);
+            self.physical = physical;
+            return;
+        }
         self.references += lines.len() as u64;
         self.stacks.run(lines);
     }
 
-    /// The profile. Errors if nothing was fed.
+    /// The profile. Errors if nothing was fed, or if a line could not be translated.
     pub fn finish(&self) -> Result<SetProfileResult, ConfigError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
         if self.references == 0 {
             return Err(ConfigError::new(
                 "trace",
@@ -610,6 +656,7 @@ impl SetProfiler {
             distinct: pooled.distinct(),
             per_set: self.stacks.per_set_counts().to_vec(),
             pooled,
+            placement: self.translator.as_ref().map(|t| t.summary()),
         })
     }
 }
