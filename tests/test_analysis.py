@@ -423,3 +423,51 @@ def test_cli_sdp_trace_and_sweep(run_cli, tmp_path):
     bad.write_text("vpn,pfn\n0,5\n")
     out = run_cli("sdp", trace, "--cache-size", "64KiB", "--ways", "4", "--pagemap", bad)
     assert out.returncode == 2 and "does not map" in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Page-level profiles (issue 4 item 4, ROCS section 3)
+
+
+def test_page_profile_of_the_art_shaped_example(examples):
+    from cachecolor.pages import page_profile
+
+    cfg = examples / "analysis" / "pages-art.toml"
+    prof = page_profile(cfg, level="LLC", sample_period=20)
+    # The pages' counts are the LLC's own, as a plain simulation of the same workload reports.
+    llc = [lv for lv in cachecolor.simulate(cfg).to_dict()["levels"] if lv["name"] == "LLC"][0]
+    assert (prof.accesses, prof.misses) == (llc["accesses"], llc["misses"])
+    pages = prof.pages
+    assert pages["accesses"].sum() == prof.accesses and (pages["misses"] <= pages["accesses"]).all()
+    # Two regions, as ROCS Figure 3 shows for art: the reused array and the stream.
+    r = prof.regions
+    big = r[r["access_share"] > 0.1].reset_index(drop=True)
+    assert len(big) == 2
+    assert big.loc[0, "pages"] == 256 and big.loc[0, "miss_rate"] < 0.2
+    assert big.loc[1, "miss_rate"] == 1.0
+    # Figure 2: the pages split into the two ends of the miss-rate histogram.
+    h = prof.histogram()
+    assert h["pages"].sum() == len(pages) and h.loc[9, "pages"] == big.loc[1, "pages"]
+    # The sampler's estimate (1 L1D miss in 20) is close page by page.
+    assert prof.samples > 100_000 and prof.estimate_error() < 0.02
+    hs = prof.histogram(sampled=True)
+    assert abs(hs.loc[9, "page_share"] - h.loc[9, "page_share"]) < 0.02
+
+
+def test_cli_profile_writes_tables_and_plots(run_cli, tmp_path, examples):
+    cfg = examples / "analysis" / "pages-art.toml"
+    out = run_cli("profile", "--config", cfg, "--level", "L2", "--sample-period", "50", "--json", tmp_path / "p.json",
+                  "--csv", tmp_path / "p.csv", "--plot", tmp_path / "p", "-q")
+    assert out.returncode == 0, out.stderr
+    assert "regions" in out.stdout and "Figure 2" in out.stdout
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["level"] == "L2" and len(doc["pages"]) == 1819
+    assert (tmp_path / "p-histogram.png").stat().st_size > 0 and (tmp_path / "p-address-space.png").stat().st_size > 0
+    for argv, message in [
+        (("--level", "L3"), "the levels are: L1D, L2, LLC"),
+        (("--level", "L1D", "--sample-period", "10"), "L1D misses only"),
+        (("--sample-period", "0"), "sample_period"),
+    ]:
+        out = run_cli("profile", "--config", cfg, *argv)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert_one_line_error(out)

@@ -25,6 +25,7 @@ Public API (everything here is re-exported from submodules; see each for details
     placement_sweep(cache_size=, ways=, working_sets=, seeds=) -> DataFrame  # thesis Figure 5.5
     read_pagemap(start, end, pid="self") -> DataFrame                    # vpn/pfn from /proc (root)
     models.uniform_hit_rates / conflict_curve / placement_miss_rate      # thesis 2.3.2, 3.1-3.2, 5.2
+    page_profile(config, trace=None, level="LLC", sample_period=N) -> PageProfile  # ROCS 3
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -43,6 +44,7 @@ from . import presets
 from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_profile, zipf_scan_trace
 from . import models
 from .placement import PhysicalSdp, physical_sdp, placement_sweep, read_pagemap
+from .pages import PageProfile, page_profile
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -65,6 +67,7 @@ __all__ = [
     "ConfigError",
     "KIND_NAMES",
     "MissRateCurve",
+    "PageProfile",
     "PhysicalSdp",
     "Progress",
     "RapidMrc",
@@ -79,6 +82,7 @@ __all__ = [
     "load_config",
     "models",
     "mrc",
+    "page_profile",
     "physical_sdp",
     "placement_sweep",
     "read_pagemap",

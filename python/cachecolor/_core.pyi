@@ -141,3 +141,21 @@ def profile(
 
 def zipf_scan_trace(refs: int, lines: int, alpha: float = 0.9, seed: int = 1, line_size: int = 64) -> bytes:
     """ANCHORS.md's MRC reference trace (half zipf, half cyclic scan) as little-endian u64 addresses."""
+
+def placement_miss_probability(pages_per_bin: list[int], ways: int) -> list[float]:
+    """Eq. 5.2's per-bin miss probability terms (thesis 5.2)."""
+
+def uniform_hit_rates(xs: list[float], sizes: list[float]) -> list[list[float]]:
+    """Section 2.3.2's per-level hit probabilities (and memory, last) per working-set size."""
+
+def expected_conflicts(pages: int, bins: int, ways: int, frames_per_bin: Optional[int] = None) -> tuple[float, float, float]:
+    """Eq. 3.2: (k_avg, k_min, k_sd) binomial, or (k_avg, k_min, nan) hypergeometric."""
+
+def page_profile(
+    config_json: str,
+    options_json: str,
+    trace: Optional[_Path] = None,
+    trace_format: str = "native",
+    progress: Optional[Callable[..., Any]] = None,
+) -> str:
+    """A page-level profile (ROCS 3) as JSON."""

@@ -10,6 +10,7 @@ Commands::
     cachecolor machine NAME | --detect [--sysfs DIR] | --list
     cachecolor mrc TRACE | --workload SPEC [--json OUT] [--plot OUT.png] [--shards RATE | --shards-size N | --aet RATE]
                    [--salts K] [--granularity line|page] [--line-size B] [--sets N | --cache-size B --ways A] [-q]
+    cachecolor profile [TRACE] --config CFG [--level LLC] [--sample-period N] [--json OUT] [--csv OUT] [--plot PREFIX]
     cachecolor sdp TRACE | --workload SPEC | --sweep --cache-size B --ways A [--placement ALLOC | --pagemap CSV] [--json OUT] [--plot OUT.png]
     cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--out DIR] [--no-plots] [-q]
     cachecolor demo [--out DIR] [--backend B]
@@ -465,6 +466,57 @@ def _plot_mrc(curve: Any, prof: Any, out: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# profile
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .pages import page_profile
+
+    progress = ProgressLine("profile", quiet=args.quiet)
+    try:
+        prof = page_profile(
+            args.config, args.trace, level=args.level, page_size=args.page_size,
+            sample_period=args.sample_period, trace_format=args.format,
+            region_tolerance=args.region_tolerance, progress=progress,
+        )
+    except _core.ConfigError as e:
+        raise CliError(f"{e}", EXIT_BAD_INPUT) from e
+    except _core.TraceError as e:
+        raise CliError(f"trace {args.trace}: {e}", EXIT_BAD_INPUT) from e
+    except OSError as e:
+        raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+    finally:
+        progress.close()
+    pages = prof.pages
+    print(f"{prof.level} page profile: {len(pages):,} pages, {prof.references:,} data references, "
+          f"{prof.accesses:,} {prof.level} accesses, miss rate {prof.miss_rate:.4f}")
+    if prof.sample_period:
+        print(f"sampled 1 L1D miss in {prof.sample_period:,}: {prof.samples:,} samples; mean error of the "
+              f"per-page estimate (pages with >= 10 samples) {prof.estimate_error():.4f}")
+    print("\nregions (neighbouring pages with similar miss rates, ROCS 3.2.2):")
+    regions = prof.regions
+    regions = regions[regions["access_share"] >= args.min_share]
+    print(regions.to_string(index=False, float_format=lambda v: f"{v:.4f}",
+                            formatters={"first_vpn": hex, "last_vpn": hex}))
+    print("\npages per miss rate (ROCS Figure 2):")
+    print(prof.histogram().to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.json:
+        prof.to_json(args.json)
+        _status(args, f"wrote {args.json}")
+    if args.csv:
+        from .report import _atomic_write
+        from pathlib import Path
+
+        _atomic_write(Path(args.csv), pages.to_csv(index=False))
+        _status(args, f"wrote {args.csv}")
+    if args.plot:
+        _save_plot(lambda ax: prof.plot_histogram(ax=ax), f"{args.plot}-histogram.png")
+        _save_plot(lambda ax: prof.plot_address_space(ax=ax), f"{args.plot}-address-space.png")
+        _status(args, f"wrote {args.plot}-histogram.png and {args.plot}-address-space.png")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
 # sdp
 
 
@@ -691,6 +743,28 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-ways", type=int, metavar="A", help="largest associativity in the per-set profiles (default --ways, else 16)")
     _quiet(m)
     m.set_defaults(func=cmd_mrc)
+
+    pp = sub.add_parser(
+        "profile",
+        help="page-level cache profile of a trace (ROCS 3): per page accesses, misses and miss rate at a level, "
+        "the PMU sampler's estimate, regions",
+        description="Run a trace (or the config's [workload]) through the config's hierarchy and count, per "
+        "virtual page, the data accesses reaching --level and the misses there. With --sample-period N, also "
+        "the estimate a PMU sampler would build from one L1D miss in N with its data source (ROCS 3.1).",
+    )
+    pp.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (default: the config's [workload])")
+    pp.add_argument("--config", required=True, metavar="CONFIG", help="simulation config with the [hierarchy] (cache-only)")
+    pp.add_argument("--format", choices=FORMATS, default="native", help="format of TRACE (default: native)")
+    pp.add_argument("--level", default="LLC", metavar="NAME", help="the level profiled, by name (default LLC)")
+    pp.add_argument("--page-size", type=int, default=4096, metavar="B", help="page size (default 4096)")
+    pp.add_argument("--sample-period", type=int, metavar="N", help="also estimate from one L1D miss in N (ROCS 3.1)")
+    pp.add_argument("--region-tolerance", type=float, default=0.15, metavar="D", help="miss-rate difference within a region (default 0.15)")
+    pp.add_argument("--min-share", type=float, default=0.01, metavar="F", help="list regions with at least this share of the accesses (default 0.01)")
+    pp.add_argument("--json", metavar="OUT", help="write every page and region as JSON")
+    pp.add_argument("--csv", metavar="OUT", help="write the per-page table as CSV")
+    pp.add_argument("--plot", metavar="PREFIX", help="write PREFIX-histogram.png (Figure 2) and PREFIX-address-space.png (Figure 3)")
+    _quiet(pp)
+    pp.set_defaults(func=cmd_profile)
 
     q = sub.add_parser(
         "sdp",

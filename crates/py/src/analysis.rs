@@ -312,7 +312,11 @@ pub fn placement_miss_probability(pages_per_bin: Vec<u64>, ways: u64) -> PyResul
 /// of each level of `sizes` (bytes, L1 first) and, last, of missing them all.
 #[pyfunction]
 pub fn uniform_hit_rates(xs: Vec<f64>, sizes: Vec<f64>) -> PyResult<Vec<Vec<f64>>> {
-    if sizes.is_empty() || sizes.iter().any(|c| c.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)) {
+    if sizes.is_empty()
+        || sizes
+            .iter()
+            .any(|c| c.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+    {
         return Err(Failure::Config(RustConfigError::new(
             "cache_sizes",
             "give one positive size (bytes) per level, L1 first",

@@ -56,6 +56,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analysis::profile, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate::page_profile, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::expected_conflicts, m)?)?;
     Ok(())

@@ -133,24 +133,74 @@ pub fn simulate(
     let doc = py.detach(|| {
         catch_panic(|| {
             let mut h = hierarchy(&config)?;
-            let (mut src, source): (Box<dyn RecordSource + Send>, Value) = match &trace {
-                Some(path) => (
-                    trace::open(path, format)?,
-                    json!({"kind": "trace", "path": path.display().to_string(), "format": format.name()}),
-                ),
-                None => match &config.workload {
-                    Some(w) => (Box::new(Workload::new(w).map_err(|e| in_table("workload", e))?), json!({"kind": "workload"})),
-                    None => {
-                        return Err(Failure::Config(RustConfigError::new(
-                            "workload",
-                            "no trace was given and the config has no [workload] table: pass a trace \
-                             (--trace FILE) or add a [workload] with [[workload.phases]]",
-                        )))
-                    }
-                },
-            };
+            let (mut src, source) = open_source(&config, trace.as_deref(), format)?;
             run(&mut h, &mut *src, progress)?;
             Ok(outcome(&config, &h, source))
+        })
+    })?;
+    Ok(doc)
+}
+
+/// The records to simulate: the trace file if one is given, else the config's `[workload]`.
+fn open_source(
+    config: &SimulationConfig,
+    trace: Option<&std::path::Path>,
+    format: Format,
+) -> Result<(Box<dyn RecordSource + Send>, Value)> {
+    Ok(match trace {
+        Some(path) => (
+            trace::open(path, format)?,
+            json!({"kind": "trace", "path": path.display().to_string(), "format": format.name()}),
+        ),
+        None => match &config.workload {
+            Some(w) => (
+                Box::new(Workload::new(w).map_err(|e| in_table("workload", e))?),
+                json!({"kind": "workload"}),
+            ),
+            None => {
+                return Err(Failure::Config(RustConfigError::new(
+                    "workload",
+                    "no trace was given and the config has no [workload] table: pass a trace \
+                     (--trace FILE) or add a [workload] with [[workload.phases]]",
+                )))
+            }
+        },
+    })
+}
+
+/// A page-level profile (ROCS 3, `analysis::pages`) of a trace (or the config's workload) on
+/// the config's hierarchy; `options_json` is a `PageProfileOptions`. Returns the profile as
+/// JSON (with `source` and `version`).
+#[pyfunction]
+#[pyo3(signature = (config_json, options_json, trace = None, trace_format = "native", progress = None))]
+pub fn page_profile(
+    py: Python<'_>,
+    config_json: &str,
+    options_json: &str,
+    trace: Option<PathBuf>,
+    trace_format: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    use cachecolor_sim::analysis::pages::{PageProfileOptions, PageProfiler};
+    let config = parse_config(config_json, "json")?;
+    let options: PageProfileOptions =
+        cachecolor_sim::config::from_json(options_json).map_err(Failure::from)?;
+    let format = Format::parse(trace_format).map_err(Failure::from)?;
+    let progress = progress.as_ref();
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let mut h = hierarchy(&config)?;
+            let mut profiler = PageProfiler::new(options, &h)?;
+            let (mut src, source) = open_source(&config, trace.as_deref(), format)?;
+            trace::pipelined_source(&mut *src, |block, p| -> Result<()> {
+                profiler.feed(&mut h, block);
+                report(progress, p)
+            })?;
+            let result = profiler.finish(&h)?;
+            let mut doc = serde_json::to_value(&result).expect("profiles serialise");
+            doc["source"] = source;
+            doc["version"] = json!(cachecolor_sim::VERSION);
+            Ok(doc.to_string())
         })
     })?;
     Ok(doc)

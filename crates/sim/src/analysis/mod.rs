@@ -7,6 +7,8 @@ Analytic models and profiles (DESIGN.md `analysis`):
 - `rapidmrc`: an L2 curve from a window of L1 misses (Azimi et al. 3.2.2) and its error;
 - `placement`: page placement through a page map or a simulated allocator (physically aware
   SDP, thesis 5.3.1), eq. 5.2's miss probability, section 2.3.2's stochastic hit rates;
+- `pages`: page-level profiles (ROCS 3): per page accesses and misses at a level, ground truth
+  and the PMU sampler's estimate, miss-rate regions;
 - `mrc`: curves of traces (units, methods, sizes, results) for the Python API and CLI;
 - `histogram`: the log-linear histogram the approximations keep;
 - `reference`: ANCHORS.md's zipf + scan reference trace.
@@ -15,6 +17,7 @@ pub mod aet;
 pub mod bins;
 pub mod histogram;
 pub mod mrc;
+pub mod pages;
 pub mod placement;
 pub mod rapidmrc;
 pub mod reference;
