@@ -471,3 +471,16 @@ def test_cli_profile_writes_tables_and_plots(run_cli, tmp_path, examples):
         out = run_cli("profile", "--config", cfg, *argv)
         assert out.returncode == 2 and message in out.stderr, out.stderr
         assert_one_line_error(out)
+
+
+def test_cli_mrc_rapid_matches_the_api(run_cli, tmp_path, examples):
+    spec = examples / "mrc" / "zipf-then-scan.toml"
+    out = run_cli("mrc", "--workload", spec, "--rapid", "50000", "--warmup", "10000", "--json", tmp_path / "r.json", "-q")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    api = cachecolor.rapid_mrc(cachecolor.analysis.WorkloadFile(spec), window=50_000, warmup=10_000)
+    assert doc["mae"] == api.mae and doc["miss_rate"] == api.miss_rate.tolist()
+    assert doc["window_counted"] == 40_000 and "mean absolute error" in out.stdout
+    out = run_cli("mrc", "--workload", spec, "--rapid", "1000", "--shards", "0.1")
+    assert_one_line_error(out)
+    assert "--shards" in out.stderr

@@ -10,6 +10,7 @@ Commands::
     cachecolor machine NAME | --detect [--sysfs DIR] | --list
     cachecolor mrc TRACE | --workload SPEC [--json OUT] [--plot OUT.png] [--shards RATE | --shards-size N | --aet RATE]
                    [--salts K] [--granularity line|page] [--line-size B] [--sets N | --cache-size B --ways A] [-q]
+    cachecolor mrc TRACE | --workload SPEC --rapid WINDOW [--l1-size B] [--l1-ways A] [--warmup N] [--start N]
     cachecolor profile [TRACE] --config CFG [--level LLC] [--sample-period N] [--json OUT] [--csv OUT] [--plot PREFIX]
     cachecolor sdp TRACE | --workload SPEC | --sweep --cache-size B --ways A [--placement ALLOC | --pagemap CSV] [--json OUT] [--plot OUT.png]
     cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--out DIR] [--no-plots] [-q]
@@ -378,6 +379,8 @@ def cmd_mrc(args: argparse.Namespace) -> int:
 
     if (args.trace is None) == (args.workload is None):
         raise CliError("give a TRACE file or --workload SPEC (one of them)", EXIT_BAD_INPUT)
+    if args.rapid is not None:
+        return _rapid_mrc(args)
     chosen = [o for o, v in (("--shards", args.shards), ("--shards-size", args.shards_size), ("--aet", args.aet)) if v is not None]
     if len(chosen) > 1:
         raise CliError(f"{' and '.join(chosen)} exclude each other: choose one method", EXIT_BAD_INPUT)
@@ -442,6 +445,53 @@ def cmd_mrc(args: argparse.Namespace) -> int:
         _status(args, f"wrote {args.json}")
     if args.plot:
         _plot_mrc(curve, prof, args.plot)
+        _status(args, f"wrote {args.plot}")
+    return EXIT_OK
+
+
+def _rapid_mrc(args: argparse.Namespace) -> int:
+    """``cachecolor mrc --rapid WINDOW``: RapidMRC (Azimi et al. 3.2.2) beside the exact curve."""
+    from . import analysis
+    from .results import write_json_atomic
+
+    others = [o for o, v in (("--shards", args.shards), ("--shards-size", args.shards_size), ("--aet", args.aet),
+                             ("--sets", args.sets), ("--cache-size", args.cache_size)) if v is not None]
+    if others or args.granularity != "line":
+        raise CliError(f"--rapid makes its own L2 curve from L1 misses: drop {', '.join(others) or '--granularity'}", EXIT_BAD_INPUT)
+    source: Any = args.trace if args.trace is not None else analysis.WorkloadFile(args.workload)
+    progress = ProgressLine("mrc", quiet=args.quiet)
+    try:
+        r = analysis.rapid_mrc(
+            source, l1_size=args.l1_size, l1_ways=args.l1_ways, window=args.rapid, warmup=args.warmup,
+            start=args.start, line_size=args.line_size, points=args.points, format=args.format, progress=progress,
+        )
+    except _core.ConfigError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    except _core.TraceError as e:
+        raise CliError(f"trace {args.trace}: {e}", EXIT_BAD_INPUT) from e
+    finally:
+        progress.close()
+    print(f"RapidMRC: {r.window_counted:,} L1 misses in the window (of {r.l1_misses:,}, {r.references:,} references; "
+          f"L1 {args.l1_size:,} B {args.l1_ways}-way); mean absolute error against the exact curve {r.mae:.4f}")
+    print(f"{'L2 lines':>10} {'RapidMRC':>9} {'exact':>9}")
+    step = max(1, len(r.sizes) // 12)
+    for i in list(range(0, len(r.sizes), step))[:12] + [len(r.sizes) - 1]:
+        print(f"{r.sizes[i]:>10,} {r.miss_rate[i]:>9.4f} {r.exact_miss_rate[i]:>9.4f}")
+    if args.json:
+        write_json_atomic(args.json, {"method": "rapidmrc", "sizes": r.sizes.tolist(), "miss_rate": r.miss_rate.tolist(),
+                                      "exact_miss_rate": r.exact_miss_rate.tolist(), "mae": r.mae,
+                                      "references": r.references, "l1_misses": r.l1_misses,
+                                      "window_counted": r.window_counted, "options": r.options})
+        _status(args, f"wrote {args.json}")
+    if args.plot:
+        def draw(ax: Any) -> None:
+            ax.plot(r.sizes, r.exact_miss_rate, label="exact (every L1 miss)")
+            ax.plot(r.sizes, r.miss_rate, "--", label=f"RapidMRC ({r.window_counted:,} misses)")
+            ax.set_xscale("log")
+            ax.set_xlabel("L2 size (lines, fully associative LRU)")
+            ax.set_ylabel("L2 miss rate")
+            ax.legend()
+        _save_plot(draw, args.plot)
         _status(args, f"wrote {args.plot}")
     return EXIT_OK
 
@@ -741,6 +791,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--cache-size", type=_size_arg, metavar="B", help="also profile the sets of this cache (with --ways), e.g. 1MiB")
     m.add_argument("--ways", type=int, metavar="A", help="associativity of --cache-size")
     m.add_argument("--max-ways", type=int, metavar="A", help="largest associativity in the per-set profiles (default --ways, else 16)")
+    m.add_argument("--rapid", type=int, metavar="WINDOW", help="RapidMRC (Azimi et al. 3.2.2): the L2 curve from a window of WINDOW L1 misses, beside the exact one")
+    m.add_argument("--l1-size", type=_size_arg, default=32 << 10, metavar="B", help="--rapid: the L1 whose misses feed it (default 32KiB)")
+    m.add_argument("--l1-ways", type=int, default=8, metavar="A", help="--rapid: its associativity (default 8)")
+    m.add_argument("--warmup", type=int, default=0, metavar="N", help="--rapid: the window's first N misses only fill the stack (default 0)")
+    m.add_argument("--start", type=int, default=0, metavar="N", help="--rapid: skip the first N L1 misses (default 0)")
     _quiet(m)
     m.set_defaults(func=cmd_mrc)
 
