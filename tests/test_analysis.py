@@ -347,6 +347,9 @@ def test_a_page_map_translates_like_the_allocator_it_came_from():
     pfns = (vpns * np.uint64(2654435761)) % np.uint64(1 << 20)
     mapping = dict(zip(vpns.tolist(), pfns.tolist()))
     a = cc.set_profile(trace, cache_size=128 << 10, ways=4, placement=mapping)
+    # Pages mapped but never touched do not count as the trace's pages.
+    extra = {**mapping, **{int(vpns.max()) + k: k for k in range(1, 50)}}
+    assert cc.set_profile(trace, cache_size=128 << 10, ways=4, placement=extra).placement == a.placement
     translated = (pfns[np.searchsorted(vpns, trace >> np.uint64(12))] << np.uint64(12)) | (trace & np.uint64(4095))
     b = cc.set_profile(translated, cache_size=128 << 10, ways=4)
     assert np.array_equal(a.counts, b.counts)
@@ -364,6 +367,8 @@ def test_placement_bad_input_names_the_problem():
         cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="random", page_size=3000)
     with pytest.raises(cc.ConfigError, match="allocator"):
         cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="slab")
+    with pytest.raises(cc.ConfigError, match="no consistent color"):
+        cc.set_profile(trace, cache_size=96 << 10, ways=4, placement="random", page_size=16384)
     with pytest.raises(cc.ConfigError, match="more pages than the simulated RAM"):
         cc.set_profile(trace, cache_size=64 << 10, ways=4, placement="random", memory={"ram": "32KiB"})
 
@@ -436,7 +441,8 @@ def test_page_profile_of_the_art_shaped_example(examples):
     prof = page_profile(cfg, level="LLC", sample_period=20)
     # The pages' counts are the LLC's own, as a plain simulation of the same workload reports.
     llc = [lv for lv in cachecolor.simulate(cfg).to_dict()["levels"] if lv["name"] == "LLC"][0]
-    assert (prof.accesses, prof.misses) == (llc["accesses"], llc["misses"])
+    data = [llc[k] for k in ("load", "store", "modify")]
+    assert (prof.accesses, prof.misses) == (sum(d["accesses"] for d in data), sum(d["misses"] for d in data))
     pages = prof.pages
     assert pages["accesses"].sum() == prof.accesses and (pages["misses"] <= pages["accesses"]).all()
     # Two regions, as ROCS Figure 3 shows for art: the reused array and the stream.

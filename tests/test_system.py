@@ -151,6 +151,34 @@ def test_report_compares_policies_and_keeps_a_policys_tables(tmp_path):
     assert pd.read_csv(tmp_path / "rep2" / "static-colors.csv")["runs"][0] == 2
 
 
+def test_report_keys_rows_by_config_path_and_keeps_finished_runs(tmp_path):
+    """Review findings: two configs with one stem, a config named twice, a repeated policy and
+    two processes of one name still give one baseline per (config, seed, process); a run that
+    fails names its config and policy, and the runs before it are written."""
+    import pandas as pd
+
+    from cachecolor import report
+
+    text = (OS / "colors-disjoint.toml").read_text().replace('name = "stream"', 'name = "victim"')
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.toml").write_text(text)
+    runs = report.run_matrix([tmp_path / "a", tmp_path / "a" / "x.toml", tmp_path / "b" / "x.toml"], ["linux", "static", "linux"])
+    assert len(runs) == 4
+    frame = report.comparison(runs)
+    assert len(frame) == 8 and frame["ipc_vs_baseline"].notna().all()
+    assert (frame[frame["policy"] == "linux"]["ipc_vs_baseline"] == 1.0).all()
+    out = tmp_path / "o"
+    run = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "report", str(tmp_path / "a"), "--policy", "static", "--policy", "nosuch",
+         "--out", str(out), "-q"],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "x.toml: policy nosuch" in run.stderr and "Traceback" not in run.stderr
+    assert list(pd.read_csv(out / "comparison.csv")["policy"].unique()) == ["static"]
+
+
 def test_report_names_a_missing_config(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "cachecolor", "report", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o")],

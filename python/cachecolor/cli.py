@@ -468,7 +468,7 @@ def _rapid_mrc(args: argparse.Namespace) -> int:
     except _core.ConfigError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
-        raise CliError(f"trace {args.trace}: {e}", EXIT_BAD_INPUT) from e
+        raise CliError(f"{_source_name(args)}: {e}", EXIT_BAD_INPUT) from e
     finally:
         progress.close()
     print(f"RapidMRC: {r.window_counted:,} L1 misses in the window (of {r.l1_misses:,}, {r.references:,} references; "
@@ -527,12 +527,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
         prof = page_profile(
             args.config, args.trace, level=args.level, page_size=args.page_size,
             sample_period=args.sample_period, trace_format=args.format,
-            region_tolerance=args.region_tolerance, progress=progress,
+            region_tolerance=args.region_tolerance, region_gap=args.region_gap,
+            min_accesses=args.min_accesses, progress=progress,
         )
     except _core.ConfigError as e:
         raise CliError(f"{e}", EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
-        raise CliError(f"trace {args.trace}: {e}", EXIT_BAD_INPUT) from e
+        raise CliError(f"{_source_name(args)}: {e}", EXIT_BAD_INPUT) from e
     except OSError as e:
         raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
     finally:
@@ -572,7 +573,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_sdp(args: argparse.Namespace) -> int:
     from . import analysis, placement
-    from .results import write_json_atomic
 
     if args.sweep:
         if args.trace is not None or args.workload is not None or args.pagemap is not None:
@@ -597,6 +597,7 @@ def cmd_sdp(args: argparse.Namespace) -> int:
             print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
             doc: dict[str, Any] = {"cache_size": args.cache_size, "ways": args.ways, "placement": args.placement,
                                    "rows": frame.to_dict(orient="records"), "summary": summary.to_dict(orient="records")}
+            _write_json_first(args, doc)
             if args.plot:
                 _save_plot(lambda ax: placement.plot_sweep(frame, cache_size=args.cache_size, ax=ax), args.plot)
         else:
@@ -621,6 +622,7 @@ def cmd_sdp(args: argparse.Namespace) -> int:
             doc = {"cache_size": args.cache_size, "ways": ways.tolist(), "naive_miss_rate": naive.tolist(),
                    "aware_miss_rate": aware.tolist(), "placement": r.aware.placement,
                    "eq_5_2_miss_rate": r.predicted_miss_rate}
+            _write_json_first(args, doc)
             if args.plot:
                 def draw(ax: Any) -> None:
                     ax.plot(ways, naive, "o-", label="naive (virtual = physical)")
@@ -632,15 +634,29 @@ def cmd_sdp(args: argparse.Namespace) -> int:
     except _core.ConfigError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
-        raise CliError(f"trace {args.trace}: {e}", EXIT_BAD_INPUT) from e
+        raise CliError(f"{_source_name(args)}: {e}", EXIT_BAD_INPUT) from e
     except OSError as e:
         raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
-    if args.json:
-        write_json_atomic(args.json, doc)
-        _status(args, f"wrote {args.json}")
     if args.plot:
         _status(args, f"wrote {args.plot}")
     return EXIT_OK
+
+
+def _write_json_first(args: argparse.Namespace, doc: Any) -> None:
+    """Write --json (if asked) before any plot, so a failing plot loses no results."""
+    from .results import write_json_atomic
+
+    if args.json:
+        write_json_atomic(args.json, doc)
+        _status(args, f"wrote {args.json}")
+
+
+def _source_name(args: argparse.Namespace) -> str:
+    if getattr(args, "trace", None) is not None:
+        return f"trace {args.trace}"
+    if getattr(args, "workload", None) is not None:
+        return f"workload {args.workload}"
+    return "the config's workload"
 
 
 def _save_plot(draw: Any, out: str) -> None:
@@ -667,14 +683,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.seeds is not None and args.seeds < 1:
         raise CliError(f"--seeds {args.seeds}: give at least 1 seed", EXIT_BAD_INPUT)
     seeds = [None] if args.seeds is None else [args.seed + k for k in range(args.seeds)]
+    from .report import MatrixError
+
     try:
         runs = run_matrix(args.paths, args.policy or None, seeds, progress=lambda m: _status(args, m))
     except FileNotFoundError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
-    except _core.ConfigError as e:
-        raise CliError(f"config {e}", EXIT_BAD_INPUT) from e
-    except _core.TraceError as e:
-        raise CliError(f"trace: {e}", EXIT_BAD_INPUT) from e
+    except MatrixError as e:
+        if e.runs:
+            write_report(e.runs, args.out, plots=False)
+            _status(args, f"wrote the {len(e.runs)} finished run(s) to {args.out}")
+        bad_input = isinstance(e.cause, (_core.ConfigError, _core.TraceError))
+        raise CliError(str(e), EXIT_BAD_INPUT if bad_input else EXIT_FAILURE) from e
     text, written = write_report(runs, args.out, plots=not args.no_plots)
     print(text)
     _status(args, f"wrote {len(written)} files to {args.out}")
@@ -814,6 +834,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--page-size", type=int, default=4096, metavar="B", help="page size (default 4096)")
     pp.add_argument("--sample-period", type=int, metavar="N", help="also estimate from one L1D miss in N (ROCS 3.1)")
     pp.add_argument("--region-tolerance", type=float, default=0.15, metavar="D", help="miss-rate difference within a region (default 0.15)")
+    pp.add_argument("--region-gap", type=int, default=1, metavar="P", help="pages a region may skip between members (default 1: adjacent)")
+    pp.add_argument("--min-accesses", type=int, default=1, metavar="N", help="pages with fewer accesses stay out of regions (default 1)")
     pp.add_argument("--min-share", type=float, default=0.01, metavar="F", help="list regions with at least this share of the accesses (default 0.01)")
     pp.add_argument("--json", metavar="OUT", help="write every page and region as JSON")
     pp.add_argument("--csv", metavar="OUT", help="write the per-page table as CSV")

@@ -77,8 +77,16 @@ class PhysicalSdp:
 
     @property
     def predicted_miss_rate(self) -> float:
-        """Eq. 5.2 from the placement's pages per bin (for a uniform workload)."""
-        return float(sum(_core.placement_miss_probability(self.pages_per_color.tolist(), self.ways)))
+        """Eq. 5.2 from the placement's pages per bin (for a uniform workload). A bin holds
+        ``ways`` pages; with pages larger than one way of the cache (one bin) it holds
+        ``ways * way / page`` of them (a page fills several ways of every set)."""
+        assert self.aware.placement is not None
+        way = self.aware.sets * self.aware.line_size
+        page = self.aware.placement["page_size"]
+        capacity = self.ways if page <= way else self.ways * way // page
+        if capacity == 0:
+            return 1.0  # the cache holds less than one page per bin: (almost) every line misses
+        return float(sum(_core.placement_miss_probability(self.pages_per_color.tolist(), capacity)))
 
 
 def physical_sdp(
@@ -88,12 +96,15 @@ def physical_sdp(
     ways: int,
     line_size: int = 64,
     placement: Any = "random",
-    page_size: int = 4096,
+    page_size: Optional[int] = None,
     memory: Optional[dict[str, Any]] = None,
     format: str = "native",
 ) -> PhysicalSdp:
     """Profile ``trace`` for a ``cache_size``-byte ``ways``-way cache twice: naive, and through
-    ``placement`` (an allocator name or a page map; see ``set_profile``)."""
+    ``placement`` (an allocator name or a page map; see ``set_profile``). ``page_size``
+    defaults to a ``read_pagemap`` frame's own (``frame.attrs["page_size"]``), else 4096."""
+    if page_size is None:
+        page_size = int(getattr(placement, "attrs", {}).get("page_size", 4096))
     naive = set_profile(trace, cache_size=cache_size, ways=ways, line_size=line_size, format=format)
     aware = set_profile(
         trace, cache_size=cache_size, ways=ways, line_size=line_size, format=format,
@@ -107,8 +118,10 @@ def uniform_trace(working_set: int, references: int, *, line_size: int = 64, see
     (Cachetest's uniform distribution, thesis 4.2.3), after one pass over every line so each
     page is touched (placed) in address order, as a program initialising its buffer would."""
     lines = working_set // line_size
-    if lines < 1 or references < 0:
+    if lines < 1:
         raise _config_error("working_set", f"{working_set} B: at least one {line_size} B line")
+    if references < 0:
+        raise _config_error("references", f"{references}: at least 0")
     rng = np.random.default_rng(seed)
     order = np.concatenate([np.arange(lines, dtype=np.uint64), rng.integers(0, lines, size=references, dtype=np.uint64)])
     return base + order * np.uint64(line_size)
@@ -135,6 +148,7 @@ def placement_sweep(
     import pandas as pd
 
     rows = []
+    seeds = list(seeds)
     for ws in working_sets:
         for seed in seeds:
             if progress:
@@ -197,15 +211,18 @@ def _kib(v: int) -> str:
     return f"{v // (1 << 20)} MiB" if v >= 1 << 20 and v % (1 << 20) == 0 else f"{v // 1024} KiB"
 
 
-def read_pagemap(start: int, end: int, pid: Union[int, str] = "self", page_size: Optional[int] = None) -> Any:
+def read_pagemap(start: int, end: int, pid: Union[int, str] = "self") -> Any:
     """The present pages of ``[start, end)`` in process ``pid``'s address space with their
-    frames, from ``/proc/PID/pagemap`` (a frame with ``vpn`` and ``pfn`` columns).
+    frames, from ``/proc/PID/pagemap`` (a frame with ``vpn`` and ``pfn`` columns, in units of
+    the kernel's page size, which ``frame.attrs["page_size"]`` records and ``physical_sdp``
+    uses).
 
     Frame numbers are shown only to root (CAP_SYS_ADMIN); otherwise the kernel reports 0 and
     this raises ``PermissionError`` rather than returning a map of zeros."""
     import pandas as pd
 
-    page = page_size or os.sysconf("SC_PAGE_SIZE")
+    # pagemap has one 8-byte entry per page of the kernel's own size.
+    page = os.sysconf("SC_PAGE_SIZE")
     first, last = start // page, (end + page - 1) // page
     path = f"/proc/{pid}/pagemap"
     with open(path, "rb") as f:
@@ -217,4 +234,6 @@ def read_pagemap(start: int, end: int, pid: Union[int, str] = "self", page_size:
     pfns = entries & np.uint64((1 << 55) - 1)
     if present.any() and not pfns[present].any():
         raise PermissionError(f"{path}: frame numbers read as 0: reading them needs root (CAP_SYS_ADMIN)")
-    return pd.DataFrame({"vpn": vpns[present], "pfn": pfns[present]})
+    frame = pd.DataFrame({"vpn": vpns[present], "pfn": pfns[present]})
+    frame.attrs["page_size"] = page
+    return frame

@@ -44,19 +44,34 @@ REPORTERS: dict[str, PolicyReporter] = {}
 
 
 def config_paths(paths: Iterable[PathLike]) -> list[Path]:
-    """Expand directories into their ``*.toml`` system configs (sorted); keep files as given."""
+    """Expand directories into their ``*.toml`` system configs (sorted); keep files as given;
+    each config once (a file also named through its directory is not run twice)."""
     out: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(q for q in p.glob("*.toml") if q.is_file())
             if not found:
                 raise FileNotFoundError(f"{p}: no *.toml configs in this directory")
-            out.extend(found)
         elif p.is_file():
-            out.append(p)
+            found = [p]
         else:
             raise FileNotFoundError(f"{p}: no such config file or directory")
+        for q in found:
+            if q.resolve() not in seen:
+                seen.add(q.resolve())
+                out.append(q)
     return out
+
+
+class MatrixError(Exception):
+    """A run of the matrix failed: ``message`` names its config and policy, ``runs`` holds the
+    runs finished before it (so a caller can still report them) and ``cause`` the error."""
+
+    def __init__(self, message: str, runs: list[Run], cause: BaseException):
+        super().__init__(message)
+        self.runs = runs
+        self.cause = cause
 
 
 def run_matrix(
@@ -66,17 +81,22 @@ def run_matrix(
     progress: Optional[Callable[[str], None]] = None,
 ) -> list[Run]:
     """Run every config under every policy and seed. With ``policies`` None, each config runs
-    under ``linux`` and the policy its ``[policy] name`` gives (once if that is ``linux``)."""
-    runs = []
+    under ``linux`` and the policy its ``[policy] name`` gives (once if that is ``linux``).
+    A failing run raises ``MatrixError`` with the runs finished so far."""
+    runs: list[Run] = []
     configs = config_paths(paths)
+    wanted = list(dict.fromkeys(policies)) if policies else None
     for path in configs:
         cfg = load_system_config(path)
-        names = list(policies) if policies else _default_policies(cfg)
+        names = wanted or _default_policies(cfg)
         for name in names:
-            for seed in seeds:
+            for seed in dict.fromkeys(seeds):
                 if progress:
                     progress(f"{path.name}: {name}" + ("" if seed is None else f", seed {seed}"))
-                result = simulate_system(cfg, policy=name, seed=seed)
+                try:
+                    result = simulate_system(cfg, policy=name, seed=seed)
+                except Exception as e:
+                    raise MatrixError(f"{path}: policy {name}" + ("" if seed is None else f", seed {seed}") + f": {e}", runs, e) from e
                 runs.append(Run(str(path), name, seed, result))
     return runs
 
@@ -87,15 +107,25 @@ def _default_policies(cfg: dict[str, Any]) -> list[str]:
 
 
 def comparison(runs: Sequence[Run]) -> Any:
-    """One row per run and process: ``config``, ``policy``, ``seed``, ``process``, ``ipc``,
-    ``llc_miss_rate``, ``llc_mpki``, ``page_walk_cycles``, ``remote_accesses``, ``recolored``
-    (eager + lazy), ``kernel_cycles`` (all paths), ``cycles``; and, for every policy other than
-    the first of its config, ``ipc_vs_<first>`` (the ratio of IPCs, same seed and process)."""
+    """One row per run and process: ``config`` (the file's stem), ``policy``, ``seed``,
+    ``process``, ``ipc``, ``llc_miss_rate``, ``llc_mpki``, ``page_walk_cycles``,
+    ``remote_accesses``, ``recolored`` (eager + lazy), ``kernel_cycles`` (all paths),
+    ``cycles``, and ``ipc_vs_baseline``: the IPC over that of the same process (by position),
+    config and seed under the config's first policy (1.0 for the first policy's own rows)."""
     import pandas as pd
 
+    baseline_policy: dict[str, str] = {}
+    for r in runs:
+        baseline_policy.setdefault(r.config, r.policy)
+    base_ipc: dict[tuple[str, Optional[int], int], float] = {}
+    for r in runs:
+        if r.policy == baseline_policy[r.config]:
+            for i, p in enumerate(r.result.to_dict()["processes"]):
+                base_ipc.setdefault((r.config, r.seed, i), p["ipc"])
     rows = []
     for r in runs:
-        for p in r.result.to_dict()["processes"]:
+        for i, p in enumerate(r.result.to_dict()["processes"]):
+            base = base_ipc.get((r.config, r.seed, i))
             rows.append(
                 {
                     "config": Path(r.config).stem,
@@ -110,32 +140,26 @@ def comparison(runs: Sequence[Run]) -> Any:
                     "recolored": p["recolors"] + p["lazy_recolors"],
                     "kernel_cycles": sum(k["cycles"] for k in p["kernel"].values()),
                     "cycles": p["cycles"],
+                    "ipc_vs_baseline": p["ipc"] / base if base else float("nan"),
                 }
             )
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    baseline = {}
-    for r in runs:
-        baseline.setdefault(Path(r.config).stem, r.policy)
-    base = frame[frame.apply(lambda row: baseline[row["config"]] == row["policy"], axis=1)]
-    key = ["config", "seed", "process"]
-    merged = frame.merge(
-        base[key + ["ipc"]].rename(columns={"ipc": "_base_ipc"}), on=key, how="left"
-    )
-    frame["ipc_vs_baseline"] = (merged["ipc"] / merged["_base_ipc"]).to_numpy()
-    return frame
+    return pd.DataFrame(rows)
 
 
 def write_report(
     runs: Sequence[Run], out_dir: PathLike, plots: bool = True
 ) -> tuple[str, list[Path]]:
-    """Write ``comparison.csv``, one CSV per policy table, ``report.md`` (every table) and the
-    policies' plots into ``out_dir``; return the report's text and the files written."""
+    """Write ``comparison.csv`` (first, so a failing policy table loses nothing of it), one
+    CSV per policy table, ``report.md`` (every table) and the policies' plots into
+    ``out_dir``; return the report's text and the files written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    tables = [("comparison (ipc_vs_baseline: IPC over the config's first policy)", comparison(runs))]
+    first = ("comparison (ipc_vs_baseline: IPC over the config's first policy)", comparison(runs))
+    csv = out / "comparison.csv"
+    _atomic_write(csv, first[1].to_csv(index=False))
+    written.append(csv)
+    tables = [first]
     for name in _policies_in(runs):
         reporter = REPORTERS.get(name)
         if reporter is not None:
@@ -143,11 +167,17 @@ def write_report(
             if plots:
                 written.extend(reporter.plots(list(runs), out))
     parts = []
+    slugs = {"comparison"}
     for i, (title, frame) in enumerate(tables):
-        slug = "comparison" if i == 0 else _slug(title)
-        csv = out / f"{slug}.csv"
-        _atomic_write(csv, frame.to_csv(index=False))
-        written.append(csv)
+        if i > 0:
+            slug = base = _slug(title)
+            k = 2
+            while slug in slugs:
+                slug, k = f"{base}-{k}", k + 1
+            slugs.add(slug)
+            csv = out / f"{slug}.csv"
+            _atomic_write(csv, frame.to_csv(index=False))
+            written.append(csv)
         parts.append(f"## {title}\n\n{frame.to_string(index=False, float_format=_fmt)}\n")
     text = "\n".join(parts)
     md = out / "report.md"

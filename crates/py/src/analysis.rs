@@ -355,9 +355,17 @@ pub fn expected_conflicts(
             let c = bins::expected_conflicts(pages, bins, ways);
             Ok((c.k_avg, c.k_min, c.k_sd))
         }
-        Some(f) if pages > bins * f => Err(bad(
+        Some(f) if bins.checked_mul(f).is_none_or(|total| pages > total) => Err(bad(
             "frames_per_bin",
             format!("{pages} pages do not fit in {bins} bins of {f} frames"),
+        )),
+        // The exact sum keeps a table of ln(n!) up to every frame (8 bytes each).
+        Some(f) if bins * f > 1 << 26 => Err(bad(
+            "frames_per_bin",
+            format!(
+                "{bins} bins x {f} frames: the exact hypergeometric is limited to 2^26 frames; \
+                 with this many frames per bin it equals the binomial (frames_per_bin=None)"
+            ),
         )),
         Some(f) => Ok((
             bins::expected_conflicts_hypergeometric(pages, bins, ways, f),

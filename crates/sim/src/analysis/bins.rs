@@ -106,7 +106,8 @@ pub fn expected_conflicts_hypergeometric(
     ways: u64,
     frames_per_bin: u64,
 ) -> f64 {
-    assert!(bins >= 1 && ways >= 1 && pages <= bins * frames_per_bin);
+    assert!(bins >= 1 && ways >= 1);
+    assert!(bins.checked_mul(frames_per_bin).is_some_and(|t| pages <= t));
     if bins == 1 {
         return pages.saturating_sub(ways) as f64;
     }

@@ -573,8 +573,22 @@ impl SetProfiler {
         let stacks = SetStacks::new(options.sets, options.max_ways)?;
         let translator = match &options.placement {
             Some(spec) => {
-                // Bins of one page: the colors of a cache with these sets and lines.
-                let colors = (options.sets * options.line_size / spec.page_size()).max(1);
+                // Bins of one page: the colors of a cache with these sets and lines (thesis 5.1).
+                // A page smaller than a way must divide it, or pages have no consistent color;
+                // a page of a way or more covers every set: one bin.
+                let way = options.sets * options.line_size;
+                let page = spec.page_size();
+                if page.is_power_of_two() && page < way && !way.is_multiple_of(page) {
+                    return Err(ConfigError::new(
+                        "placement.page_size",
+                        format!(
+                            "{page} B pages do not divide one way of the cache ({} sets x {} B = {way} B): \
+                             pages would have no consistent color",
+                            options.sets, options.line_size
+                        ),
+                    ));
+                }
+                let colors = (way / page).max(1);
                 Some(super::placement::PageTranslator::new(
                     spec,
                     options.line_size,

@@ -122,7 +122,10 @@ pub struct PageProfiler {
     /// The first data level (the L1D the sampler watches).
     l1d: usize,
     page_shift: u32,
-    countdown: u64,
+    line_shift: u32,
+    /// Per thread: L1D load misses until the next sample.
+    countdown: Vec<u64>,
+    lines: Vec<Record>,
     pages: HashMap<u64, PageCounts>,
     served: Vec<u8>,
     references: u64,
@@ -163,9 +166,13 @@ impl PageProfiler {
                     "sample_period",
                     format!(
                         "the sampler sees L1D misses only (ROCS 3.1), so it cannot estimate {}'s \
-                         miss rate: profile a level beyond it ({})",
+                         miss rate: {}",
                         hc.levels[l1d].name,
-                        names[1..].join(", ")
+                        if names.len() > 1 {
+                            format!("profile a level beyond it ({})", names[1..].join(", "))
+                        } else {
+                            "this hierarchy has no level beyond it to profile".to_string()
+                        }
                     ),
                 ));
             }
@@ -180,6 +187,12 @@ impl PageProfiler {
                 ),
             ));
         }
+        if options.region_gap == 0 {
+            return Err(ConfigError::new(
+                "region_gap",
+                "0: neighbouring pages are 1 apart, so a region needs a gap of at least 1 page",
+            ));
+        }
         if !(0.0..=1.0).contains(&options.region_tolerance) {
             return Err(ConfigError::new(
                 "region_tolerance",
@@ -190,7 +203,9 @@ impl PageProfiler {
             ));
         }
         Ok(PageProfiler {
-            countdown: options.sample_period.unwrap_or(0),
+            countdown: Vec::new(),
+            lines: Vec::new(),
+            line_shift: hc.line_size.trailing_zeros(),
             level,
             l1d,
             page_shift: ps.trailing_zeros(),
@@ -201,13 +216,31 @@ impl PageProfiler {
         })
     }
 
-    /// Simulate `block` on `h` and attribute its data references to their pages. Instruction
-    /// fetches run through the hierarchy too (they share its lower levels) but are not counted.
+    /// Simulate `block` on `h` and attribute its data references to their pages. A record
+    /// spanning several lines is split into one reference per line first (the hierarchy
+    /// counts each line, and each line may be served elsewhere and sit in another page).
+    /// Instruction fetches run through the hierarchy too (they share its lower levels) but are
+    /// not counted.
     pub fn feed(&mut self, h: &mut Hierarchy, block: &[Record]) {
+        let shift = self.line_shift;
+        self.lines.clear();
+        for r in block {
+            let first = r.addr >> shift;
+            let last = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> shift;
+            if first == last {
+                self.lines.push(*r);
+            } else {
+                self.lines.extend((first..=last).map(|l| Record {
+                    addr: l << shift,
+                    size: 1,
+                    ..*r
+                }));
+            }
+        }
         self.served.clear();
-        h.run_block_served(block, &mut self.served);
-        debug_assert_eq!(self.served.len(), block.len());
-        for (r, &s) in block.iter().zip(&self.served) {
+        h.run_block_served(&self.lines, &mut self.served);
+        debug_assert_eq!(self.served.len(), self.lines.len());
+        for (r, &s) in self.lines.iter().zip(&self.served) {
             if r.kind == Kind::IFetch {
                 continue;
             }
@@ -222,17 +255,27 @@ impl PageProfiler {
                     page.misses += 1;
                 }
             }
-            // The sampler (ROCS 3.1) counts L1D misses and interrupts on every period-th.
-            if self.countdown > 0 && s > self.l1d {
-                self.countdown -= 1;
-                if self.countdown == 0 {
-                    self.countdown = self.options.sample_period.expect("sampling");
-                    page.samples += 1;
-                    if s >= self.level {
-                        page.sampled_accesses += 1;
-                        if s > self.level {
-                            page.sampled_misses += 1;
-                        }
+            // The sampler (ROCS 3.1: "we specifically target loads that miss the L1 data
+            // cache") counts the L1D load misses of each thread (a per-thread virtualised
+            // counter) and interrupts on every period-th.
+            let Some(period) = self.options.sample_period else {
+                continue;
+            };
+            if r.kind != Kind::Load || s <= self.l1d {
+                continue;
+            }
+            let t = r.thread as usize;
+            if t >= self.countdown.len() {
+                self.countdown.resize(t + 1, period);
+            }
+            self.countdown[t] -= 1;
+            if self.countdown[t] == 0 {
+                self.countdown[t] = period;
+                page.samples += 1;
+                if s >= self.level {
+                    page.sampled_accesses += 1;
+                    if s > self.level {
+                        page.sampled_misses += 1;
                     }
                 }
             }
@@ -415,8 +458,46 @@ mod tests {
         }
         assert!(n > 500.0, "{n} pages with enough samples");
         assert!(err / n < 0.08, "mean page error {}", err / n);
-        let l1d_misses = h.counters(1)[0].by_kind[Kind::Load as usize].misses;
-        assert_eq!(prof.samples, l1d_misses / 50);
+        let l1d_load_misses = h.counters(1)[0].by_kind[Kind::Load as usize].misses;
+        assert_eq!(prof.samples, l1d_load_misses / 50);
+    }
+
+    /// Review finding: records spanning two lines (and two pages) are counted per line, on the
+    /// page of each line, as the hierarchy counts them.
+    #[test]
+    fn records_spanning_lines_and_pages_count_per_line() {
+        let mut h = hierarchy();
+        let options = PageProfileOptions {
+            level: "L2".into(),
+            page_size: 4096,
+            sample_period: Some(10),
+            region_tolerance: 0.15,
+            region_gap: 1,
+            min_accesses: 1,
+        };
+        let mut p = PageProfiler::new(options, &h).unwrap();
+        // 8-byte loads at byte 4092 of 1,000 pages: each touches the last line of one page and
+        // the first of the next; then loads at line offset 60 of other lines.
+        let mut block: Vec<Record> = (0..1000u64)
+            .map(|i| Record::load(0x100_0000 + i * 8192 + 4092))
+            .collect();
+        block.extend((0..2000u64).map(|i| Record::load(0x800_0000 + i * 128 + 60)));
+        block.push(Record::new(Kind::Store, 0x900_0000 + 10, 200)); // four lines
+        p.feed(&mut h, &block);
+        let prof = p.finish(&h).unwrap();
+        let data = |level: usize, f: fn(&crate::cache::KindCounts) -> u64| -> u64 {
+            h.counters(level)
+                .iter()
+                .map(|c| f(&c.by_kind[Kind::Load as usize]) + f(&c.by_kind[Kind::Store as usize]))
+                .sum()
+        };
+        assert_eq!(prof.accesses, data(2, |k| k.accesses));
+        assert_eq!(prof.misses, data(2, |k| k.misses));
+        assert_eq!(prof.references, 2000 + 4000 + 4);
+        // 2,000 pages from the page-crossing loads, 63 from the line-offset ones, 1 store page.
+        assert_eq!(prof.pages.len(), 2000 + 63 + 1);
+        let l1d_load_misses = h.counters(1)[0].by_kind[Kind::Load as usize].misses;
+        assert_eq!(prof.samples, l1d_load_misses / 10);
     }
 
     #[test]
@@ -443,6 +524,9 @@ mod tests {
         let mut bad = o("L2", None);
         bad.page_size = 100;
         assert_eq!(PageProfiler::new(bad, &h).unwrap_err().field, "page_size");
+        let mut gap = o("L2", None);
+        gap.region_gap = 0;
+        assert_eq!(PageProfiler::new(gap, &h).unwrap_err().field, "region_gap");
         let p = PageProfiler::new(o("l2", None), &h).unwrap();
         assert!(p.finish(&h).is_err(), "an empty trace is an error");
     }

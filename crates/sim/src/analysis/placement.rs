@@ -74,6 +74,8 @@ pub struct PageTranslator {
     all: ColorSet,
     map: HashMap<u64, u64>,
     fixed: bool,
+    /// A fixed map's pages the trace has touched (an allocator's map holds only those).
+    touched: std::collections::HashSet<u64>,
     last: Option<(u64, u64)>,
     pages_per_color: Vec<u64>,
     source: String,
@@ -141,6 +143,7 @@ impl PageTranslator {
             all: ColorSet::all(colors),
             map,
             fixed,
+            touched: Default::default(),
             last: None,
             pages_per_color: vec![0; colors as usize],
             source,
@@ -151,6 +154,9 @@ impl PageTranslator {
     /// The frame of virtual page `vpn`: looked up, or allocated at its first touch.
     fn frame(&mut self, vpn: u64) -> Result<u64, ConfigError> {
         if let Some(&pfn) = self.map.get(&vpn) {
+            if self.fixed && self.touched.insert(vpn) {
+                self.pages_per_color[(pfn % self.colors) as usize] += 1;
+            }
             return Ok(pfn);
         }
         let memory = match &mut self.memory {
@@ -205,16 +211,7 @@ impl PageTranslator {
     }
 
     pub fn summary(&self) -> PlacementSummary {
-        let pages_per_color = if self.fixed {
-            let mut v = vec![0; self.colors as usize];
-            // A fixed map's pages the trace touched are not tracked separately: count them all.
-            for &pfn in self.map.values() {
-                v[(pfn % self.colors) as usize] += 1;
-            }
-            v
-        } else {
-            self.pages_per_color.clone()
-        };
+        let pages_per_color = self.pages_per_color.clone();
         PlacementSummary {
             source: self.source.clone(),
             page_size: self.page_size,
@@ -385,9 +382,10 @@ mod tests {
 
     #[test]
     fn a_fixed_map_translates_and_names_an_unmapped_page() {
+        // Pages 5 and 6 are mapped but never touched: not counted in the summary.
         let spec = PlacementSpec::Mapping {
             page_size: 4096,
-            pages: vec![[0, 7], [1, 3]],
+            pages: vec![[0, 7], [1, 3], [5, 0], [6, 4]],
         };
         let mut t = PageTranslator::new(&spec, 64, 4).unwrap();
         let mut lines = vec![0, 65, 63, 64];
@@ -395,6 +393,7 @@ mod tests {
         assert_eq!(lines, vec![7 * 64, 3 * 64 + 1, 7 * 64 + 63, 3 * 64]);
         let s = t.summary();
         assert_eq!(s.pages_per_color, vec![0, 0, 0, 2]);
+        assert_eq!(s.pages, 2);
         let e = t.translate(&mut [2 * 64]).unwrap_err();
         assert_eq!(e.field, "placement.pages");
         assert!(e.message.contains("0x2000"), "{}", e.message);
