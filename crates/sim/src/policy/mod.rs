@@ -18,6 +18,9 @@ pub mod mrc_partition;
 mod static_sections;
 pub mod thread_cluster;
 
+#[cfg(test)]
+mod azimi_tests;
+
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
 pub use static_sections::StaticSections;

@@ -24,15 +24,18 @@ What it does, as an OS would:
 4. **Apply** with the color-aware allocator (3.2.1): `allowed_colors` returns the process's
    range on the fault path; pages already in a color the process lost are moved, lazily
    (`mark_for_recolor`, moved at their next touch) or eagerly (`recolor`: copy and shootdown),
-   per `recolor`.
+   per `recolor`; and a process that gained colors has its pages in use spread evenly over
+   them (its accessed bits are cleared at the allocation; at the next tick the pages touched
+   since, in over-full colors, are copied eagerly to its emptiest colors), since pages placed
+   under the old partition would otherwise stay crowded in its old colors.
 5. **Re-evaluate on phase change**: at every tick each process's L1D misses per kilo-instruction
    (independent of its LLC partition) is compared with its value when its curve was taken; a
    relative change beyond `phase_threshold` for `phase_ticks` ticks in a row starts a new window
    for that process, and its new curve re-runs the allocation. A process that exits gives its
    colors back at the next tick (the allocation re-runs over the live ones).
 
-Before the first curves the colors are split evenly (a partition from the start, so the first
-allocation moves few pages).
+Before the first curves every process may use every color (uncontrolled sharing, as under
+`linux`); `even_split` is the alternative start (kept for tests).
 
 **Checking the curve** (`exact_check = true`, a validation run, not a realistic setting): the
 sampler then stays on for the whole run, taking every L1D miss on every core, at no cost (0
@@ -152,6 +155,8 @@ pub struct MrcPartition {
     resample: bool,
     /// A curve arrived or a process exited: allocate at the next tick.
     reallocate: bool,
+    /// Processes whose pages in use are spread over their colors at the next tick.
+    rebalance: Vec<usize>,
     windows: Vec<WindowRecord>,
     allocations: Vec<Value>,
     phase_changes: Vec<Value>,
@@ -219,6 +224,7 @@ impl MrcPartition {
             procs: BTreeMap::new(),
             resample: true,
             reallocate: false,
+            rebalance: Vec::new(),
             windows: Vec::new(),
             allocations: Vec::new(),
             phase_changes: Vec::new(),
@@ -342,35 +348,64 @@ impl MrcPartition {
             p.colors = set;
             start = end;
             if changed {
-                self.move_pages(k, *pid);
+                // Disallowed pages move now; crowded ones once we know which are in use.
+                self.move_pages(k, *pid, false);
+                if k.scan_accessed(*pid).is_ok() {
+                    self.rebalance.push(*pid);
+                }
             }
         }
         self.allocations
             .push(json!({ "time": now, "colors": entry }));
     }
 
-    /// Move the pages of `pid` that sit in colors it no longer has.
-    fn move_pages(&mut self, k: &mut dyn Kernel, pid: usize) {
+    /// Move the pages of `pid` that sit in colors it no longer has (lazily or eagerly, per
+    /// `recolor`), and with `spread`, spread its pages in use evenly over its colors: a process
+    /// that gained colors keeps its pages where they were placed, crowded into its old colors,
+    /// so pages in use (accessed bit set since the allocation cleared the bits, one tick ago)
+    /// of colors holding more than their share are copied to its least-filled colors (always
+    /// eagerly: a lazy move only leaves colors that are no longer allowed).
+    fn move_pages(&mut self, k: &mut dyn Kernel, pid: usize, spread: bool) {
         let allowed = self.procs[&pid].colors.clone();
-        for page in k.pages(pid) {
-            if page.huge || page.marked || allowed.contains(page.color) {
+        let pages: Vec<_> = k.pages(pid).into_iter().filter(|p| !p.huge).collect();
+        let mut count = vec![0u64; self.colors as usize];
+        for p in &pages {
+            if allowed.contains(p.color) {
+                count[p.color as usize] += 1;
+            }
+        }
+        let share = (pages.len() as u64).div_ceil(allowed.len().max(1));
+        for page in pages {
+            let inside = allowed.contains(page.color);
+            // Spreading moves only pages in use (accessed since the allocation's scan).
+            if inside && (!spread || !page.accessed || count[page.color as usize] <= share) {
                 continue;
             }
-            match self.config.recolor {
-                RecolorMode::Eager => {
-                    if let Ok(Some(_)) = k.recolor(pid, page.vpn, &allowed) {
-                        self.moved += 1;
-                    }
+            if !inside && (page.marked || self.config.recolor == RecolorMode::Lazy) {
+                if !page.marked && k.mark_for_recolor(pid, page.vpn).is_ok() {
+                    self.marked += 1;
                 }
-                RecolorMode::Lazy => {
-                    if k.mark_for_recolor(pid, page.vpn).is_ok() {
-                        self.marked += 1;
-                    }
+                continue;
+            }
+            let dest = allowed
+                .iter()
+                .min_by_key(|&c| (count[c as usize], c))
+                .expect("a process has at least one color");
+            if inside && count[dest as usize] + 1 >= count[page.color as usize] {
+                continue;
+            }
+            let one = ColorSet::of(self.colors, [dest]).expect("in range");
+            if let Ok(Some(_)) = k.recolor(pid, page.vpn, &one) {
+                self.moved += 1;
+                count[dest as usize] += 1;
+                if inside {
+                    count[page.color as usize] -= 1;
                 }
             }
         }
     }
 
+    #[cfg(test)]
     fn even_split(&mut self) {
         let live: Vec<usize> = self
             .procs
@@ -416,7 +451,6 @@ impl Policy for MrcPartition {
                 whole: self.config.exact_check.then(LruStack::new),
             },
         );
-        self.even_split();
         self.resample = true;
         Placement::default()
     }
@@ -449,7 +483,7 @@ impl Policy for MrcPartition {
             return;
         };
         if let Some(whole) = &mut p.whole {
-            whole.access(line);
+            whole.run(&[line]);
         }
         let Some(w) = &mut p.window else { return };
         if !w.feed(line) {
@@ -478,6 +512,11 @@ impl Policy for MrcPartition {
     }
 
     fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        for pid in std::mem::take(&mut self.rebalance) {
+            if self.procs.get(&pid).is_some_and(|p| p.alive) {
+                self.move_pages(k, pid, true);
+            }
+        }
         for pc in &t.processes {
             let Some(p) = self.procs.get_mut(&pc.pid) else {
                 continue;
@@ -657,6 +696,11 @@ mod tests {
                 pinned: None,
             });
         }
+        assert!(
+            p.allowed_colors(1, 0).is_full(),
+            "every color until the curves are in"
+        );
+        p.even_split();
         let sets: Vec<Vec<u64>> = (0..3)
             .map(|pid| p.allowed_colors(pid, 0).iter().collect())
             .collect();

@@ -19,13 +19,16 @@ full method is Tam et al., EuroSys 2007, the paper's reference [36]). Four phase
    from the measured frequency of remote accesses so that each core delivers about
    `samples_per_tick` samples (5.2.1: "the value of N is further adjusted by taking two factors
    into account: (i) the frequency of remote cache accesses ... and (ii) the runtime
-   overhead"), within `1..=max_period`. Detection lasts until `detect_samples` samples arrived
-   or `detect_ticks` ticks passed.
+   overhead"), within `1..=max_period`. Detection lasts until `detect_samples` samples were
+   recorded in shMaps (samples on regions outside the filter do not count) or `detect_ticks`
+   ticks passed.
 3. **Clustering**: threads whose shMaps are similar go into one cluster. Similarity is the
    cosine of two shMap vectors (their dot product, as [36], normalised so the threshold does
    not depend on how long detection ran); one pass in thread order: a thread joins the first
    cluster whose summed shMap it resembles by at least `similarity`, or starts a new one.
-   Threads with no sampled sharing stay unclustered.
+   Threads with no sampled sharing stay unclustered. Threads that share nothing have no
+   monitored region in common (cosine 0); short detections give sparse shMaps whose cosine
+   stays well below 1 even for threads sharing everything, hence the default of 0.2.
 4. **Migration**: clusters, largest first, are placed on the chip with the most free room (each
    chip holds at most its share of the live threads, rounded up), preferring the chip that
    already runs most of the cluster; unclustered threads fill what is left, staying where they
@@ -68,7 +71,7 @@ pub struct ThreadClusterConfig {
     pub samples_per_tick: u64,
     /// Largest N (one in N remote accesses sampled).
     pub max_period: u64,
-    /// Samples that end detection.
+    /// Samples recorded in shMaps that end detection.
     pub detect_samples: u64,
     /// Ticks that end detection (if fewer samples came).
     pub detect_ticks: u32,
@@ -84,11 +87,11 @@ impl Default for ThreadClusterConfig {
     fn default() -> Self {
         ThreadClusterConfig {
             stall_threshold: 0.05,
-            samples_per_tick: 64,
+            samples_per_tick: 16,
             max_period: 1 << 20,
-            detect_samples: 2000,
-            detect_ticks: 20,
-            similarity: 0.5,
+            detect_samples: 512,
+            detect_ticks: 50,
+            similarity: 0.2,
             sample_cost_cycles: 2000,
             cooldown_ticks: 10,
         }
@@ -417,15 +420,17 @@ impl Policy for ThreadCluster {
         else {
             return;
         };
-        self.phase = Phase::Detect {
-            samples: samples + 1,
-            since_tick,
-        };
         if s.source != DataSource::Remote {
             return;
         }
         match self.filter.entry(s.pid, s.vaddr / REGION_BYTES) {
-            Some(e) => self.shmaps.entry(s.thread as usize).or_default().bump(e),
+            Some(e) => {
+                self.shmaps.entry(s.thread as usize).or_default().bump(e);
+                self.phase = Phase::Detect {
+                    samples: samples + 1,
+                    since_tick,
+                };
+            }
             None => self.collisions += 1,
         }
     }
