@@ -107,6 +107,13 @@ fn mrc_partition_protects_the_cache_sensitive_program() {
             assert!((m[14] - m[16]).abs() < 1e-9, "flat once it fits: {m:?}");
         }
     }
+    // When the sensitive program is done, the stream has the cache to itself.
+    let last = &pr["allocations"].as_array().unwrap().last().unwrap()["colors"];
+    assert_eq!(last, &serde_json::json!({"stream": [0, 16]}));
+    // A process alone has nothing to divide: no window, no sampling cost.
+    let alone = run_as(SHARING, "mrc-partition");
+    assert_eq!(alone.policy_report["windows"], serde_json::json!([]));
+    assert_eq!(process(&alone, "server").kernel.interrupt.count, 0);
     // Same seed, same result.
     let again = run_as(CORUN, "mrc-partition");
     assert_eq!(process(&again, "sensitive").cycles, ms.cycles);

@@ -35,7 +35,8 @@ What it does, as an OS would:
    colors back at the next tick (the allocation re-runs over the live ones).
 
 Before the first curves every process may use every color (uncontrolled sharing, as under
-`linux`); `even_split` is the alternative start (kept for tests).
+`linux`); `even_split` is the alternative start (kept for tests). A process alone (one live
+process) is not profiled and keeps every color: there is nothing to divide.
 
 **Checking the curve** (`exact_check = true`, a validation run, not a realistic setting): the
 sampler then stays on for the whole run, taking every L1D miss on every core, at no cost (0
@@ -233,8 +234,14 @@ impl MrcPartition {
         })
     }
 
+    fn live(&self) -> usize {
+        self.procs.values().filter(|p| p.alive).count()
+    }
+
+    /// Whether a window is being collected: only while at least two processes share the cache
+    /// (one alone has nothing to divide, and keeps every color).
     fn profiling(&self) -> bool {
-        self.procs.values().any(|p| p.alive && p.window.is_some())
+        self.live() >= 2 && self.procs.values().any(|p| p.alive && p.window.is_some())
     }
 
     /// Program the samplers: period 1 on the cores of profiled processes' threads (with the
@@ -242,12 +249,13 @@ impl MrcPartition {
     fn program_sampling(&mut self, k: &mut dyn Kernel) {
         self.resample = false;
         let mut hot = vec![false; k.cores()];
+        let sharing = self.live() >= 2;
         for t in k.threads() {
             if t.done {
                 continue;
             }
             if let Some(p) = self.procs.get(&t.pid) {
-                if p.window.is_some() && t.core < hot.len() {
+                if sharing && p.window.is_some() && t.core < hot.len() {
                     hot[t.core] = true;
                 }
             }
@@ -552,7 +560,23 @@ impl Policy for MrcPartition {
                 }
             }
         }
-        if self.reallocate && !self.profiling() {
+        if self.live() == 1 {
+            // Alone: every color, no profiling.
+            let all = ColorSet::all(self.colors);
+            if let Some(p) = self.procs.values_mut().find(|p| p.alive) {
+                if p.colors != all {
+                    p.colors = all;
+                    let pid = p.pid;
+                    self.allocations.push(
+                        json!({ "time": t.now, "colors": { p.name.clone(): [0, self.colors] } }),
+                    );
+                    if k.scan_accessed(pid).is_ok() {
+                        self.rebalance.push(pid);
+                    }
+                }
+            }
+            self.reallocate = false;
+        } else if self.reallocate && !self.profiling() {
             self.allocate(k, t.now);
         }
         if self.resample {
