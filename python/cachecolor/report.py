@@ -207,3 +207,4 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+from . import report_azimi  # noqa: E402,F401  (registers the Azimi policies' reporters)

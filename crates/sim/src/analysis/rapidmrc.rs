@@ -58,8 +58,7 @@ pub struct RapidMrc {
     l1: Cache,
     references: u64,
     l1_misses: u64,
-    window: LruStack,
-    window_counts: DistanceHistogram,
+    window: MissWindow,
     whole: LruStack,
     buf: Vec<u64>,
     misses: Vec<u64>,
@@ -114,17 +113,14 @@ impl RapidMrc {
                 "0 is not allowed: give at least 1 point",
             ));
         }
+        let window = MissWindow::new(options.window, options.warmup);
         Ok(RapidMrc {
             options,
             units,
             l1,
             references: 0,
             l1_misses: 0,
-            window: LruStack::new(),
-            window_counts: DistanceHistogram {
-                counts: vec![0],
-                cold: 0,
-            },
+            window,
             whole: LruStack::new(),
             buf: Vec::new(),
             misses: Vec::new(),
@@ -166,30 +162,12 @@ impl RapidMrc {
             }
         }
         self.whole.run(&misses);
-        let o = &self.options;
-        let (begin, warm_end, end) = (
-            o.start,
-            o.start.saturating_add(o.warmup),
-            o.start.saturating_add(o.window),
-        );
+        let begin = self.options.start;
         for &line in &misses {
             let k = self.l1_misses;
             self.l1_misses += 1;
-            if k < begin || k >= end {
-                continue;
-            }
-            let d = self.window.access(line);
-            if k >= warm_end {
-                match d {
-                    Some(d) => {
-                        let d = d as usize;
-                        if self.window_counts.counts.len() <= d {
-                            self.window_counts.counts.resize(d + 1, 0);
-                        }
-                        self.window_counts.counts[d] += 1;
-                    }
-                    None => self.window_counts.cold += 1,
-                }
+            if k >= begin {
+                self.window.feed(line);
             }
         }
         self.misses = misses;
@@ -197,7 +175,7 @@ impl RapidMrc {
 
     /// The curves. Errors when the window saw no counted miss.
     pub fn finish(&self) -> Result<RapidMrcResult, ConfigError> {
-        let counted = self.window_counts.references();
+        let counted = self.window.histogram().references();
         if counted == 0 {
             return Err(ConfigError::new(
                 "window",
@@ -213,7 +191,7 @@ impl RapidMrc {
             whole.distinct(),
             self.options.points.unwrap_or(DEFAULT_POINTS),
         );
-        let miss_rate = self.window_counts.miss_rates(&sizes);
+        let miss_rate = self.window.histogram().miss_rates(&sizes);
         let exact_miss_rate = whole.miss_rates(&sizes);
         let mae = miss_rate
             .iter()
@@ -230,6 +208,73 @@ impl RapidMrc {
             exact_miss_rate,
             mae,
         })
+    }
+}
+
+/// A window of L1-miss line numbers as an OS collects it online (the `mrc-partition` policy,
+/// Azimi et al. 3.2.2): the first `warmup` lines only fill the exact LRU stack, the next
+/// `window - warmup` are counted into the distance histogram; lines after the window are
+/// ignored. The same window `RapidMrc` keeps behind its simulated L1.
+#[derive(Debug, Clone)]
+pub struct MissWindow {
+    window: u64,
+    warmup: u64,
+    seen: u64,
+    stack: LruStack,
+    counts: DistanceHistogram,
+}
+
+impl MissWindow {
+    /// `window` lines in all, the first `warmup` of them only filling the stack
+    /// (`warmup < window`; checked by the caller's config).
+    pub fn new(window: u64, warmup: u64) -> Self {
+        MissWindow {
+            window,
+            warmup,
+            seen: 0,
+            stack: LruStack::new(),
+            counts: DistanceHistogram {
+                counts: vec![0],
+                cold: 0,
+            },
+        }
+    }
+
+    /// One L1 miss (a line number). Returns whether the window is now complete.
+    pub fn feed(&mut self, line: u64) -> bool {
+        if self.seen >= self.window {
+            return true;
+        }
+        let k = self.seen;
+        self.seen += 1;
+        let d = self.stack.access(line);
+        if k >= self.warmup {
+            match d {
+                Some(d) => {
+                    let d = d as usize;
+                    if self.counts.counts.len() <= d {
+                        self.counts.counts.resize(d + 1, 0);
+                    }
+                    self.counts.counts[d] += 1;
+                }
+                None => self.counts.cold += 1,
+            }
+        }
+        self.seen >= self.window
+    }
+
+    /// Lines fed so far (at most `window`).
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    pub fn complete(&self) -> bool {
+        self.seen >= self.window
+    }
+
+    /// The counted lines' stack distances.
+    pub fn histogram(&self) -> &DistanceHistogram {
+        &self.counts
     }
 }
 

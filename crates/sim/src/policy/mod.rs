@@ -10,12 +10,21 @@ Shipped so far:
   COLORIS's static scheme (section 3.2): the colors are split into one section per core, and a
   new process without colors of its own gets the section of the least-loaded core and is pinned
   there.
+- `mrc-partition`: colors divided by online miss-rate curves (Azimi et al. case study 1).
+- `thread-cluster`: threads sharing data moved to one chip (Azimi et al. case study 3).
 */
 mod linux;
+pub mod mrc_partition;
 mod static_sections;
+pub mod thread_cluster;
+
+#[cfg(test)]
+mod azimi_tests;
 
 pub use linux::Linux;
+pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
 pub use static_sections::StaticSections;
+pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
 
 use crate::error::ConfigError;
 use crate::memory::{ColorSet, Pfn};
@@ -210,6 +219,10 @@ impl MachineInfo {
 pub struct PolicyConfig {
     #[serde(default = "default_name")]
     pub name: String,
+    #[serde(default, rename = "mrc-partition")]
+    pub mrc_partition: MrcPartitionConfig,
+    #[serde(default, rename = "thread-cluster")]
+    pub thread_cluster: ThreadClusterConfig,
 }
 
 fn default_name() -> String {
@@ -220,18 +233,22 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             name: default_name(),
+            mrc_partition: MrcPartitionConfig::default(),
+            thread_cluster: ThreadClusterConfig::default(),
         }
     }
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str = "linux, static";
+pub const NAMES: &str = "linux, static, mrc-partition, thread-cluster";
 
 /// Build the named policy for `machine`.
 pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(match config.name.as_str() {
         "linux" => Box::new(Linux::new(machine.colors)),
         "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
+        "mrc-partition" => Box::new(MrcPartition::new(&config.mrc_partition, machine)?),
+        "thread-cluster" => Box::new(ThreadCluster::new(&config.thread_cluster, machine)?),
         other => {
             return Err(ConfigError::new(
                 "policy.name",

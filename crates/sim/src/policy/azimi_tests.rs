@@ -1,0 +1,209 @@
+//! Scenario tests of Azimi et al.'s case studies 1 and 3 (`mrc-partition`, `thread-cluster`):
+//! each runs a config from `examples/azimi/` under `linux` and under the policy and checks the
+//! paper's qualitative result, with the invariants and determinism.
+use crate::system::{ProcessStats, System, SystemConfig, SystemReport};
+
+const CORUN: &str = include_str!("../../../../examples/azimi/corun.toml");
+const SHARING: &str = include_str!("../../../../examples/azimi/sharing.toml");
+
+fn run_as(text: &str, policy: &str) -> SystemReport {
+    let mut config: SystemConfig = crate::config::from_toml(text).unwrap();
+    config.policy.name = policy.into();
+    let mut s = System::new(&config).unwrap();
+    s.run().unwrap();
+    let r = s.report();
+    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
+    r
+}
+
+fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
+    r.processes.iter().find(|p| p.name == name).unwrap()
+}
+
+/// Margin by which `mrc-partition` may lower the streaming program's IPC (Azimi Table 1:
+/// "0% for equake").
+const STREAM_MARGIN: f64 = 0.05;
+
+#[test]
+fn mrc_partition_protects_the_cache_sensitive_program() {
+    let linux = run_as(CORUN, "linux");
+    let mrc = run_as(CORUN, "mrc-partition");
+    let (ls, ms) = (process(&linux, "sensitive"), process(&mrc, "sensitive"));
+    let (lt, mt) = (process(&linux, "stream"), process(&mrc, "stream"));
+    let pr = &mrc.policy_report;
+    eprintln!(
+        "sensitive IPC {:.4} -> {:.4} ({:+.1}%), LLC miss rate {:.3} -> {:.3}; stream IPC {:.4} -> {:.4} ({:+.1}%)",
+        ls.ipc,
+        ms.ipc,
+        100.0 * (ms.ipc / ls.ipc - 1.0),
+        ls.llc_miss_rate,
+        ms.llc_miss_rate,
+        lt.ipc,
+        mt.ipc,
+        100.0 * (mt.ipc / lt.ipc - 1.0)
+    );
+    eprintln!("allocations {}", pr["allocations"]);
+    // The first allocation: the stream's curve is flat (it never reuses a line), so it keeps
+    // one color and the sensitive program gets the rest.
+    let first = &pr["allocations"][0]["colors"];
+    assert_eq!(
+        first["stream"][1].as_u64().unwrap() - first["stream"][0].as_u64().unwrap(),
+        1
+    );
+    assert_eq!(first["sensitive"], serde_json::json!([0, 15]));
+    let windows = pr["windows"].as_array().unwrap();
+    let stream_curve = windows.iter().find(|w| w["process"] == "stream").unwrap();
+    assert!(stream_curve["miss_rate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m.as_f64().unwrap() > 0.99));
+    // Table 1's shape: the cache-sensitive program gains, the stream does not lose (beyond a
+    // stated margin).
+    assert!(ms.ipc > 1.1 * ls.ipc, "{} vs {}", ms.ipc, ls.ipc);
+    assert!(ms.llc_miss_rate < ls.llc_miss_rate);
+    assert!(
+        mt.ipc > (1.0 - STREAM_MARGIN) * lt.ipc,
+        "{} vs {}",
+        mt.ipc,
+        lt.ipc
+    );
+
+    // The online curves against the exact curve of each program's whole L1-miss stream (a
+    // validation run: sampling outside the windows is free, so the run itself is unchanged).
+    let mut checked: SystemConfig = crate::config::from_toml(CORUN).unwrap();
+    checked.policy.mrc_partition.exact_check = true;
+    let mut s = System::new(&checked).unwrap();
+    s.run().unwrap();
+    let c = s.report();
+    assert!(c.invariants.is_empty());
+    assert_eq!(
+        process(&c, "sensitive").cycles,
+        ms.cycles,
+        "the check does not perturb the run"
+    );
+    for w in c.policy_report["windows"].as_array().unwrap() {
+        let mae = w["mae_vs_exact"].as_f64().unwrap();
+        eprintln!(
+            "window of {} at {}: MAE {:.4} against the exact curve",
+            w["process"], w["time"], mae
+        );
+        if w["process"] == "stream" {
+            assert!(mae < 0.01, "a stream's curve is flat in any window: {w}");
+        } else {
+            // The short window (20,000 misses, 6,000 of them warm-up, over a 14,336-line
+            // footprint) counts its first touches of lines as misses at every size, where the
+            // whole run's curve falls to almost nothing: most of the error is that cold floor
+            // (0.143 measured; docs/azimi.md). The shape still ranks the utilities correctly.
+            assert!(mae < 0.2, "{w}");
+            let m: Vec<f64> = w["miss_rate"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            assert!(m[1] > m[14] + 0.3, "falls until the footprint fits: {m:?}");
+            assert!((m[14] - m[16]).abs() < 1e-9, "flat once it fits: {m:?}");
+        }
+    }
+    // When the sensitive program is done, the stream has the cache to itself.
+    let last = &pr["allocations"].as_array().unwrap().last().unwrap()["colors"];
+    assert_eq!(last, &serde_json::json!({"stream": [0, 16]}));
+    // A process alone has nothing to divide: no window, no sampling cost.
+    let alone = run_as(SHARING, "mrc-partition");
+    assert_eq!(alone.policy_report["windows"], serde_json::json!([]));
+    assert_eq!(process(&alone, "server").kernel.interrupt.count, 0);
+    // Same seed, same result.
+    let again = run_as(CORUN, "mrc-partition");
+    assert_eq!(process(&again, "sensitive").cycles, ms.cycles);
+    assert_eq!(again.policy_report, mrc.policy_report);
+}
+
+#[test]
+fn thread_cluster_cuts_remote_accesses() {
+    let linux = run_as(SHARING, "linux");
+    let tc = run_as(SHARING, "thread-cluster");
+    let (l, t) = (process(&linux, "server"), process(&tc, "server"));
+    eprintln!(
+        "remote {} -> {} ({:.0}% fewer), IPC {:.4} -> {:.4}, remote stalls {:.0} -> {:.0}",
+        l.remote_accesses,
+        t.remote_accesses,
+        100.0 * (1.0 - t.remote_accesses as f64 / l.remote_accesses as f64),
+        l.ipc,
+        t.ipc,
+        l.stalls.remote,
+        t.stalls.remote
+    );
+    let pr = &tc.policy_report;
+    eprintln!("{pr}");
+    // The stall breakdown found the remote stalls significant, the shMaps split the threads
+    // into the two groups (threads i and i + 2 share data), and the groups went to one chip each.
+    assert!(!pr["detections"].as_array().unwrap().is_empty());
+    assert_eq!(
+        pr["clusterings"][0]["clusters"],
+        serde_json::json!([[0, 2, 4, 6], [1, 3, 5, 7]])
+    );
+    assert!(pr["migrations"].as_u64().unwrap() > 0);
+    // Remote accesses cut substantially (the paper: up to 70% fewer remote-access stalls).
+    assert!(
+        (t.remote_accesses as f64) < 0.5 * l.remote_accesses as f64,
+        "{} vs {}",
+        t.remote_accesses,
+        l.remote_accesses
+    );
+    assert!(t.ipc > l.ipc);
+    // On one chip nothing is remote: the policy stays idle.
+    let one = SHARING
+        .replace("chips = 2", "chips = 1")
+        .replace("remote_latency = 150\n", "");
+    let r = run_as(&one, "thread-cluster");
+    assert_eq!(r.policy_report["detections"], serde_json::json!([]));
+    let again = run_as(SHARING, "thread-cluster");
+    assert_eq!(again.policy_report, tc.policy_report);
+}
+
+#[test]
+fn bad_policy_parameters_are_rejected_with_their_field() {
+    let cases = [
+        (
+            CORUN,
+            "[policy.mrc-partition]\nwindow = 20000",
+            "[policy.mrc-partition]\nwindow = 0",
+            "policy.mrc-partition.window",
+        ),
+        (
+            CORUN,
+            "warmup = 6000",
+            "warmup = 40000",
+            "policy.mrc-partition.warmup",
+        ),
+        (
+            SHARING,
+            "sample_cost_cycles = 500",
+            "sample_cost_cycles = 500\nstall_threshold = 1.5",
+            "policy.thread-cluster.stall_threshold",
+        ),
+        (
+            SHARING,
+            "samples_per_tick = 64",
+            "samples_per_tick = 0",
+            "policy.thread-cluster.samples_per_tick",
+        ),
+    ];
+    for (base, from, to, field) in cases {
+        let text = base.replace(from, to);
+        assert_ne!(text, base);
+        let config: SystemConfig = crate::config::from_toml(&text).unwrap();
+        let e = System::new(&config).err().expect("rejected").to_string();
+        assert!(e.contains(field), "{e}");
+    }
+    let text = CORUN.replace(
+        "sample_cost_cycles = 100",
+        "sample_cost_cycles = 100\nwindw = 5",
+    );
+    assert!(
+        crate::config::from_toml::<SystemConfig>(&text).is_err(),
+        "unknown keys are errors"
+    );
+}

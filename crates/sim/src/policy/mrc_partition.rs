@@ -1,0 +1,774 @@
+/*!
+`mrc-partition`: cache partitions sized from online miss-rate curves (Azimi et al., case study 1,
+section 3; the curve is Tam et al.'s RapidMRC, section 3.2.2).
+
+What it does, as an OS would:
+1. **Profile** (3.2.2): for each application it programs the data-address sampler of the cores
+   its threads run on to take *every* L1D miss (`period = 1`, the paper's "trace of nearly all
+   L2 cache accesses over a short period of time"), and feeds the sampled line addresses of that
+   process into an exact LRU stack (`analysis::rapidmrc::MissWindow`, Mattson's algorithm): the
+   first `warmup` misses only fill the stack, the next `window - warmup` are counted. Sampling
+   stops when every profiled process has its window (each interrupt costs `sample_cost_cycles`).
+2. **Curve**: the window's stack distances give the miss rate of the shared cache at every
+   partition size of `c` colors (`c * llc_size / colors` bytes, fully associative LRU as the
+   paper's stack), `c = 0..=colors`. With the process's L1-miss rate (L1D misses per cycle, its
+   virtualised counters at the last tick) that is a curve of misses per cycle.
+3. **Allocate** (3.2, "it may be more profitable to allocate larger partition sizes to other
+   applications that would experience larger marginal gains"): the colors are divided among the
+   live processes to minimise their total misses with the utility-based *lookahead* allocation
+   of Qureshi and Patt (MICRO 2006, the paper's reference [27]): every process starts with
+   `min_colors`; while colors remain, each process's best marginal utility (misses saved per
+   color, over every possible extra amount) is computed and the process with the highest gets
+   that many; ties go to the lower pid. Each process gets a contiguous range of colors, in pid
+   order.
+4. **Apply** with the color-aware allocator (3.2.1): `allowed_colors` returns the process's
+   range on the fault path; pages already in a color the process lost are moved, lazily
+   (`mark_for_recolor`, moved at their next touch) or eagerly (`recolor`: copy and shootdown),
+   per `recolor`; and a process that gained colors has its pages in use spread evenly over
+   them (its accessed bits are cleared at the allocation; at the next tick the pages touched
+   since, in over-full colors, are copied eagerly to its emptiest colors), since pages placed
+   under the old partition would otherwise stay crowded in its old colors.
+5. **Re-evaluate on phase change**: at every tick each process's L1D misses per kilo-instruction
+   (independent of its LLC partition) is compared with its value when its curve was taken; a
+   relative change beyond `phase_threshold` for `phase_ticks` ticks in a row starts a new window
+   for that process, and its new curve re-runs the allocation. A process that exits gives its
+   colors back at the next tick (the allocation re-runs over the live ones).
+
+Before the first curves every process may use every color (uncontrolled sharing, as under
+`linux`); `even_split` is the alternative start (kept for tests). A process alone (one live
+process) is not profiled and keeps every color: there is nothing to divide.
+
+**Checking the curve** (`exact_check = true`, a validation run, not a realistic setting): the
+sampler then stays on for the whole run, taking every L1D miss on every core, at no cost (0
+cycles, no handler pollution) outside the windows, so the run's timing is the same as without
+the check; each process's whole L1-miss stream goes into a second exact stack, and the report
+gives each window's mean absolute error against that whole-run curve over the partition sizes
+(`analysis::rapidmrc`'s definition of its error).
+
+Report (`policy_report`): the windows (process, time, reason, miss rate per color count, error
+when checked), the allocations over time (colors per process), phase changes, pages moved.
+*/
+use super::{Kernel, Placement, Policy, ProcessInfo, SchedEvent, Tick};
+use crate::analysis::rapidmrc::MissWindow;
+use crate::analysis::stack::LruStack;
+use crate::error::ConfigError;
+use crate::memory::ColorSet;
+use crate::pmu::{Event, Sample, SamplingConfig};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+use super::MachineInfo;
+
+/// How pages in a color their process lost are moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RecolorMode {
+    /// Marked; moved at their next touch (COLORIS 3.3's lazy recoloring).
+    #[default]
+    Lazy,
+    /// Copied to an allowed color at once.
+    Eager,
+}
+
+/// `[policy.mrc-partition]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MrcPartitionConfig {
+    /// The sampled event whose addresses form the window: `l1d-misses` (the paper: L1 misses
+    /// are the shared L2's accesses), or `l2-misses` when a private L2 sits in between.
+    pub event: Event,
+    /// Misses per window (warm-up included).
+    pub window: u64,
+    /// The window's first misses, which only fill the stack.
+    pub warmup: u64,
+    /// Cycles each sampling interrupt costs during a window.
+    pub sample_cost_cycles: u64,
+    /// Colors every live process keeps at least.
+    pub min_colors: u64,
+    /// Relative change of a process's L1D MPKI that counts as a phase change.
+    pub phase_threshold: f64,
+    /// Ticks in a row beyond the threshold before a new window is taken.
+    pub phase_ticks: u32,
+    pub recolor: RecolorMode,
+    /// Validation: sample every L1D miss all run long (free outside windows) and report each
+    /// window's error against the whole-run curve.
+    pub exact_check: bool,
+}
+
+impl Default for MrcPartitionConfig {
+    fn default() -> Self {
+        MrcPartitionConfig {
+            event: Event::L1dMisses,
+            window: 50_000,
+            warmup: 12_500,
+            sample_cost_cycles: 2000,
+            min_colors: 1,
+            phase_threshold: 0.3,
+            phase_ticks: 2,
+            recolor: RecolorMode::Lazy,
+            exact_check: false,
+        }
+    }
+}
+
+// Validated in `MrcPartition::new` (no NaN), so equality is reflexive.
+impl Eq for MrcPartitionConfig {}
+
+#[derive(Debug)]
+struct Proc {
+    pid: usize,
+    name: String,
+    alive: bool,
+    /// The window being collected, if any.
+    window: Option<MissWindow>,
+    reason: &'static str,
+    /// Miss rate at `c` colors, `c = 0..=colors`, from the last complete window.
+    curve: Option<Vec<f64>>,
+    /// L1D misses per cycle at the last tick it ran.
+    l1_rate: f64,
+    /// L1D MPKI when the curve was taken (phase detection reference).
+    reference_mpki: Option<f64>,
+    drift: u32,
+    colors: ColorSet,
+    /// Every sampled L1D miss of the run (exact_check only).
+    whole: Option<LruStack>,
+}
+
+#[derive(Debug, Clone)]
+struct WindowRecord {
+    pid: usize,
+    time: u64,
+    reason: &'static str,
+    samples: u64,
+    miss_rate: Vec<f64>,
+}
+
+#[derive(Debug)]
+pub struct MrcPartition {
+    config: MrcPartitionConfig,
+    colors: u64,
+    /// Cache lines per color.
+    lines_per_color: u64,
+    line_shift: u32,
+    procs: BTreeMap<usize, Proc>,
+    /// The sampler must be reprogrammed at the next hook with a kernel.
+    resample: bool,
+    /// A curve arrived or a process exited: allocate at the next tick.
+    reallocate: bool,
+    /// Processes whose pages in use are spread over their colors at the next tick.
+    rebalance: Vec<usize>,
+    windows: Vec<WindowRecord>,
+    allocations: Vec<Value>,
+    phase_changes: Vec<Value>,
+    moved: u64,
+    marked: u64,
+}
+
+impl MrcPartition {
+    pub fn new(config: &MrcPartitionConfig, machine: &MachineInfo) -> Result<Self, ConfigError> {
+        let f = |k: &str| format!("policy.mrc-partition.{k}");
+        let c = config;
+        if !matches!(c.event, Event::L1dMisses | Event::L2Misses) {
+            return Err(ConfigError::new(
+                f("event"),
+                format!(
+                    "`{}`: the window samples the shared cache's accesses, l1d-misses or l2-misses",
+                    c.event.name()
+                ),
+            ));
+        }
+        if c.window == 0 {
+            return Err(ConfigError::new(
+                f("window"),
+                "0 is not allowed: a window holds at least one sampled miss",
+            ));
+        }
+        if c.warmup >= c.window {
+            return Err(ConfigError::new(
+                f("warmup"),
+                format!(
+                    "{} is not allowed: the warm-up must be shorter than the window ({})",
+                    c.warmup, c.window
+                ),
+            ));
+        }
+        if c.min_colors == 0 || c.min_colors > machine.colors {
+            return Err(ConfigError::new(
+                f("min_colors"),
+                format!(
+                    "{}: allowed 1..={} (the LLC's colors)",
+                    c.min_colors, machine.colors
+                ),
+            ));
+        }
+        if !(c.phase_threshold.is_finite() && c.phase_threshold > 0.0) {
+            return Err(ConfigError::new(
+                f("phase_threshold"),
+                format!(
+                    "{}: a relative change above 0 (e.g. 0.3 for 30%)",
+                    c.phase_threshold
+                ),
+            ));
+        }
+        if c.phase_ticks == 0 {
+            return Err(ConfigError::new(
+                f("phase_ticks"),
+                "0 is not allowed: at least 1 tick",
+            ));
+        }
+        Ok(MrcPartition {
+            config: config.clone(),
+            colors: machine.colors,
+            lines_per_color: (machine.llc_size / machine.colors.max(1) / machine.line_size).max(1),
+            line_shift: machine.line_size.trailing_zeros(),
+            procs: BTreeMap::new(),
+            resample: true,
+            reallocate: false,
+            rebalance: Vec::new(),
+            windows: Vec::new(),
+            allocations: Vec::new(),
+            phase_changes: Vec::new(),
+            moved: 0,
+            marked: 0,
+        })
+    }
+
+    fn live(&self) -> usize {
+        self.procs.values().filter(|p| p.alive).count()
+    }
+
+    /// Whether a window is being collected: only while at least two processes share the cache
+    /// (one alone has nothing to divide, and keeps every color).
+    fn profiling(&self) -> bool {
+        self.live() >= 2 && self.procs.values().any(|p| p.alive && p.window.is_some())
+    }
+
+    /// Program the samplers: period 1 on the cores of profiled processes' threads (with the
+    /// interrupt cost), off elsewhere (free when checking against the exact curve).
+    fn program_sampling(&mut self, k: &mut dyn Kernel) {
+        self.resample = false;
+        let mut hot = vec![false; k.cores()];
+        let sharing = self.live() >= 2;
+        for t in k.threads() {
+            if t.done {
+                continue;
+            }
+            if let Some(p) = self.procs.get(&t.pid) {
+                if sharing && p.window.is_some() && t.core < hot.len() {
+                    hot[t.core] = true;
+                }
+            }
+        }
+        for (core, &on) in hot.iter().enumerate() {
+            let cfg = if on {
+                Some(SamplingConfig {
+                    event: self.config.event,
+                    period: 1,
+                    cost_cycles: self.config.sample_cost_cycles,
+                    pollute_l1_lines: 0,
+                })
+            } else if self.config.exact_check {
+                Some(SamplingConfig {
+                    event: self.config.event,
+                    period: 1,
+                    cost_cycles: 0,
+                    pollute_l1_lines: 0,
+                })
+            } else {
+                None
+            };
+            k.set_sampling(Some(core), cfg);
+        }
+    }
+
+    /// Miss rate at every color count `0..=colors` from a window.
+    fn curve_of(&self, w: &MissWindow) -> Vec<f64> {
+        let sizes: Vec<u64> = (0..=self.colors)
+            .map(|c| c * self.lines_per_color)
+            .collect();
+        w.histogram().miss_rates(&sizes)
+    }
+
+    /// Utility-based lookahead allocation (Qureshi and Patt 2006, the paper's [27]) of `total`
+    /// colors: `misses[i][c]` are process i's misses with `c` colors. Returns colors per process.
+    pub fn lookahead(misses: &[Vec<f64>], total: u64, min: u64) -> Vec<u64> {
+        let n = misses.len();
+        let mut alloc = vec![min; n];
+        let mut balance = total.saturating_sub(min * n as u64);
+        while balance > 0 {
+            let mut best: Option<(f64, usize, u64)> = None;
+            for (i, m) in misses.iter().enumerate() {
+                let have = alloc[i] as usize;
+                for extra in 1..=balance {
+                    let to = (have + extra as usize).min(m.len() - 1);
+                    let mu = (m[have] - m[to]) / extra as f64;
+                    if best.is_none_or(|(b, _, _)| mu > b + 1e-12) {
+                        best = Some((mu, i, extra));
+                    }
+                }
+            }
+            let (_, i, extra) = best.expect("n > 0 and balance > 0");
+            alloc[i] += extra;
+            balance -= extra;
+        }
+        alloc
+    }
+
+    fn allocate(&mut self, k: &mut dyn Kernel, now: u64) {
+        self.reallocate = false;
+        let live: Vec<usize> = self
+            .procs
+            .values()
+            .filter(|p| p.alive && p.curve.is_some())
+            .map(|p| p.pid)
+            .collect();
+        if live.is_empty() || self.procs.values().any(|p| p.alive && p.curve.is_none()) {
+            return;
+        }
+        let min = self
+            .config
+            .min_colors
+            .min(self.colors / live.len() as u64)
+            .max(1);
+        let misses: Vec<Vec<f64>> = live
+            .iter()
+            .map(|pid| {
+                let p = &self.procs[pid];
+                let rate = p.l1_rate.max(1e-12);
+                p.curve
+                    .as_ref()
+                    .expect("filtered")
+                    .iter()
+                    .map(|m| m * rate)
+                    .collect()
+            })
+            .collect();
+        let alloc = Self::lookahead(&misses, self.colors, min);
+        let mut start = 0;
+        let mut entry = serde_json::Map::new();
+        for (i, pid) in live.iter().enumerate() {
+            let end = (start + alloc[i]).min(self.colors);
+            let set = ColorSet::range(self.colors, start, end).expect("in range");
+            let p = self.procs.get_mut(pid).expect("live");
+            entry.insert(p.name.clone(), json!([start, end]));
+            let changed = p.colors != set;
+            p.colors = set;
+            start = end;
+            if changed {
+                // Disallowed pages move now; crowded ones once we know which are in use.
+                self.move_pages(k, *pid, false);
+                if k.scan_accessed(*pid).is_ok() {
+                    self.rebalance.push(*pid);
+                }
+            }
+        }
+        self.allocations
+            .push(json!({ "time": now, "colors": entry }));
+    }
+
+    /// Move the pages of `pid` that sit in colors it no longer has (lazily or eagerly, per
+    /// `recolor`), and with `spread`, spread its pages in use evenly over its colors: a process
+    /// that gained colors keeps its pages where they were placed, crowded into its old colors,
+    /// so pages in use (accessed bit set since the allocation cleared the bits, one tick ago)
+    /// of colors holding more than their share are copied to its least-filled colors (always
+    /// eagerly: a lazy move only leaves colors that are no longer allowed).
+    fn move_pages(&mut self, k: &mut dyn Kernel, pid: usize, spread: bool) {
+        let allowed = self.procs[&pid].colors.clone();
+        let pages: Vec<_> = k.pages(pid).into_iter().filter(|p| !p.huge).collect();
+        let mut count = vec![0u64; self.colors as usize];
+        for p in &pages {
+            if allowed.contains(p.color) {
+                count[p.color as usize] += 1;
+            }
+        }
+        let share = (pages.len() as u64).div_ceil(allowed.len().max(1));
+        for page in pages {
+            let inside = allowed.contains(page.color);
+            // Spreading moves only pages in use (accessed since the allocation's scan).
+            if inside && (!spread || !page.accessed || count[page.color as usize] <= share) {
+                continue;
+            }
+            if !inside && (page.marked || self.config.recolor == RecolorMode::Lazy) {
+                if !page.marked && k.mark_for_recolor(pid, page.vpn).is_ok() {
+                    self.marked += 1;
+                }
+                continue;
+            }
+            let dest = allowed
+                .iter()
+                .min_by_key(|&c| (count[c as usize], c))
+                .expect("a process has at least one color");
+            if inside && count[dest as usize] + 1 >= count[page.color as usize] {
+                continue;
+            }
+            let one = ColorSet::of(self.colors, [dest]).expect("in range");
+            if let Ok(Some(_)) = k.recolor(pid, page.vpn, &one) {
+                self.moved += 1;
+                count[dest as usize] += 1;
+                if inside {
+                    count[page.color as usize] -= 1;
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn even_split(&mut self) {
+        let live: Vec<usize> = self
+            .procs
+            .values()
+            .filter(|p| p.alive)
+            .map(|p| p.pid)
+            .collect();
+        let n = live.len() as u64;
+        if n == 0 {
+            return;
+        }
+        let mut start = 0;
+        for (i, pid) in live.iter().enumerate() {
+            let share = self.colors / n + u64::from((i as u64) < self.colors % n);
+            let end = (start + share.max(1)).min(self.colors);
+            let begin = start.min(self.colors - 1);
+            self.procs.get_mut(pid).expect("live").colors =
+                ColorSet::range(self.colors, begin, end.max(begin + 1)).expect("in range");
+            start = end;
+        }
+    }
+}
+
+impl Policy for MrcPartition {
+    fn name(&self) -> &'static str {
+        "mrc-partition"
+    }
+
+    fn process_created(&mut self, p: &ProcessInfo) -> Placement {
+        self.procs.insert(
+            p.pid,
+            Proc {
+                pid: p.pid,
+                name: p.name.clone(),
+                alive: true,
+                window: Some(MissWindow::new(self.config.window, self.config.warmup)),
+                reason: "start",
+                curve: None,
+                l1_rate: 0.0,
+                reference_mpki: None,
+                drift: 0,
+                colors: ColorSet::all(self.colors),
+                whole: self.config.exact_check.then(LruStack::new),
+            },
+        );
+        self.resample = true;
+        Placement::default()
+    }
+
+    fn process_exited(&mut self, pid: usize) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.alive = false;
+            p.window = None;
+            self.reallocate = true;
+            self.resample = true;
+        }
+    }
+
+    fn allowed_colors(&mut self, pid: usize, _vpn: u64) -> &ColorSet {
+        &self.procs.get(&pid).expect("process_created first").colors
+    }
+
+    fn scheduled(&mut self, k: &mut dyn Kernel, e: &SchedEvent) {
+        if matches!(e, SchedEvent::Migrated { .. }) {
+            self.resample = true;
+        }
+        if self.resample {
+            self.program_sampling(k);
+        }
+    }
+
+    fn sample(&mut self, k: &mut dyn Kernel, s: &Sample) {
+        let line = s.vaddr >> self.line_shift;
+        let Some(p) = self.procs.get_mut(&(s.pid as usize)) else {
+            return;
+        };
+        if let Some(whole) = &mut p.whole {
+            whole.run(&[line]);
+        }
+        let Some(w) = &mut p.window else { return };
+        if !w.feed(line) {
+            return;
+        }
+        let w = p.window.take().expect("present");
+        let (pid, reason) = (p.pid, p.reason);
+        let curve = self.curve_of(&w);
+        self.windows.push(WindowRecord {
+            pid,
+            time: k.now(),
+            reason,
+            samples: w.seen(),
+            miss_rate: curve.clone(),
+        });
+        let p = self.procs.get_mut(&pid).expect("present");
+        p.curve = Some(curve);
+        p.reference_mpki = None;
+        p.drift = 0;
+        self.reallocate = true;
+        if !self.profiling() {
+            self.program_sampling(k);
+        } else {
+            self.resample = true;
+        }
+    }
+
+    fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        for pid in std::mem::take(&mut self.rebalance) {
+            if self.procs.get(&pid).is_some_and(|p| p.alive) {
+                self.move_pages(k, pid, true);
+            }
+        }
+        for pc in &t.processes {
+            let Some(p) = self.procs.get_mut(&pc.pid) else {
+                continue;
+            };
+            let ins = pc.interval.get(Event::Instructions);
+            let cycles = pc.interval.get(Event::Cycles);
+            if !p.alive || ins == 0 || cycles == 0 {
+                continue;
+            }
+            let misses = pc.interval.get(self.config.event);
+            p.l1_rate = misses as f64 / cycles as f64;
+            let mpki = 1000.0 * misses as f64 / ins as f64;
+            if p.window.is_some() || p.curve.is_none() {
+                continue;
+            }
+            match p.reference_mpki {
+                None => p.reference_mpki = Some(mpki),
+                Some(r) => {
+                    if (mpki - r).abs() > self.config.phase_threshold * r.max(0.5) {
+                        p.drift += 1;
+                    } else {
+                        p.drift = 0;
+                    }
+                    if p.drift >= self.config.phase_ticks {
+                        p.drift = 0;
+                        p.window = Some(MissWindow::new(self.config.window, self.config.warmup));
+                        p.reason = "phase";
+                        self.phase_changes.push(json!({
+                            "time": t.now, "process": p.name, "l1_mpki_before": r, "l1_mpki_now": mpki
+                        }));
+                        self.resample = true;
+                    }
+                }
+            }
+        }
+        if self.live() == 1 {
+            // Alone: every color, no profiling.
+            let all = ColorSet::all(self.colors);
+            if let Some(p) = self.procs.values_mut().find(|p| p.alive) {
+                if p.colors != all {
+                    p.colors = all;
+                    let pid = p.pid;
+                    self.allocations.push(
+                        json!({ "time": t.now, "colors": { p.name.clone(): [0, self.colors] } }),
+                    );
+                    if k.scan_accessed(pid).is_ok() {
+                        self.rebalance.push(pid);
+                    }
+                }
+            }
+            self.reallocate = false;
+        } else if self.reallocate && !self.profiling() {
+            self.allocate(k, t.now);
+        }
+        if self.resample {
+            self.program_sampling(k);
+        }
+    }
+
+    fn report(&self) -> Value {
+        let sizes: Vec<u64> = (0..=self.colors)
+            .map(|c| c * self.lines_per_color)
+            .collect();
+        let exact: BTreeMap<usize, Vec<f64>> = self
+            .procs
+            .values()
+            .filter_map(|p| {
+                p.whole
+                    .as_ref()
+                    .map(|w| (p.pid, w.histogram().miss_rates(&sizes)))
+            })
+            .collect();
+        let windows: Vec<Value> = self
+            .windows
+            .iter()
+            .map(|w| {
+                // Error over the partition sizes 1..=colors (0 colors is a miss either way).
+                let error = exact.get(&w.pid).map(|e| {
+                    let n = self.colors as usize;
+                    (1..=n).map(|c| (w.miss_rate[c] - e[c]).abs()).sum::<f64>() / n as f64
+                });
+                json!({
+                    "process": self.procs[&w.pid].name,
+                    "time": w.time,
+                    "reason": w.reason,
+                    "samples": w.samples,
+                    "miss_rate": w.miss_rate,
+                    "mae_vs_exact": error,
+                })
+            })
+            .collect();
+        let exact_json: serde_json::Map<String, Value> = exact
+            .iter()
+            .map(|(pid, e)| (self.procs[pid].name.clone(), json!(e)))
+            .collect();
+        json!({
+            "colors": self.colors,
+            "lines_per_color": self.lines_per_color,
+            "window": self.config.window,
+            "warmup": self.config.warmup,
+            "windows": windows,
+            "exact_miss_rate": if self.config.exact_check { Value::Object(exact_json) } else { Value::Null },
+            "allocations": self.allocations,
+            "phase_changes": self.phase_changes,
+            "pages_recolored": self.moved,
+            "pages_marked": self.marked,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> MachineInfo {
+        MachineInfo {
+            cores: 2,
+            chips: 1,
+            colors: 16,
+            llc_size: 1 << 20,
+            llc_ways: 16,
+            line_size: 64,
+            page_size: 4096,
+        }
+    }
+
+    #[test]
+    fn lookahead_gives_the_colors_to_the_process_that_saves_misses() {
+        // A cache-sensitive process whose misses fall to nothing at 10 colors, beside a stream
+        // whose misses never fall: the stream keeps its minimum.
+        let sensitive: Vec<f64> = (0..=16)
+            .map(|c| {
+                if c >= 10 {
+                    0.0
+                } else {
+                    100.0 * (10 - c) as f64
+                }
+            })
+            .collect();
+        let stream = vec![500.0; 17];
+        let a = MrcPartition::lookahead(&[sensitive.clone(), stream.clone()], 16, 1);
+        assert_eq!(a.iter().sum::<u64>(), 16);
+        assert_eq!(a, vec![15, 1]);
+        // In the other order the sensitive process still gets its 10; the 5 colors from which
+        // nobody gains go to the lower pid (the stream).
+        let b = MrcPartition::lookahead(&[stream, sensitive], 16, 1);
+        assert_eq!(b, vec![6, 10]);
+    }
+
+    #[test]
+    fn lookahead_sees_past_a_plateau() {
+        // Process 0 gains nothing until it has 8 colors, then everything (a cliff); process 1
+        // gains a little per color. Greedy one-at-a-time would starve 0; lookahead does not.
+        let cliff: Vec<f64> = (0..=16)
+            .map(|c| if c >= 8 { 0.0 } else { 1000.0 })
+            .collect();
+        let gentle: Vec<f64> = (0..=16).map(|c| 100.0 - 5.0 * c as f64).collect();
+        let a = MrcPartition::lookahead(&[cliff, gentle], 16, 1);
+        assert_eq!(a, vec![8, 8]);
+        // Equal, flat curves: nothing to gain, ties go to the lower pid.
+        let flat = vec![1.0; 17];
+        assert_eq!(
+            MrcPartition::lookahead(&[flat.clone(), flat], 16, 2),
+            vec![14, 2]
+        );
+    }
+
+    #[test]
+    fn a_window_becomes_a_curve_over_color_counts() {
+        let mut p = MrcPartition::new(&MrcPartitionConfig::default(), &machine()).unwrap();
+        // 8 colors hold 8 * 1024 lines: a cyclic loop over 4096 lines hits from 4 colors up.
+        let mut w = MissWindow::new(20_000, 4096);
+        for i in 0..20_000u64 {
+            w.feed(i % 4096);
+        }
+        let c = p.curve_of(&w);
+        assert_eq!(c.len(), 17);
+        assert_eq!(c[0], 1.0);
+        assert_eq!(c[3], 1.0, "3 colors hold 3072 lines: LRU misses every time");
+        assert_eq!(c[4], 0.0);
+        assert_eq!(c[16], 0.0);
+        p.even_split();
+    }
+
+    #[test]
+    fn even_split_before_the_curves() {
+        let mut p = MrcPartition::new(&MrcPartitionConfig::default(), &machine()).unwrap();
+        for pid in 0..3 {
+            p.process_created(&ProcessInfo {
+                pid,
+                name: format!("p{pid}"),
+                colors: None,
+                pinned: None,
+            });
+        }
+        assert!(
+            p.allowed_colors(1, 0).is_full(),
+            "every color until the curves are in"
+        );
+        p.even_split();
+        let sets: Vec<Vec<u64>> = (0..3)
+            .map(|pid| p.allowed_colors(pid, 0).iter().collect())
+            .collect();
+        assert_eq!(sets[0], (0..6).collect::<Vec<_>>());
+        assert_eq!(sets[1], (6..11).collect::<Vec<_>>());
+        assert_eq!(sets[2], (11..16).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let m = machine();
+        let bad = |f: fn(&mut MrcPartitionConfig)| {
+            let mut c = MrcPartitionConfig::default();
+            f(&mut c);
+            MrcPartition::new(&c, &m).unwrap_err()
+        };
+        assert_eq!(bad(|c| c.window = 0).field, "policy.mrc-partition.window");
+        assert_eq!(
+            bad(|c| c.warmup = c.window).field,
+            "policy.mrc-partition.warmup"
+        );
+        assert_eq!(
+            bad(|c| c.min_colors = 0).field,
+            "policy.mrc-partition.min_colors"
+        );
+        assert_eq!(
+            bad(|c| c.min_colors = 17).field,
+            "policy.mrc-partition.min_colors"
+        );
+        assert_eq!(
+            bad(|c| c.phase_threshold = -1.0).field,
+            "policy.mrc-partition.phase_threshold"
+        );
+        assert_eq!(
+            bad(|c| c.phase_threshold = f64::NAN).field,
+            "policy.mrc-partition.phase_threshold"
+        );
+        assert_eq!(
+            bad(|c| c.phase_ticks = 0).field,
+            "policy.mrc-partition.phase_ticks"
+        );
+        assert_eq!(
+            bad(|c| c.event = Event::Cycles).field,
+            "policy.mrc-partition.event"
+        );
+    }
+}

@@ -1,0 +1,155 @@
+"""Azimi et al.'s case studies in a report (``cachecolor report examples/azimi/ --policy linux
+--policy mrc-partition --policy thread-cluster``):
+
+- ``mrc-partition``: Table 1's shape, per co-run config and seed: each program's IPC under the
+  config's first policy (``linux``) and under ``mrc-partition`` and the improvement in percent;
+  the colors the first allocation gave each program; a plot of the online miss-rate curves
+  (miss rate against colors), with the exact whole-run curve when the run had ``exact_check``.
+- ``thread-cluster``: remote cache accesses before (``linux``) and after, per process, with the
+  reduction in percent (the paper's Table 2 reports the reduction of remote-access stalls), the
+  remote-stall cycles, IPC, and the clusters found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .report import REPORTERS, PolicyReporter, Run
+
+
+def _baseline(runs: list[Run]) -> dict[tuple[str, Any], Run]:
+    """The first policy's run of each (config, seed)."""
+    first: dict[str, str] = {}
+    for r in runs:
+        first.setdefault(r.config, r.policy)
+    return {(r.config, r.seed): r for r in runs if first[r.config] == r.policy}
+
+
+def _processes(run: Run) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in run.result.to_dict()["processes"]}
+
+
+def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
+    import pandas as pd
+
+    base = _baseline(runs)
+    rows = []
+    for r in runs:
+        if r.policy != "mrc-partition":
+            continue
+        b = base.get((r.config, r.seed))
+        if b is None or b is r:
+            continue
+        pr = r.result.policy_report or {}
+        allocs = pr.get("allocations") or [{}]
+        first = allocs[0].get("colors", {})
+        mine, theirs = _processes(r), _processes(b)
+        for name, p in mine.items():
+            q = theirs.get(name)
+            if q is None:
+                continue
+            span = first.get(name)
+            rows.append(
+                {
+                    "config": Path(r.config).stem,
+                    "seed": r.seed,
+                    "process": name,
+                    f"ipc_{b.policy}": q["ipc"],
+                    "ipc_mrc_partition": p["ipc"],
+                    "ipc_improvement_pct": 100.0 * (p["ipc"] / q["ipc"] - 1.0) if q["ipc"] else float("nan"),
+                    f"llc_miss_rate_{b.policy}": q["llc_miss_rate"],
+                    "llc_miss_rate_mrc_partition": p["llc_miss_rate"],
+                    "colors_first_allocation": (span[1] - span[0]) if span else None,
+                }
+            )
+    out = [("mrc-partition: IPC against the baseline (Azimi Table 1)", pd.DataFrame(rows))]
+    err = []
+    for r in runs:
+        if r.policy != "mrc-partition":
+            continue
+        for w in (r.result.policy_report or {}).get("windows", []):
+            err.append(
+                {
+                    "config": Path(r.config).stem,
+                    "seed": r.seed,
+                    "process": w["process"],
+                    "time": w["time"],
+                    "reason": w["reason"],
+                    "samples": w["samples"],
+                    "mae_vs_exact": w.get("mae_vs_exact"),
+                }
+            )
+    if err:
+        out.append(("mrc-partition: online miss-rate curve windows and their error", pd.DataFrame(err)))
+    return out
+
+
+def mrc_plots(runs: list[Run], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for r in runs:
+        pr = r.result.policy_report or {}
+        if r.policy != "mrc-partition" or not pr.get("windows"):
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for w in pr["windows"]:
+            ax.plot(range(len(w["miss_rate"])), w["miss_rate"], marker="o", label=f"{w['process']} (online, t={w['time']})")
+        for name, curve in (pr.get("exact_miss_rate") or {}).items():
+            ax.plot(range(len(curve)), curve, linestyle="--", label=f"{name} (exact, whole run)")
+        ax.set_xlabel("colors of the shared cache")
+        ax.set_ylabel("miss rate")
+        ax.set_title(f"{Path(r.config).stem}: online MRCs (Azimi Fig. 4b)")
+        ax.legend(fontsize=7)
+        path = out / f"mrc-partition-{Path(r.config).stem}-seed{r.seed}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def cluster_tables(runs: list[Run]) -> list[tuple[str, Any]]:
+    import pandas as pd
+
+    base = _baseline(runs)
+    rows = []
+    for r in runs:
+        if r.policy != "thread-cluster":
+            continue
+        b = base.get((r.config, r.seed))
+        if b is None or b is r:
+            continue
+        pr = r.result.policy_report or {}
+        clusters = [c["clusters"] for c in pr.get("clusterings", [])]
+        mine, theirs = _processes(r), _processes(b)
+        for name, p in mine.items():
+            q = theirs.get(name)
+            if q is None or p["threads"] < 2:
+                continue
+            before, after = q["remote_accesses"], p["remote_accesses"]
+            rows.append(
+                {
+                    "config": Path(r.config).stem,
+                    "seed": r.seed,
+                    "process": name,
+                    f"remote_accesses_{b.policy}": before,
+                    "remote_accesses_thread_cluster": after,
+                    "remote_reduction_pct": 100.0 * (1.0 - after / before) if before else float("nan"),
+                    f"remote_stall_cycles_{b.policy}": q["stalls"]["remote"],
+                    "remote_stall_cycles_thread_cluster": p["stalls"]["remote"],
+                    f"ipc_{b.policy}": q["ipc"],
+                    "ipc_thread_cluster": p["ipc"],
+                    "migrations": pr.get("migrations"),
+                    "clusters": str(clusters[-1]) if clusters else "",
+                }
+            )
+    return [("thread-cluster: remote cache accesses before and after (Azimi Table 2)", pd.DataFrame(rows))]
+
+
+REPORTERS["mrc-partition"] = PolicyReporter(tables=mrc_tables, plots=mrc_plots)
+REPORTERS["thread-cluster"] = PolicyReporter(tables=cluster_tables)
