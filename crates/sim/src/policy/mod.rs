@@ -10,11 +10,20 @@ Shipped so far:
   COLORIS's static scheme (section 3.2): the colors are split into one section per core, and a
   new process without colors of its own gets the section of the least-loaded core and is pinned
   there.
+- `rocs`: the ROCS pollute buffer (papers/000 sections 3-5), `rocs.rs`; `global-pollute`: one
+  pollute buffer shared by every process (Azimi case study 2), `global_pollute.rs`; both run the
+  engine of `pollute.rs`.
 */
+mod global_pollute;
 mod linux;
+pub mod pollute;
+mod rocs;
 mod static_sections;
 
+pub use global_pollute::GlobalPollute;
 pub use linux::Linux;
+pub use pollute::PolluteConfig;
+pub use rocs::Rocs;
 pub use static_sections::StaticSections;
 
 use crate::error::ConfigError;
@@ -205,11 +214,17 @@ impl MachineInfo {
 }
 
 /// `[policy]` in a config.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     #[serde(default = "default_name")]
     pub name: String,
+    /// `[policy.rocs]`.
+    #[serde(default)]
+    pub rocs: PolluteConfig,
+    /// `[policy.global-pollute]`.
+    #[serde(default, rename = "global-pollute", alias = "global_pollute")]
+    pub global_pollute: PolluteConfig,
 }
 
 fn default_name() -> String {
@@ -220,18 +235,22 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             name: default_name(),
+            rocs: PolluteConfig::default(),
+            global_pollute: PolluteConfig::default(),
         }
     }
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str = "linux, static";
+pub const NAMES: &str = "linux, static, rocs, global-pollute";
 
 /// Build the named policy for `machine`.
 pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(match config.name.as_str() {
         "linux" => Box::new(Linux::new(machine.colors)),
         "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
+        "rocs" => Box::new(Rocs::new(&config.rocs, machine)?),
+        "global-pollute" => Box::new(GlobalPollute::new(&config.global_pollute, machine)?),
         other => {
             return Err(ConfigError::new(
                 "policy.name",

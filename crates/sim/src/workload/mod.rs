@@ -560,9 +560,11 @@ impl TryFrom<RawPhase> for PhaseSpec {
     fn try_from(r: RawPhase) -> Result<PhaseSpec, String> {
         let (pattern, footprint) = if r.pattern == PatternName::Mix {
             if r.alpha.is_some() || r.stride.is_some() || r.footprint.is_some() {
-                return Err("pattern = \"mix\" takes no alpha, stride or footprint of its own: \
+                return Err(
+                    "pattern = \"mix\" takes no alpha, stride or footprint of its own: \
                             give them in each of its parts"
-                    .into());
+                        .into(),
+                );
             }
             let raw = r.parts.ok_or(
                 "parts: pattern = \"mix\" needs parts, e.g. [{ pattern = \"sequential\", \
@@ -589,7 +591,9 @@ impl TryFrom<RawPhase> for PhaseSpec {
                     r.pattern.as_str()
                 ));
             }
-            let footprint = r.footprint.ok_or("footprint: missing (bytes, e.g. \"1MiB\")")?;
+            let footprint = r
+                .footprint
+                .ok_or("footprint: missing (bytes, e.g. \"1MiB\")")?;
             (simple_pattern(r.pattern, r.alpha, r.stride)?, footprint)
         };
         Ok(PhaseSpec {
@@ -771,7 +775,14 @@ impl Gen {
 
     /// The next address of a non-mix pattern (the one-reference form of `Workload::generate`'s
     /// loops, used by a mix's parts).
-    fn next_addr(&self, cur: &mut Cursor, r: &mut SplitMix64, base: u64, size: u64, slots: u64) -> u64 {
+    fn next_addr(
+        &self,
+        cur: &mut Cursor,
+        r: &mut SplitMix64,
+        base: u64,
+        size: u64,
+        slots: u64,
+    ) -> u64 {
         match self {
             Gen::Uniform => base + size * r.below(slots),
             Gen::Sequential => {
@@ -794,9 +805,15 @@ impl Gen {
             Gen::Zipf(z) => base + size * (z.sample(r) - 1),
             Gen::Harmonic(z, sc) => base + size * sc.apply(z.sample(r) - 1),
             Gen::PointerChain { order, .. } => {
-                let order = order.as_deref().expect("chain built when the phase started");
+                let order = order
+                    .as_deref()
+                    .expect("chain built when the phase started");
                 let step = cur.next as usize;
-                cur.next = if step + 1 == order.len() { 0 } else { step as u64 + 1 };
+                cur.next = if step + 1 == order.len() {
+                    0
+                } else {
+                    step as u64 + 1
+                };
                 base + CHAIN_LINE * order[step] as u64
             }
             Gen::Mix { .. } => unreachable!("a mix part is never a mix (validated)"),
@@ -989,7 +1006,10 @@ impl Workload {
                 0
             } else {
                 let u = rng.next_u64();
-                thresholds.iter().position(|&th| u < th).unwrap_or(parts.len() - 1)
+                thresholds
+                    .iter()
+                    .position(|&th| u < th)
+                    .unwrap_or(parts.len() - 1)
             };
             let q = &mut parts[j];
             let addr = q.gen.next_addr(&mut q.cursor, rng, q.base, size, q.slots);

@@ -834,7 +834,10 @@ fn mix_errors_name_the_part_field() {
         assert!(err.contains(field), "{err} should name {field}");
     };
     check(
-        mix(r#"{ pattern = "uniform", footprint = 4096, weight = 0 }"#, ""),
+        mix(
+            r#"{ pattern = "uniform", footprint = 4096, weight = 0 }"#,
+            "",
+        ),
         "phases[0].parts[0].weight",
     );
     check(
@@ -845,12 +848,18 @@ fn mix_errors_name_the_part_field() {
         "parts[1].pattern",
     );
     check(
-        mix(r#"{ pattern = "strided", footprint = 4096, stride = 100 }"#, ""),
+        mix(
+            r#"{ pattern = "strided", footprint = 4096, stride = 100 }"#,
+            "",
+        ),
         "phases[0].parts[0].stride",
     );
     check(mix("", ""), "phases[0].parts");
     check(
-        mix(r#"{ pattern = "uniform", footprint = 4096 }"#, "footprint = 4096\n"),
+        mix(
+            r#"{ pattern = "uniform", footprint = 4096 }"#,
+            "footprint = 4096\n",
+        ),
         "no alpha, stride or footprint",
     );
     check(
