@@ -177,3 +177,5 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+from . import report_rocs as _report_rocs  # noqa: E402,F401  (registers the rocs / global-pollute reporters)

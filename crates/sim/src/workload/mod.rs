@@ -758,10 +758,8 @@ impl Gen {
                 lines,
                 layout_seed,
                 order,
-            } => {
-                if order.is_none() {
-                    *order = Some(cycle_order(*lines, &mut SplitMix64::new(*layout_seed)));
-                }
+            } if order.is_none() => {
+                *order = Some(cycle_order(*lines, &mut SplitMix64::new(*layout_seed)));
             }
             Gen::Mix { parts, .. } => {
                 for q in parts {
