@@ -27,7 +27,7 @@ from .system import load_system_config, simulate_system
 
 POLLUTE_POLICIES = ("rocs", "global-pollute")
 #: Runs of the best-offline sweep per rocs run in a report (0 turns it off).
-best_offline_points = 9
+best_offline_points = 17
 
 
 def _section(policy: str) -> str:
@@ -190,7 +190,7 @@ def best_offline(
     config: Any,
     seed: Optional[int] = None,
     points: Optional[list[int]] = None,
-    n_points: int = 9,
+    n_points: int = 17,
 ) -> Any:
     """ROCS Figure 8's best offline: run ``config`` under ``rocs`` with ``offline_pages = N`` for
     each N of ``points`` (default: ``n_points`` evenly spaced multiples of the search step, from 0
