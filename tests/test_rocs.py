@@ -46,7 +46,7 @@ def test_report_tables_and_best_offline(tmp_path, monkeypatch):
     runs = report.run_matrix([ART], ["linux", "rocs"])
     text, written = report.write_report(runs, tmp_path)
     for title in ("Table 3", "Figure 7", "Figure 8", "Figure 10"):
-        assert f"ROCS {title}" in text
+        assert f"rocs - ROCS {title}" in text
     t3 = report_rocs.table3(runs)
     assert t3["from_streaming"][0] > 0.9
     f10 = report_rocs.figure10(runs).set_index("array")

@@ -262,14 +262,16 @@ def figure8(runs: list[Run]) -> Any:
     return pd.DataFrame(rows)
 
 
-def _tables(runs: list[Run]) -> list[tuple[str, Any]]:
+def _tables(runs: list[Run], policy: str = "rocs") -> list[tuple[str, Any]]:
+    """Every ROCS table of the rocs and global-pollute runs in ``runs`` (linux runs are kept as
+    Figure 8's baseline)."""
     out = [
-        ("ROCS Table 3: pollute pages (from_streaming: fraction of them in streaming arrays)", table3(runs)),
-        ("ROCS Figure 7: overhead (monitoring = sample interrupts, remapping = copies + shootdowns)", figure7(runs)),
-        ("ROCS Figure 10: sampled miss rate per array before and with the pollute buffer", figure10(runs)),
+        (f"{policy} - ROCS Table 3: pollute pages (from_streaming: fraction of them in streaming arrays)", table3(runs)),
+        (f"{policy} - ROCS Figure 7: overhead (monitoring = sample interrupts, remapping = copies + shootdowns)", figure7(runs)),
+        (f"{policy} - ROCS Figure 10: sampled miss rate per array before and with the pollute buffer", figure10(runs)),
     ]
     if any(r.policy == "rocs" for r in runs):
-        out.append(("ROCS Figure 8: speedup over linux, rocs and best offline", figure8(runs)))
+        out.append((f"{policy} - ROCS Figure 8: speedup over linux, rocs and best offline", figure8(runs)))
     return out
 
 
@@ -314,8 +316,18 @@ def _plots(runs: list[Run], out: Path) -> list[Path]:
     return written
 
 
+def _reporter(policy: str) -> PolicyReporter:
+    """The reporter of one policy: its own runs (and linux, the baseline), so that a report of
+    both policies does not print the tables twice."""
+
+    def own(runs: list[Run]) -> list[Run]:
+        return [r for r in runs if r.policy in (policy, "linux")]
+
+    return PolicyReporter(tables=lambda runs: _tables(own(runs), policy), plots=lambda runs, out: _plots(own(runs), out))
+
+
 for _name in POLLUTE_POLICIES:
-    REPORTERS[_name] = PolicyReporter(tables=_tables, plots=_plots)
+    REPORTERS[_name] = _reporter(_name)
 
 
 def demo(config: Path, out_dir: Path, quiet: bool = False) -> dict[str, Any]:
