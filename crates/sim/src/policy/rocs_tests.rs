@@ -270,4 +270,3 @@ fn bad_pollute_settings_are_named_errors() {
         crate::config::from_toml("name = \"rocs\"\n[rocs]\nbuffer_size = \"64KiB\"").unwrap();
     assert_eq!(cfg.rocs.validate("policy.rocs", &m).unwrap(), 2);
 }
-
