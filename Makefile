@@ -75,7 +75,7 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_SOURCES)
 	@$(PY) -c "import cachecolor, sys; print('built cachecolor', cachecolor.__version__, 'for', sys.executable)"
 	@touch $@
 
-demo: build tools ## Build everything and run the demo (trace a program, simulate it on this machine's caches)
+demo: build tools ## Build everything and run the demo (ROCS on an art-shaped program under linux and rocs; then trace a program, simulate it on this machine's caches)
 	$(VENV)/bin/cachecolor demo
 
 test: build tools test-rust test-python ## Build everything and run the whole test suite

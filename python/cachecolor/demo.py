@@ -1,6 +1,8 @@
 """``cachecolor demo``: the first end-to-end run on the defaults (``make demo``).
 
-Steps: compile examples/demo/transpose.c with the system C compiler; capture its memory
+Steps: first the papers' system at work: examples/rocs/art.toml (an art-shaped program on ROCS's
+PowerPC 970FX) simulated under ``linux`` and ``rocs``, the comparison and ROCS tables printed and
+the report written to ``OUT/rocs/`` (``report_rocs.demo``); then compile examples/demo/transpose.c with the system C compiler; capture its memory
 references twice (``naive`` and ``blocked`` transpose of a 512 x 512 matrix of doubles) with
 ``Backend.auto`` (QEMU user mode with cachecolor's plugin when installed, else Valgrind lackey);
 simulate both traces on a preset of this machine's cache hierarchy (``presets.detect()``, or
@@ -84,6 +86,12 @@ def run_demo(out_dir: str = "out/demo", backend: str = "auto", source_dir: Optio
     src = _find_source(source_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    art = src.parent / "rocs" / "art.toml"
+    if art.is_file():
+        from . import report_rocs
+
+        report_rocs.demo(art, out / "rocs", quiet=quiet)
+        print()
     exe = _compile(src, out)
     config, machine = _machine(src)
     names = ", ".join(f"{lv['name']} {_size(lv['size'])} {lv['ways']}-way" for lv in config["hierarchy"]["levels"])

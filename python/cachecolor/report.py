@@ -208,3 +208,5 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 from . import report_azimi  # noqa: E402,F401  (registers the Azimi policies' reporters)
+
+from . import report_rocs as _report_rocs  # noqa: E402,F401  (registers the rocs / global-pollute reporters)

@@ -12,17 +12,26 @@ Shipped so far:
   there.
 - `mrc-partition`: colors divided by online miss-rate curves (Azimi et al. case study 1).
 - `thread-cluster`: threads sharing data moved to one chip (Azimi et al. case study 3).
+- `rocs`: the ROCS pollute buffer (papers/000 sections 3-5), `rocs.rs`; `global-pollute`: one
+  pollute buffer shared by every process (Azimi case study 2), `global_pollute.rs`; both run the
+  engine of `pollute.rs`.
 */
+mod global_pollute;
 mod linux;
 pub mod mrc_partition;
+pub mod pollute;
+mod rocs;
 mod static_sections;
 pub mod thread_cluster;
 
 #[cfg(test)]
 mod azimi_tests;
 
+pub use global_pollute::GlobalPollute;
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
+pub use pollute::PolluteConfig;
+pub use rocs::Rocs;
 pub use static_sections::StaticSections;
 pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
 
@@ -214,7 +223,7 @@ impl MachineInfo {
 }
 
 /// `[policy]` in a config.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     #[serde(default = "default_name")]
@@ -223,6 +232,12 @@ pub struct PolicyConfig {
     pub mrc_partition: MrcPartitionConfig,
     #[serde(default, rename = "thread-cluster")]
     pub thread_cluster: ThreadClusterConfig,
+    /// `[policy.rocs]`.
+    #[serde(default)]
+    pub rocs: PolluteConfig,
+    /// `[policy.global-pollute]`.
+    #[serde(default, rename = "global-pollute", alias = "global_pollute")]
+    pub global_pollute: PolluteConfig,
 }
 
 fn default_name() -> String {
@@ -235,12 +250,14 @@ impl Default for PolicyConfig {
             name: default_name(),
             mrc_partition: MrcPartitionConfig::default(),
             thread_cluster: ThreadClusterConfig::default(),
+            rocs: PolluteConfig::default(),
+            global_pollute: PolluteConfig::default(),
         }
     }
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str = "linux, static, mrc-partition, thread-cluster";
+pub const NAMES: &str = "linux, static, rocs, global-pollute, mrc-partition, thread-cluster";
 
 /// Build the named policy for `machine`.
 pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
@@ -249,6 +266,8 @@ pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Pol
         "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
         "mrc-partition" => Box::new(MrcPartition::new(&config.mrc_partition, machine)?),
         "thread-cluster" => Box::new(ThreadCluster::new(&config.thread_cluster, machine)?),
+        "rocs" => Box::new(Rocs::new(&config.rocs, machine)?),
+        "global-pollute" => Box::new(GlobalPollute::new(&config.global_pollute, machine)?),
         other => {
             return Err(ConfigError::new(
                 "policy.name",

@@ -12,7 +12,7 @@ seed = 1
 repeat = 2                     # the whole phase list, run twice (default 1)
 
 [[phases]]
-pattern = "zipf"               # uniform | sequential | strided | zipf | harmonic | pointer-chain
+pattern = "zipf"               # uniform | sequential | strided | zipf | harmonic | pointer-chain | mix
 alpha = 0.9                    # zipf only
 footprint = "64MiB"            # bytes, or a string with a binary unit
 references = 5_000_000
@@ -63,6 +63,28 @@ Patterns (slots `n = floor(footprint / size)`; address = `base + size * slot`):
   create a circular access chain", thesis 4.2.3). The chain is built when the phase first runs and kept as its visit
   order (4 bytes per line, `layout.rs`). References are loads, so `store_fraction` must be 0,
   and `size` at most 64.
+
+- `mix`: several of the patterns above interleaved within one phase (and one thread), each
+  over its own footprint, as art interleaves streaming arrays with a reused one (ROCS section
+  3.2.2). The phase takes `parts` instead of `footprint`/`alpha`/`stride`; each part is
+  `{ pattern, footprint, base (default 0x2_0000_0000), weight (default 1), alpha | stride }`
+  and the phase's `size`, `store_fraction`, `thread` and `icount` apply to all of them:
+  ```text
+  [[phases]]
+  pattern = "mix"
+  references = 2_000_000
+  parts = [
+    { pattern = "sequential", footprint = "2MiB", base = 0x100000000, weight = 2 },
+    { pattern = "uniform", footprint = "384KiB", base = 0x200000000, weight = 3 },
+  ]
+  ```
+  Per reference one draw `u` of the reference stream picks part `j`, the first whose
+  cumulative weight share exceeds `u / 2^64` (no draw with a single part, which is then the
+  plain pattern), then the part draws its address as its pattern does, then the store coin.
+  Each part keeps its own walk (a sequential part continues where it left off, whatever the
+  other parts did in between); all restart at the phase's next run. A part's layout (chain,
+  scatter) is seeded by `(seed, phase index, part index)`. A mix cannot nest a mix.
+  `footprint` of a mix phase, as the API reports it, is the sum of its parts'.
 
 Randomness and phases (DESIGN.md principle 3):
 - One `SplitMix64::new(seed)` *reference stream* serves every per-reference draw (uniform slots,
@@ -151,6 +173,21 @@ pub enum Pattern {
     Harmonic,
     /// A random single-cycle chain over the footprint's 64-byte lines, followed from line 0.
     PointerChain,
+    /// Sub-patterns over their own footprints, interleaved reference by reference: each
+    /// reference picks a part with probability proportional to its weight.
+    Mix {
+        parts: Vec<MixPart>,
+    },
+}
+
+/// One part of a `mix` phase: a (non-mix) pattern over its own footprint, with a weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixPart {
+    pub pattern: Pattern,
+    pub footprint: Size,
+    pub base: u64,
+    /// Relative share of the phase's references (> 0).
+    pub weight: f64,
 }
 
 impl Pattern {
@@ -163,6 +200,7 @@ impl Pattern {
             Pattern::Zipf { .. } => "zipf",
             Pattern::Harmonic => "harmonic",
             Pattern::PointerChain => "pointer-chain",
+            Pattern::Mix { .. } => "mix",
         }
     }
 }
@@ -252,7 +290,18 @@ fn too_many() -> ConfigError {
 }
 
 fn check_phase(i: usize, p: &PhaseSpec) -> Result<(), ConfigError> {
-    let field = |name: &str| format!("phases[{i}].{name}");
+    check_at(&format!("phases[{i}]"), p)
+}
+
+/// Check phase (or mix part, with the phase's other fields) `p`; fields are named `{at}.name`.
+fn check_at(at: &str, p: &PhaseSpec) -> Result<(), ConfigError> {
+    let field = |name: &str| format!("{at}.{name}");
+    if matches!(&p.pattern, Pattern::Mix { parts } if parts.is_empty()) {
+        return Err(ConfigError::new(
+            field("parts"),
+            "the list is empty: a mix needs at least one part",
+        ));
+    }
     let size = p.size as u64;
     let footprint = p.footprint.bytes();
     if size == 0 {
@@ -345,6 +394,35 @@ fn check_phase(i: usize, p: &PhaseSpec) -> Result<(), ConfigError> {
                 ));
             }
         }
+        Pattern::Mix { parts } => {
+            for (j, part) in parts.iter().enumerate() {
+                let at = format!("{at}.parts[{j}]");
+                if matches!(part.pattern, Pattern::Mix { .. }) {
+                    return Err(ConfigError::new(
+                        format!("{at}.pattern"),
+                        "a mix part cannot be a mix itself: give uniform, sequential, strided, \
+                         zipf, harmonic or pointer-chain",
+                    ));
+                }
+                if !(part.weight.is_finite() && part.weight > 0.0) {
+                    return Err(ConfigError::new(
+                        format!("{at}.weight"),
+                        format!(
+                            "{} is not allowed: a weight is a finite number > 0 (the part's \
+                             relative share of the references)",
+                            part.weight
+                        ),
+                    ));
+                }
+                let sub = PhaseSpec {
+                    pattern: part.pattern.clone(),
+                    footprint: part.footprint,
+                    base: part.base,
+                    ..p.clone()
+                };
+                check_at(&at, &sub)?;
+            }
+        }
     }
     Ok(())
 }
@@ -361,6 +439,21 @@ enum PatternName {
     Zipf,
     Harmonic,
     PointerChain,
+    Mix,
+}
+
+impl PatternName {
+    fn as_str(self) -> &'static str {
+        match self {
+            PatternName::Uniform => "uniform",
+            PatternName::Sequential => "sequential",
+            PatternName::Strided => "strided",
+            PatternName::Zipf => "zipf",
+            PatternName::Harmonic => "harmonic",
+            PatternName::PointerChain => "pointer-chain",
+            PatternName::Mix => "mix",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -371,7 +464,10 @@ struct RawPhase {
     alpha: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stride: Option<Size>,
-    footprint: Size,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    footprint: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parts: Option<Vec<RawPart>>,
     #[serde(default = "default_base")]
     base: u64,
     references: u64,
@@ -385,49 +481,124 @@ struct RawPhase {
     icount: u32,
 }
 
+fn default_weight() -> f64 {
+    1.0
+}
+
+/// A `mix` part in TOML: `{ pattern = "sequential", footprint = "1MiB", base = ..., weight = 2 }`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPart {
+    pattern: PatternName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    alpha: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stride: Option<Size>,
+    footprint: Size,
+    #[serde(default = "default_base")]
+    base: u64,
+    #[serde(default = "default_weight")]
+    weight: f64,
+}
+
+/// The pattern a name and its parameters give (not `mix`, which the caller builds).
+fn simple_pattern(
+    pattern: PatternName,
+    alpha: Option<f64>,
+    stride: Option<Size>,
+) -> Result<Pattern, String> {
+    if alpha.is_some() && pattern != PatternName::Zipf {
+        return Err(format!(
+            "alpha: only pattern = \"zipf\" takes alpha, not \"{}\"",
+            pattern.as_str()
+        ));
+    }
+    if stride.is_some() && pattern != PatternName::Strided {
+        return Err(format!(
+            "stride: only pattern = \"strided\" takes stride, not \"{}\"",
+            pattern.as_str()
+        ));
+    }
+    Ok(match pattern {
+        PatternName::Uniform => Pattern::Uniform,
+        PatternName::Sequential => Pattern::Sequential,
+        PatternName::Harmonic => Pattern::Harmonic,
+        PatternName::PointerChain => Pattern::PointerChain,
+        PatternName::Strided => Pattern::Strided {
+            stride: stride.ok_or(
+                "stride: pattern = \"strided\" needs stride (bytes, a multiple of size, e.g. \"4KiB\")",
+            )?,
+        },
+        PatternName::Zipf => Pattern::Zipf {
+            alpha: alpha.ok_or("alpha: pattern = \"zipf\" needs alpha (a number > 0, e.g. 0.9)")?,
+        },
+        PatternName::Mix => {
+            return Err(
+                "pattern: a mix part cannot be a mix itself: give uniform, sequential, strided, \
+                 zipf, harmonic or pointer-chain"
+                    .into(),
+            )
+        }
+    })
+}
+
+fn pattern_parts(p: &Pattern) -> (PatternName, Option<f64>, Option<Size>) {
+    match p {
+        Pattern::Uniform => (PatternName::Uniform, None, None),
+        Pattern::Sequential => (PatternName::Sequential, None, None),
+        Pattern::Strided { stride } => (PatternName::Strided, None, Some(*stride)),
+        Pattern::Zipf { alpha } => (PatternName::Zipf, Some(*alpha), None),
+        Pattern::Harmonic => (PatternName::Harmonic, None, None),
+        Pattern::PointerChain => (PatternName::PointerChain, None, None),
+        Pattern::Mix { .. } => (PatternName::Mix, None, None),
+    }
+}
+
 impl TryFrom<RawPhase> for PhaseSpec {
     type Error = String;
 
     fn try_from(r: RawPhase) -> Result<PhaseSpec, String> {
-        let name = |n: PatternName| match n {
-            PatternName::Uniform => "uniform",
-            PatternName::Sequential => "sequential",
-            PatternName::Strided => "strided",
-            PatternName::Zipf => "zipf",
-            PatternName::Harmonic => "harmonic",
-            PatternName::PointerChain => "pointer-chain",
-        };
-        if r.alpha.is_some() && r.pattern != PatternName::Zipf {
-            return Err(format!(
-                "alpha: only pattern = \"zipf\" takes alpha, not \"{}\"",
-                name(r.pattern)
-            ));
-        }
-        if r.stride.is_some() && r.pattern != PatternName::Strided {
-            return Err(format!(
-                "stride: only pattern = \"strided\" takes stride, not \"{}\"",
-                name(r.pattern)
-            ));
-        }
-        let pattern = match r.pattern {
-            PatternName::Uniform => Pattern::Uniform,
-            PatternName::Sequential => Pattern::Sequential,
-            PatternName::Harmonic => Pattern::Harmonic,
-            PatternName::PointerChain => Pattern::PointerChain,
-            PatternName::Strided => Pattern::Strided {
-                stride: r.stride.ok_or(
-                    "stride: pattern = \"strided\" needs stride (bytes, a multiple of size, e.g. \"4KiB\")",
-                )?,
-            },
-            PatternName::Zipf => Pattern::Zipf {
-                alpha: r
-                    .alpha
-                    .ok_or("alpha: pattern = \"zipf\" needs alpha (a number > 0, e.g. 0.9)")?,
-            },
+        let (pattern, footprint) = if r.pattern == PatternName::Mix {
+            if r.alpha.is_some() || r.stride.is_some() || r.footprint.is_some() {
+                return Err(
+                    "pattern = \"mix\" takes no alpha, stride or footprint of its own: \
+                            give them in each of its parts"
+                        .into(),
+                );
+            }
+            let raw = r.parts.ok_or(
+                "parts: pattern = \"mix\" needs parts, e.g. [{ pattern = \"sequential\", \
+                 footprint = \"1MiB\", weight = 1 }]",
+            )?;
+            let mut parts = Vec::with_capacity(raw.len());
+            let mut total: u64 = 0;
+            for (j, q) in raw.into_iter().enumerate() {
+                let pattern = simple_pattern(q.pattern, q.alpha, q.stride)
+                    .map_err(|e| format!("parts[{j}].{e}"))?;
+                total = total.saturating_add(q.footprint.bytes());
+                parts.push(MixPart {
+                    pattern,
+                    footprint: q.footprint,
+                    base: q.base,
+                    weight: q.weight,
+                });
+            }
+            (Pattern::Mix { parts }, Size(total))
+        } else {
+            if r.parts.is_some() {
+                return Err(format!(
+                    "parts: only pattern = \"mix\" takes parts, not \"{}\"",
+                    r.pattern.as_str()
+                ));
+            }
+            let footprint = r
+                .footprint
+                .ok_or("footprint: missing (bytes, e.g. \"1MiB\")")?;
+            (simple_pattern(r.pattern, r.alpha, r.stride)?, footprint)
         };
         Ok(PhaseSpec {
             pattern,
-            footprint: r.footprint,
+            footprint,
             base: r.base,
             references: r.references,
             store_fraction: r.store_fraction,
@@ -440,19 +611,35 @@ impl TryFrom<RawPhase> for PhaseSpec {
 
 impl From<PhaseSpec> for RawPhase {
     fn from(p: PhaseSpec) -> RawPhase {
-        let (pattern, alpha, stride) = match p.pattern {
-            Pattern::Uniform => (PatternName::Uniform, None, None),
-            Pattern::Sequential => (PatternName::Sequential, None, None),
-            Pattern::Strided { stride } => (PatternName::Strided, None, Some(stride)),
-            Pattern::Zipf { alpha } => (PatternName::Zipf, Some(alpha), None),
-            Pattern::Harmonic => (PatternName::Harmonic, None, None),
-            Pattern::PointerChain => (PatternName::PointerChain, None, None),
+        let (pattern, alpha, stride) = pattern_parts(&p.pattern);
+        let (footprint, parts) = match &p.pattern {
+            Pattern::Mix { parts } => (
+                None,
+                Some(
+                    parts
+                        .iter()
+                        .map(|q| {
+                            let (pattern, alpha, stride) = pattern_parts(&q.pattern);
+                            RawPart {
+                                pattern,
+                                alpha,
+                                stride,
+                                footprint: q.footprint,
+                                base: q.base,
+                                weight: q.weight,
+                            }
+                        })
+                        .collect(),
+                ),
+            ),
+            _ => (Some(p.footprint), None),
         };
         RawPhase {
             pattern,
             alpha,
             stride,
-            footprint: p.footprint,
+            footprint,
+            parts,
             base: p.base,
             references: p.references,
             store_fraction: p.store_fraction,
@@ -492,6 +679,144 @@ enum Gen {
         layout_seed: u64,
         order: Option<Vec<u32>>,
     },
+    /// The parts, and the cumulative weight thresholds (`u < thresholds[j]` picks part `j` for
+    /// a draw `u`; the last is `u64::MAX`).
+    Mix {
+        parts: Vec<MixGen>,
+        thresholds: Vec<u64>,
+    },
+}
+
+/// One part of a running mix: its generator, slots, base and walk.
+#[derive(Debug)]
+struct MixGen {
+    gen: Gen,
+    slots: u64,
+    base: u64,
+    cursor: Cursor,
+}
+
+impl Gen {
+    /// The generator of a non-mix `pattern` over `footprint` in elements of `size` bytes.
+    fn new(pattern: &Pattern, footprint: Size, size: u64, lseed: u64) -> Gen {
+        let slots = footprint.bytes() / size;
+        match pattern {
+            Pattern::Uniform => Gen::Uniform,
+            Pattern::Sequential => Gen::Sequential,
+            Pattern::Strided { stride } => Gen::Strided {
+                step: stride.bytes() / size,
+            },
+            Pattern::Zipf { alpha } => Gen::Zipf(Zipf::new(slots, *alpha)),
+            Pattern::Harmonic => Gen::Harmonic(
+                Zipf::new(slots, 1.0),
+                Scatter::new(slots, &mut SplitMix64::new(lseed)),
+            ),
+            Pattern::PointerChain => Gen::PointerChain {
+                lines: footprint.bytes() / CHAIN_LINE,
+                layout_seed: lseed,
+                order: None,
+            },
+            Pattern::Mix { parts } => {
+                let total: f64 = parts.iter().map(|q| q.weight).sum();
+                let mut acc = 0.0;
+                let mut thresholds: Vec<u64> = parts
+                    .iter()
+                    .map(|q| {
+                        acc += q.weight;
+                        // Saturating cast of the cumulative share of 2^64.
+                        (acc / total * 18_446_744_073_709_551_616.0) as u64
+                    })
+                    .collect();
+                if let Some(last) = thresholds.last_mut() {
+                    *last = u64::MAX;
+                }
+                let parts = parts
+                    .iter()
+                    .enumerate()
+                    .map(|(j, q)| MixGen {
+                        gen: Gen::new(
+                            &q.pattern,
+                            q.footprint,
+                            size,
+                            mix64(lseed ^ GOLDEN_GAMMA.wrapping_mul(j as u64 + 1)),
+                        ),
+                        slots: q.footprint.bytes() / size,
+                        base: q.base,
+                        cursor: Cursor::default(),
+                    })
+                    .collect();
+                Gen::Mix { parts, thresholds }
+            }
+        }
+    }
+
+    /// Get ready for a run of the phase: build a pointer chain on the first run, restart the
+    /// walks of a mix's parts.
+    fn start_run(&mut self) {
+        match self {
+            Gen::PointerChain {
+                lines,
+                layout_seed,
+                order,
+            } if order.is_none() => {
+                *order = Some(cycle_order(*lines, &mut SplitMix64::new(*layout_seed)));
+            }
+            Gen::Mix { parts, .. } => {
+                for q in parts {
+                    q.cursor = Cursor::default();
+                    q.gen.start_run();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The next address of a non-mix pattern (the one-reference form of `Workload::generate`'s
+    /// loops, used by a mix's parts).
+    fn next_addr(
+        &self,
+        cur: &mut Cursor,
+        r: &mut SplitMix64,
+        base: u64,
+        size: u64,
+        slots: u64,
+    ) -> u64 {
+        match self {
+            Gen::Uniform => base + size * r.below(slots),
+            Gen::Sequential => {
+                let s = cur.next;
+                cur.next = if s + 1 == slots { 0 } else { s + 1 };
+                base + size * s
+            }
+            Gen::Strided { step } => {
+                let s = cur.next;
+                cur.next += step;
+                if cur.next >= slots {
+                    cur.pass += 1;
+                    if cur.pass == *step {
+                        cur.pass = 0;
+                    }
+                    cur.next = cur.pass;
+                }
+                base + size * s
+            }
+            Gen::Zipf(z) => base + size * (z.sample(r) - 1),
+            Gen::Harmonic(z, sc) => base + size * sc.apply(z.sample(r) - 1),
+            Gen::PointerChain { order, .. } => {
+                let order = order
+                    .as_deref()
+                    .expect("chain built when the phase started");
+                let step = cur.next as usize;
+                cur.next = if step + 1 == order.len() {
+                    0
+                } else {
+                    step as u64 + 1
+                };
+                base + CHAIN_LINE * order[step] as u64
+            }
+            Gen::Mix { .. } => unreachable!("a mix part is never a mix (validated)"),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -546,24 +871,7 @@ impl Workload {
             .map(|(i, p)| {
                 let size = p.size as u64;
                 let slots = p.footprint.bytes() / size;
-                let lseed = layout_seed(spec.seed, i);
-                let gen = match &p.pattern {
-                    Pattern::Uniform => Gen::Uniform,
-                    Pattern::Sequential => Gen::Sequential,
-                    Pattern::Strided { stride } => Gen::Strided {
-                        step: stride.bytes() / size,
-                    },
-                    Pattern::Zipf { alpha } => Gen::Zipf(Zipf::new(slots, *alpha)),
-                    Pattern::Harmonic => Gen::Harmonic(
-                        Zipf::new(slots, 1.0),
-                        Scatter::new(slots, &mut SplitMix64::new(lseed)),
-                    ),
-                    Pattern::PointerChain => Gen::PointerChain {
-                        lines: p.footprint.bytes() / CHAIN_LINE,
-                        layout_seed: lseed,
-                        order: None,
-                    },
-                };
+                let gen = Gen::new(&p.pattern, p.footprint, size, layout_seed(spec.seed, i));
                 let stores = if p.store_fraction <= 0.0 {
                     Stores::Never
                 } else if p.store_fraction >= 1.0 {
@@ -618,21 +926,15 @@ impl Workload {
         let plan = &mut self.plans[self.current];
         self.left = plan.references;
         self.cursor = Cursor::default();
-        if let Gen::PointerChain {
-            lines,
-            layout_seed,
-            order,
-        } = &mut plan.gen
-        {
-            if order.is_none() {
-                *order = Some(cycle_order(*lines, &mut SplitMix64::new(*layout_seed)));
-            }
-        }
+        plan.gen.start_run();
         true
     }
 
     /// Append `n` records of the current phase run to `buf`.
     fn generate(&mut self, n: usize, buf: &mut Vec<Record>) {
+        if matches!(self.plans[self.current].gen, Gen::Mix { .. }) {
+            return self.generate_mix(n, buf);
+        }
         let plan = &self.plans[self.current];
         // Work on local copies so the generator state stays in registers in the hot loop.
         let mut rng_local = self.rng.clone();
@@ -667,6 +969,7 @@ impl Workload {
             Gen::Harmonic(z, sc) => fill(buf, n, rng, t, stores, |r| {
                 base + size * sc.apply(z.sample(r) - 1)
             }),
+            Gen::Mix { .. } => unreachable!("generate_mix"),
             Gen::PointerChain { order, .. } => {
                 let order = order
                     .as_deref()
@@ -684,6 +987,43 @@ impl Workload {
         }
         self.rng = rng_local;
         self.cursor = cur_local;
+    }
+
+    /// `generate` for a mix: per reference one draw picks the part (none with a single part),
+    /// then the part draws its address, then the store coin.
+    fn generate_mix(&mut self, n: usize, buf: &mut Vec<Record>) {
+        let plan = &mut self.plans[self.current];
+        let (size, t, stores) = (plan.size, plan.template, plan.stores);
+        let Gen::Mix { parts, thresholds } = &mut plan.gen else {
+            unreachable!("checked by generate")
+        };
+        let rng = &mut self.rng;
+        let single = parts.len() == 1;
+        for _ in 0..n {
+            let j = if single {
+                0
+            } else {
+                let u = rng.next_u64();
+                thresholds
+                    .iter()
+                    .position(|&th| u < th)
+                    .unwrap_or(parts.len() - 1)
+            };
+            let q = &mut parts[j];
+            let addr = q.gen.next_addr(&mut q.cursor, rng, q.base, size, q.slots);
+            let kind = match stores {
+                Stores::Never => Kind::Load,
+                Stores::Always => Kind::Store,
+                Stores::Below(th) => {
+                    if rng.next_u64() < th {
+                        Kind::Store
+                    } else {
+                        Kind::Load
+                    }
+                }
+            };
+            buf.push(Record { addr, kind, ..t });
+        }
     }
 }
 

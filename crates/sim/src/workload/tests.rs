@@ -768,3 +768,102 @@ fn golden_streams() {
     ];
     assert_eq!(got, want);
 }
+
+const MIX_TOML: &str = r#"
+seed = 3
+[[phases]]
+pattern = "mix"
+references = 40000
+parts = [
+  { pattern = "sequential", footprint = "64KiB", base = 0x100000000, weight = 1 },
+  { pattern = "uniform", footprint = "16KiB", base = 0x200000000, weight = 3 },
+]
+"#;
+
+#[test]
+fn mix_interleaves_parts_by_weight_each_over_its_own_footprint() {
+    let spec: WorkloadSpec = from_toml(MIX_TOML).unwrap();
+    let Pattern::Mix { parts } = &spec.phases[0].pattern else {
+        panic!("a mix")
+    };
+    assert_eq!(parts.len(), 2);
+    assert_eq!(spec.phases[0].footprint, Size(80 * 1024));
+    let a = addrs(&spec);
+    assert_eq!(a, addrs(&spec), "deterministic");
+    let seq: Vec<u64> = a.iter().copied().filter(|&x| x < 0x2_0000_0000).collect();
+    let uni = a.len() - seq.len();
+    // Weight 1 : 3, so a quarter of 40,000 (binomial sd ~87).
+    assert!((seq.len() as i64 - 10_000).abs() < 400, "{}", seq.len());
+    assert!(a
+        .iter()
+        .filter(|&&x| x >= 0x2_0000_0000)
+        .all(|&x| x < 0x2_0000_0000 + 16 * 1024));
+    assert_eq!(uni + seq.len(), 40_000);
+    // The sequential part walks its own footprint in order, wrapping at 64 KiB.
+    for (i, &x) in seq.iter().enumerate() {
+        assert_eq!(x, 0x1_0000_0000 + 8 * (i as u64 % 8192));
+    }
+    // Round trips through JSON and TOML.
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(from_json::<WorkloadSpec>(&json).unwrap(), spec);
+    assert_eq!(
+        from_toml::<WorkloadSpec>(&toml::to_string(&spec).unwrap()).unwrap(),
+        spec
+    );
+    // A single part spends no draw on the choice: it is the plain pattern.
+    let one = r#"seed = 5
+[[phases]]
+pattern = "mix"
+references = 1000
+parts = [{ pattern = "uniform", footprint = "16KiB" }]
+"#;
+    let plain = WorkloadSpec::single(Pattern::Uniform, Size(16 * 1024), 1000, 5);
+    assert_eq!(addrs(&from_toml(one).unwrap()), addrs(&plain));
+}
+
+#[test]
+fn mix_errors_name_the_part_field() {
+    let mix = |parts: &str, extra: &str| {
+        format!("[[phases]]\npattern = \"mix\"\nreferences = 10\n{extra}parts = [{parts}]\n")
+    };
+    let check = |text: String, field: &str| {
+        let err = match from_toml::<WorkloadSpec>(&text) {
+            Err(e) => e.to_string(),
+            Ok(s) => s.validate().unwrap_err().to_string(),
+        };
+        assert!(err.contains(field), "{err} should name {field}");
+    };
+    check(
+        mix(
+            r#"{ pattern = "uniform", footprint = 4096, weight = 0 }"#,
+            "",
+        ),
+        "phases[0].parts[0].weight",
+    );
+    check(
+        mix(
+            r#"{ pattern = "uniform", footprint = 4096 }, { pattern = "mix", footprint = 4096 }"#,
+            "",
+        ),
+        "parts[1].pattern",
+    );
+    check(
+        mix(
+            r#"{ pattern = "strided", footprint = 4096, stride = 100 }"#,
+            "",
+        ),
+        "phases[0].parts[0].stride",
+    );
+    check(mix("", ""), "phases[0].parts");
+    check(
+        mix(
+            r#"{ pattern = "uniform", footprint = 4096 }"#,
+            "footprint = 4096\n",
+        ),
+        "no alpha, stride or footprint",
+    );
+    check(
+        "[[phases]]\npattern = \"uniform\"\nreferences = 1\n".into(),
+        "footprint",
+    );
+}

@@ -1,0 +1,747 @@
+/*!
+The software pollute buffer and its run-time search, shared by `rocs` (ROCS, papers/000,
+sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, section 4.2).
+
+- **Pollute buffer** (ROCS section 4, Figure 5): the last `buffer_size / color size` LLC colors
+  (default 1/16 of the LLC, ROCS section 6) hold the pages classified as polluters and no other
+  page: `allowed_colors` gives every page the remaining colors, and pages are moved into the
+  buffer (and back) by eager recoloring (allocate, copy, remap, shootdown: section 4).
+- **Units.** The engine runs one search per *unit*, a set of address spaces profiled and searched
+  together: `rocs` makes one unit per process (a process is *targeted* when its LLC miss rate over
+  the last tick exceeds `target_miss_rate`, section 5.1 and Table 2's 25%); `global-pollute` one
+  unit of every process, whose samples from all cores are aggregated per address space into one
+  stack, all sharing the one pollute buffer (Azimi 4.2.1-4.2.2).
+- **Online profiling** (ROCS 3.1, 5.1): while a unit profiles, every core's data-address sampler
+  is on (`rocs`: L1D misses, whose data source tells L2/LLC hit from memory, ROCS 3.1;
+  `global-pollute`: LLC accesses, Azimi 4.2.1 "L3 hits and misses"), throttled to at most one
+  interrupt per `throttle_cycles` (5 K, ROCS 5.1): the period is re-set every tick to
+  `ceil(throttle_cycles * events / cycles)` of the unit's last interval. The prefetcher is off
+  while profiling (ROCS 3.2.3) unless `profile_prefetch` (the Figure 8 variant). Samples of other
+  processes are dropped. A sample is a miss when its source is memory or another chip, a hit when
+  a cache level served it.
+- **Miss-rate stack** (ROCS 5.2): the unit's sampled small pages ordered by sampled miss rate,
+  highest first (ties: more samples first, then pid and page): only pages the monitor saw.
+- **Algorithm 1, FindPollutePages** (ROCS 5.2): after a baseline measurement with nothing mapped,
+  map `step` more pages from the top of the stack, let `settle_ticks` pass (remapping cost and
+  cache warm-up stay out of the measure), measure the unit's IPC (instructions / cycles, summed
+  over its processes) over `measure_ticks`, keep the best count; stop when `min_pages` pages are
+  left; restore the excess pages beyond the best count. The baseline is the initial `best`, so
+  when no mapping beats it every page goes back (the paper leaves `best`'s start open).
+- **Phase detection** (ROCS 5.1): once settled, the unit's IPC (or LLC MPKI) over every
+  `phase_ticks` window is compared with the first window after the search; a relative change
+  above `phase_threshold` restores the unit's pages and profiles again.
+- **Best offline** (ROCS Figure 8): `offline_pages = N` skips the search and maps the top N pages
+  of the same stack; a harness (`python/cachecolor/report_rocs.py`) runs N over a grid, repeated
+  runs, and keeps the best. `verify_ticks` profiles again after the search with the buffer in
+  place (ROCS Figure 10 b's profile), at the cost of more monitoring.
+*/
+use super::{Kernel, MachineInfo, Tick};
+use crate::config::Size;
+use crate::error::ConfigError;
+use crate::memory::ColorSet;
+use crate::pmu::{DataSource, Event, EventCounts, Sample, SamplingConfig};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// What decides a phase change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseMetric {
+    Ipc,
+    LlcMpki,
+}
+
+/// `[policy.rocs]` and `[policy.global-pollute]`: defaults are the papers' values, scaled
+/// (ticks stand for the paper's billions of cycles: set `[scheduler] tick` to match).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolluteConfig {
+    /// Size of the pollute buffer, a whole number of LLC colors below the LLC's size
+    /// (default: 1/16 of the LLC, ROCS section 6; Azimi 4.2.2).
+    pub buffer_size: Option<Size>,
+    /// At most one sample interrupt per this many cycles (ROCS 3.1, 5.1: 5 K).
+    pub throttle_cycles: u64,
+    /// Cycles one sample interrupt costs (ROCS Figure 6's overheads of 15-65% at one per 5-10 K
+    /// cycles put it at about 1-3 K).
+    pub sample_cost_cycles: u64,
+    /// L1 lines the sample handler touches (ROCS 3.1's handler pollution).
+    pub handler_lines: u32,
+    /// Ticks a profile lasts.
+    pub profile_ticks: u32,
+    /// Ticks before the first profile (ROCS 6.2: "after the first 4 billion cycles").
+    pub warmup_ticks: u32,
+    /// A unit is profiled once its LLC miss rate over a tick exceeds this (ROCS Table 2: 25%).
+    pub target_miss_rate: f64,
+    /// Pages mapped per search step (0: a sixteenth of the stack, at least 1).
+    pub step_pages: u64,
+    /// Pages at the bottom of the stack the search never maps (Algorithm 1's `minPages`).
+    pub min_pages: u64,
+    /// Ticks left out after each step before measuring.
+    pub settle_ticks: u32,
+    /// Ticks each step's IPC is measured over.
+    pub measure_ticks: u32,
+    /// Phase-detection window in ticks (ROCS 5.1: 1 billion cycles).
+    pub phase_ticks: u32,
+    pub phase_metric: PhaseMetric,
+    /// Relative change of the metric that counts as a new phase.
+    pub phase_threshold: f64,
+    /// Profile with the prefetcher on (ROCS Figure 8's third bar).
+    pub profile_prefetch: bool,
+    /// Best-offline runs: map exactly the top N pages of the stack, no search.
+    pub offline_pages: Option<u64>,
+    /// Ticks of a second profile after the search, with the buffer in place (0: none).
+    pub verify_ticks: u32,
+}
+
+impl Default for PolluteConfig {
+    fn default() -> Self {
+        PolluteConfig {
+            buffer_size: None,
+            throttle_cycles: 5000,
+            sample_cost_cycles: 1000,
+            handler_lines: 16,
+            profile_ticks: 4,
+            warmup_ticks: 2,
+            target_miss_rate: 0.25,
+            step_pages: 0,
+            min_pages: 0,
+            settle_ticks: 1,
+            measure_ticks: 1,
+            phase_ticks: 10,
+            phase_metric: PhaseMetric::Ipc,
+            phase_threshold: 0.25,
+            profile_prefetch: false,
+            offline_pages: None,
+            verify_ticks: 0,
+        }
+    }
+}
+
+impl PolluteConfig {
+    /// Check the fields (`at` is `policy.rocs` or `policy.global-pollute`); returns the number of
+    /// pollute colors.
+    pub fn validate(&self, at: &str, m: &MachineInfo) -> Result<u64, ConfigError> {
+        let f = |name: &str| format!("{at}.{name}");
+        let color_bytes = (m.llc_size / m.colors.max(1)).max(1);
+        let colors = match self.buffer_size {
+            None => (m.colors / 16).max(1),
+            Some(s) => {
+                let b = s.bytes();
+                if b >= m.llc_size {
+                    return Err(ConfigError::new(
+                        f("buffer_size"),
+                        format!(
+                            "{s} is not smaller than the LLC ({}): the pollute buffer must leave \
+                             at least one color ({color_bytes} bytes) to the other pages",
+                            Size(m.llc_size)
+                        ),
+                    ));
+                }
+                if b == 0 || b % color_bytes != 0 {
+                    return Err(ConfigError::new(
+                        f("buffer_size"),
+                        format!(
+                            "{s} is not a whole number of LLC colors: give a positive multiple \
+                             of {color_bytes} bytes (one color of {} colors)",
+                            m.colors
+                        ),
+                    ));
+                }
+                b / color_bytes
+            }
+        };
+        if colors >= m.colors {
+            return Err(ConfigError::new(
+                f("buffer_size"),
+                format!(
+                    "the LLC has {} color(s): too few for a pollute buffer beside the other pages",
+                    m.colors
+                ),
+            ));
+        }
+        let positive = |name: &str, v: u64| {
+            if v == 0 {
+                Err(ConfigError::new(
+                    f(name),
+                    "0 is not allowed: give at least 1".to_string(),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        positive("throttle_cycles", self.throttle_cycles)?;
+        positive("profile_ticks", self.profile_ticks as u64)?;
+        positive("measure_ticks", self.measure_ticks as u64)?;
+        positive("phase_ticks", self.phase_ticks as u64)?;
+        if !(0.0..=1.0).contains(&self.target_miss_rate) {
+            return Err(ConfigError::new(
+                f("target_miss_rate"),
+                format!(
+                    "{} is outside [0, 1]: it is an LLC miss rate (misses / accesses)",
+                    self.target_miss_rate
+                ),
+            ));
+        }
+        if !(self.phase_threshold.is_finite() && self.phase_threshold > 0.0) {
+            return Err(ConfigError::new(
+                f("phase_threshold"),
+                format!(
+                    "{} is not allowed: a relative change > 0 (0.25 = 25%)",
+                    self.phase_threshold
+                ),
+            ));
+        }
+        let max_lines = (m.page_size / m.line_size.max(1)) as u32;
+        if self.handler_lines > max_lines {
+            return Err(ConfigError::new(
+                f("handler_lines"),
+                format!(
+                    "{} is more than one page of lines: at most {max_lines}",
+                    self.handler_lines
+                ),
+            ));
+        }
+        Ok(colors)
+    }
+}
+
+/// Interval counts of a unit summed over its processes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    instructions: u64,
+    cycles: u64,
+    llc_accesses: u64,
+    llc_misses: u64,
+    ticks: u32,
+}
+
+impl Acc {
+    fn add(&mut self, c: &EventCounts) {
+        self.instructions += c.get(Event::Instructions);
+        self.cycles += c.get(Event::Cycles);
+        self.llc_accesses += c.get(Event::LlcAccesses);
+        self.llc_misses += c.get(Event::LlcMisses);
+    }
+    fn ipc(&self) -> f64 {
+        ratio(self.instructions, self.cycles)
+    }
+    fn metric(&self, m: PhaseMetric) -> f64 {
+        match m {
+            PhaseMetric::Ipc => self.ipc(),
+            PhaseMetric::LlcMpki => 1000.0 * ratio(self.llc_misses, self.instructions),
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    /// Ticks before profiling may start.
+    Warmup(u32),
+    /// Waiting to be targeted (LLC miss rate above the threshold).
+    Waiting,
+    /// Profiling for this many more ticks (`verify`: the after-search profile).
+    Profiling {
+        left: u32,
+        verify: bool,
+    },
+    /// Measuring with nothing mapped: settle ticks left, then measure.
+    Baseline {
+        settle: u32,
+    },
+    /// A search step: settle ticks left, then measure.
+    Search {
+        settle: u32,
+    },
+    /// Settled; phase detection running (`reference` from the first window).
+    Stable {
+        reference: Option<f64>,
+    },
+    Done,
+}
+
+/// One step of a search: pages mapped and the IPC measured.
+#[derive(Debug, Clone, Serialize)]
+struct Step {
+    pages: u64,
+    ipc: f64,
+}
+
+/// One search, for the report.
+#[derive(Debug, Clone, Serialize)]
+struct SearchLog {
+    /// Tick time the profile ended.
+    time: u64,
+    stack_pages: u64,
+    step_pages: u64,
+    baseline_ipc: f64,
+    steps: Vec<Step>,
+    /// Pages left in the buffer (Algorithm 1's return value).
+    chosen: u64,
+    /// `(pid, vpn)` of the chosen pages, top of the stack first.
+    pages: Vec<(usize, u64)>,
+    /// The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
+    profile: Vec<(usize, u64, u32, u32)>,
+    /// The after-search profile (`verify_ticks`), same shape.
+    verify_profile: Vec<(usize, u64, u32, u32)>,
+}
+
+#[derive(Debug)]
+struct Unit {
+    pids: Vec<usize>,
+    /// Every process the unit ever had (for the report).
+    members: Vec<usize>,
+    stage: Stage,
+    acc: Acc,
+    /// (pid, vpn) -> (samples, misses) of the current profile.
+    profile: BTreeMap<(usize, u64), (u32, u32)>,
+    stack: Vec<(usize, u64)>,
+    step: u64,
+    /// Stack pages mapped to the buffer so far (`stack[..mapped]`).
+    mapped: u64,
+    best: f64,
+    best_n: u64,
+    /// Sampled event per cycle over the last interval (for the throttle).
+    rate: f64,
+    searches: Vec<SearchLog>,
+    profiles: u32,
+    phase_changes: u32,
+}
+
+/// Which events a variant samples and how it groups processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `rocs`: one unit per process, sampling L1D misses.
+    PerProcess,
+    /// `global-pollute`: one unit of all processes, sampling LLC accesses.
+    Global,
+}
+
+/// The shared engine.
+#[derive(Debug)]
+pub struct PolluteEngine {
+    cfg: PolluteConfig,
+    scope: Scope,
+    event: Event,
+    page_size: u64,
+    normal: ColorSet,
+    pollute: ColorSet,
+    units: Vec<Unit>,
+    /// pid -> unit index.
+    unit_of: BTreeMap<usize, usize>,
+    sampling_period: Option<u64>,
+    prefetch_off: bool,
+    samples: u64,
+    samples_used: u64,
+    to_buffer: u64,
+    restored: u64,
+}
+
+impl PolluteEngine {
+    pub fn new(cfg: PolluteConfig, scope: Scope, pollute_colors: u64, m: &MachineInfo) -> Self {
+        let first = m.colors - pollute_colors;
+        PolluteEngine {
+            event: match scope {
+                Scope::PerProcess => Event::L1dMisses,
+                Scope::Global => Event::LlcAccesses,
+            },
+            cfg,
+            scope,
+            page_size: m.page_size,
+            normal: ColorSet::range(m.colors, 0, first).expect("in range"),
+            pollute: ColorSet::range(m.colors, first, m.colors).expect("in range"),
+            units: Vec::new(),
+            unit_of: BTreeMap::new(),
+            sampling_period: None,
+            prefetch_off: false,
+            samples: 0,
+            samples_used: 0,
+            to_buffer: 0,
+            restored: 0,
+        }
+    }
+
+    /// The colors of every page outside the buffer.
+    pub fn normal(&self) -> &ColorSet {
+        &self.normal
+    }
+
+    pub fn process_created(&mut self, pid: usize) {
+        let new_unit = |pids: Vec<usize>| Unit {
+            members: pids.clone(),
+            pids,
+            stage: Stage::Warmup(0),
+            acc: Acc::default(),
+            profile: BTreeMap::new(),
+            stack: Vec::new(),
+            step: 0,
+            mapped: 0,
+            best: 0.0,
+            best_n: 0,
+            rate: 0.0,
+            searches: Vec::new(),
+            profiles: 0,
+            phase_changes: 0,
+        };
+        let u = match self.scope {
+            Scope::PerProcess => {
+                self.units.push(new_unit(vec![pid]));
+                self.units.len() - 1
+            }
+            Scope::Global => {
+                if self.units.is_empty() {
+                    self.units.push(new_unit(Vec::new()));
+                }
+                self.units[0].pids.push(pid);
+                self.units[0].members.push(pid);
+                0
+            }
+        };
+        self.unit_of.insert(pid, u);
+    }
+
+    pub fn process_exited(&mut self, pid: usize) {
+        if let Some(u) = self.unit_of.remove(&pid) {
+            let unit = &mut self.units[u];
+            unit.pids.retain(|&p| p != pid);
+            if unit.pids.is_empty() {
+                unit.stage = Stage::Done;
+            }
+        }
+    }
+
+    pub fn sample(&mut self, s: &Sample) {
+        self.samples += 1;
+        let pid = s.pid as usize;
+        let Some(&u) = self.unit_of.get(&pid) else {
+            return;
+        };
+        let unit = &mut self.units[u];
+        if !matches!(unit.stage, Stage::Profiling { .. }) {
+            return;
+        }
+        self.samples_used += 1;
+        let miss = matches!(s.source, DataSource::Memory | DataSource::Remote);
+        let e = unit
+            .profile
+            .entry((pid, s.vaddr / self.page_size))
+            .or_insert((0, 0));
+        e.0 += 1;
+        e.1 += miss as u32;
+    }
+
+    pub fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        for u in 0..self.units.len() {
+            if self.units[u].stage == Stage::Done {
+                continue;
+            }
+            let mut acc = Acc::default();
+            let mut events = 0;
+            for p in &t.processes {
+                if self.units[u].pids.contains(&p.pid) {
+                    acc.add(&p.interval);
+                    events += p.interval.get(self.event);
+                }
+            }
+            self.units[u].rate = ratio(events, acc.cycles);
+            self.step_unit(k, u, acc, t.now);
+        }
+        self.program_pmu(k);
+    }
+
+    /// Sampler and prefetcher as the units' stages want them.
+    fn program_pmu(&mut self, k: &mut dyn Kernel) {
+        let profiling: Vec<&Unit> = self
+            .units
+            .iter()
+            .filter(|u| matches!(u.stage, Stage::Profiling { .. }))
+            .collect();
+        let period = if profiling.is_empty() {
+            None
+        } else {
+            // ROCS 5.1: at most one interrupt per `throttle_cycles`.
+            let rate = profiling.iter().map(|u| u.rate).fold(0.0, f64::max);
+            Some(((self.cfg.throttle_cycles as f64 * rate).ceil() as u64).max(1))
+        };
+        if period != self.sampling_period {
+            k.set_sampling(
+                None,
+                period.map(|period| SamplingConfig {
+                    event: self.event,
+                    period,
+                    cost_cycles: self.cfg.sample_cost_cycles,
+                    pollute_l1_lines: self.cfg.handler_lines,
+                }),
+            );
+            self.sampling_period = period;
+        }
+        let want_off = !profiling.is_empty() && !self.cfg.profile_prefetch;
+        if want_off != self.prefetch_off {
+            // ROCS 3.2.3: profile with the prefetcher off, run with it on.
+            k.set_prefetch(!want_off);
+            self.prefetch_off = want_off;
+        }
+    }
+
+    fn step_unit(&mut self, k: &mut dyn Kernel, u: usize, interval: Acc, now: u64) {
+        let cfg = self.cfg.clone();
+        let stage = self.units[u].stage;
+        match stage {
+            Stage::Done => {}
+            Stage::Warmup(n) => {
+                self.units[u].stage = if n + 1 >= cfg.warmup_ticks {
+                    Stage::Waiting
+                } else {
+                    Stage::Warmup(n + 1)
+                };
+            }
+            Stage::Waiting => {
+                let rate = ratio(interval.llc_misses, interval.llc_accesses);
+                if interval.llc_accesses > 0 && rate > cfg.target_miss_rate {
+                    self.start_profile(u, false, cfg.profile_ticks);
+                }
+            }
+            Stage::Profiling { left, verify } => {
+                if left > 1 {
+                    self.units[u].stage = Stage::Profiling {
+                        left: left - 1,
+                        verify,
+                    };
+                    return;
+                }
+                let profile = self.profile_rows(u);
+                let unit = &mut self.units[u];
+                if verify {
+                    if let Some(s) = unit.searches.last_mut() {
+                        s.verify_profile = profile;
+                    }
+                    unit.stage = Stage::Stable { reference: None };
+                    unit.acc = Acc::default();
+                    return;
+                }
+                self.build_stack(k, u);
+                let unit = &mut self.units[u];
+                let size = unit.stack.len() as u64;
+                unit.step = if cfg.step_pages > 0 {
+                    cfg.step_pages
+                } else {
+                    size.div_ceil(16).max(1)
+                };
+                unit.searches.push(SearchLog {
+                    time: now,
+                    stack_pages: size,
+                    step_pages: unit.step,
+                    baseline_ipc: 0.0,
+                    steps: Vec::new(),
+                    chosen: 0,
+                    pages: Vec::new(),
+                    profile,
+                    verify_profile: Vec::new(),
+                });
+                unit.mapped = 0;
+                unit.best_n = 0;
+                unit.acc = Acc::default();
+                if let Some(n) = cfg.offline_pages {
+                    let n = n.min(size);
+                    self.map_to(k, u, n);
+                    self.units[u].best_n = n;
+                    self.finish_search(k, u);
+                } else if size <= cfg.min_pages {
+                    self.finish_search(k, u);
+                } else {
+                    unit.stage = Stage::Baseline {
+                        settle: cfg.settle_ticks,
+                    };
+                }
+            }
+            Stage::Baseline { settle } | Stage::Search { settle } => {
+                let unit = &mut self.units[u];
+                if settle > 0 {
+                    unit.stage = match stage {
+                        Stage::Baseline { .. } => Stage::Baseline { settle: settle - 1 },
+                        _ => Stage::Search { settle: settle - 1 },
+                    };
+                    return;
+                }
+                add(&mut unit.acc, &interval);
+                if unit.acc.ticks < cfg.measure_ticks {
+                    return;
+                }
+                let perf = unit.acc.ipc();
+                unit.acc = Acc::default();
+                let log = unit.searches.last_mut().expect("a search runs");
+                if matches!(stage, Stage::Baseline { .. }) {
+                    log.baseline_ipc = perf;
+                    unit.best = perf;
+                    unit.best_n = 0;
+                } else {
+                    log.steps.push(Step {
+                        pages: unit.mapped,
+                        ipc: perf,
+                    });
+                    // Algorithm 1: keep the best configuration.
+                    if perf > unit.best {
+                        unit.best = perf;
+                        unit.best_n = unit.mapped;
+                    }
+                }
+                let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
+                if unit.mapped >= limit {
+                    // Restore the excess pages of the buffer.
+                    let best = unit.best_n;
+                    self.unmap_to(k, u, best);
+                    self.finish_search(k, u);
+                } else {
+                    let next = (unit.mapped + unit.step).min(limit);
+                    self.map_to(k, u, next);
+                    self.units[u].stage = Stage::Search {
+                        settle: cfg.settle_ticks,
+                    };
+                }
+            }
+            Stage::Stable { reference } => {
+                let unit = &mut self.units[u];
+                add(&mut unit.acc, &interval);
+                if unit.acc.ticks < cfg.phase_ticks {
+                    return;
+                }
+                let m = unit.acc.metric(cfg.phase_metric);
+                unit.acc = Acc::default();
+                match reference {
+                    None => unit.stage = Stage::Stable { reference: Some(m) },
+                    Some(r) => {
+                        let change = if r == 0.0 {
+                            if m == 0.0 {
+                                0.0
+                            } else {
+                                f64::INFINITY
+                            }
+                        } else {
+                            (m - r).abs() / r
+                        };
+                        if change > cfg.phase_threshold {
+                            // A coarse-grain phase change (ROCS 5.1): profile again.
+                            unit.phase_changes += 1;
+                            self.unmap_to(k, u, 0);
+                            self.start_profile(u, false, cfg.profile_ticks);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_profile(&mut self, u: usize, verify: bool, ticks: u32) {
+        let unit = &mut self.units[u];
+        unit.profile.clear();
+        unit.profiles += 1;
+        unit.stage = Stage::Profiling {
+            left: ticks,
+            verify,
+        };
+    }
+
+    fn profile_rows(&self, u: usize) -> Vec<(usize, u64, u32, u32)> {
+        self.units[u]
+            .profile
+            .iter()
+            .map(|(&(pid, vpn), &(n, m))| (pid, vpn, n, m))
+            .collect()
+    }
+
+    /// The miss-rate stack (ROCS 5.2): the unit's sampled small pages, highest miss rate first.
+    fn build_stack(&mut self, k: &mut dyn Kernel, u: usize) {
+        let unit = &mut self.units[u];
+        let mut rows: Vec<((usize, u64), (u32, u32))> = Vec::new();
+        for &pid in &unit.pids {
+            for p in k.pages(pid) {
+                if p.huge {
+                    continue;
+                }
+                if let Some(&(n, m)) = unit.profile.get(&(pid, p.vpn)) {
+                    rows.push(((pid, p.vpn), (n, m)));
+                }
+            }
+        }
+        rows.sort_by(|a, b| {
+            let ra = a.1 .1 as f64 / a.1 .0 as f64;
+            let rb = b.1 .1 as f64 / b.1 .0 as f64;
+            rb.total_cmp(&ra)
+                .then(b.1 .0.cmp(&a.1 .0))
+                .then(a.0.cmp(&b.0))
+        });
+        unit.stack = rows.into_iter().map(|(key, _)| key).collect();
+    }
+
+    /// Map `stack[mapped..n]` to the buffer.
+    fn map_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
+        let unit = &mut self.units[u];
+        for &(pid, vpn) in &unit.stack[unit.mapped as usize..n as usize] {
+            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.pollute) {
+                self.to_buffer += 1;
+            }
+        }
+        unit.mapped = n;
+    }
+
+    /// Move `stack[n..mapped]` back out of the buffer.
+    fn unmap_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
+        let unit = &mut self.units[u];
+        for &(pid, vpn) in &unit.stack[n as usize..unit.mapped as usize] {
+            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.normal) {
+                self.restored += 1;
+            }
+        }
+        unit.mapped = n;
+    }
+
+    fn finish_search(&mut self, _k: &mut dyn Kernel, u: usize) {
+        let verify = self.cfg.verify_ticks;
+        let unit = &mut self.units[u];
+        let log = unit.searches.last_mut().expect("a search runs");
+        log.chosen = unit.mapped;
+        log.pages = unit.stack[..unit.mapped as usize].to_vec();
+        unit.acc = Acc::default();
+        if verify > 0 {
+            self.start_profile(u, true, verify);
+        } else {
+            unit.stage = Stage::Stable { reference: None };
+        }
+    }
+
+    pub fn report(&self, name: &str) -> serde_json::Value {
+        json!({
+            "policy": name,
+            "pollute_colors": self.pollute.iter().collect::<Vec<_>>(),
+            "sampled_event": self.event.name(),
+            "samples": self.samples,
+            "samples_used": self.samples_used,
+            "pages_to_buffer": self.to_buffer,
+            "pages_restored": self.restored,
+            "config": self.cfg,
+            "units": self.units.iter().map(|u| json!({
+                "pids": u.members,
+                "profiles": u.profiles,
+                "phase_changes": u.phase_changes,
+                "in_buffer": u.mapped,
+                "searches": u.searches,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn add(acc: &mut Acc, i: &Acc) {
+    acc.instructions += i.instructions;
+    acc.cycles += i.cycles;
+    acc.llc_accesses += i.llc_accesses;
+    acc.llc_misses += i.llc_misses;
+    acc.ticks += 1;
+}

@@ -1,0 +1,272 @@
+//! Scenario tests of `rocs` and `global-pollute` on the `examples/rocs/` and
+//! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results), and unit
+//! tests of the pollute engine's branches with a scripted kernel.
+use crate::system::presets::system_config_from_toml;
+use crate::system::{System, SystemReport};
+
+/// Run `text` under `policy`, with `edit` applied to the parsed config; invariants must hold.
+pub(crate) fn run_with(
+    text: &str,
+    policy: &str,
+    edit: impl FnOnce(&mut crate::system::SystemConfig),
+) -> SystemReport {
+    let mut config = system_config_from_toml(text).unwrap();
+    config.policy.name = policy.into();
+    edit(&mut config);
+    let mut s = System::new(&config).unwrap();
+    s.run().unwrap();
+    let r = s.report();
+    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    r
+}
+
+pub(crate) fn run(text: &str, policy: &str) -> SystemReport {
+    run_with(text, policy, |_| {})
+}
+
+const ART: &str = include_str!("../../../../examples/rocs/art.toml");
+
+/// Fraction of `(pid, vpn)` pages whose address lies in `[lo, hi)`.
+fn fraction_in(pages: &serde_json::Value, page: u64, lo: u64, hi: u64) -> f64 {
+    let pages = pages.as_array().unwrap();
+    let inside = pages
+        .iter()
+        .filter(|p| {
+            let a = p[1].as_u64().unwrap() * page;
+            (lo..hi).contains(&a)
+        })
+        .count();
+    inside as f64 / pages.len().max(1) as f64
+}
+
+/// Sampled miss rate of the pages in `[lo, hi)` in a profile `[(pid, vpn, samples, misses)]`.
+fn profile_miss_rate(profile: &serde_json::Value, page: u64, lo: u64, hi: u64) -> f64 {
+    let (mut n, mut m) = (0, 0);
+    for row in profile.as_array().unwrap() {
+        let a = row[1].as_u64().unwrap() * page;
+        if (lo..hi).contains(&a) {
+            n += row[2].as_u64().unwrap();
+            m += row[3].as_u64().unwrap();
+        }
+    }
+    m as f64 / n.max(1) as f64
+}
+
+const STREAMS: (u64, u64) = (0x1_0000_0000, 0x1_0020_0000);
+const REUSED: (u64, u64) = (0x1_0040_0000, 0x1_0045_0000);
+
+#[test]
+fn art_rocs_cuts_misses_picks_the_streams_and_protects_the_reused_array() {
+    let linux = run(ART, "linux");
+    let rocs = run(ART, "rocs");
+    let (l, r) = (&linux.processes[0], &rocs.processes[0]);
+    let search = &rocs.policy_report["units"][0]["searches"][0];
+    let picked = fraction_in(&search["pages"], 4096, STREAMS.0, STREAMS.1);
+    let before = profile_miss_rate(&search["profile"], 4096, REUSED.0, REUSED.1);
+    let after = profile_miss_rate(&search["verify_profile"], 4096, REUSED.0, REUSED.1);
+    eprintln!(
+        "art: IPC {:.4} -> {:.4}, LLC MPKI {:.1} -> {:.1}; {} of {} stack pages picked, {:.3} from \
+         the streams; reused array sampled miss rate {:.3} -> {:.3}",
+        l.ipc, r.ipc, l.llc_mpki, r.llc_mpki, search["chosen"], search["stack_pages"], picked,
+        before, after
+    );
+    assert!(r.ipc > 1.1 * l.ipc, "{} vs {}", r.ipc, l.ipc);
+    assert!(r.llc_mpki < 0.9 * l.llc_mpki);
+    assert!(search["chosen"].as_u64().unwrap() > 0);
+    assert!(picked > 0.9, "{picked}");
+    assert!(after < 0.5 * before, "{after} vs {before}");
+    // Figure 7: the overhead is split and accounted.
+    assert!(r.kernel.interrupt.count > 0 && r.kernel.recolor.count > 0);
+    assert_eq!(r.recolors, r.kernel.recolor.count);
+    // Deterministic.
+    assert_eq!(
+        serde_json::to_value(&run(ART, "rocs").processes).unwrap(),
+        serde_json::to_value(&rocs.processes).unwrap()
+    );
+}
+
+#[test]
+fn art_rocs_comes_near_best_offline() {
+    let rocs = run(ART, "rocs");
+    let search = &rocs.policy_report["units"][0]["searches"][0];
+    let (chosen, step, size) = (
+        search["chosen"].as_u64().unwrap(),
+        search["step_pages"].as_u64().unwrap(),
+        search["stack_pages"].as_u64().unwrap(),
+    );
+    // Best offline (ROCS Figure 8) around the chosen count: the same stack (same profile, same
+    // seed), N pages mapped with no search, one run each.
+    let mut best = (0, 0.0);
+    for n in [
+        0,
+        chosen.saturating_sub(2 * step),
+        chosen,
+        (chosen + step).min(size),
+    ] {
+        let r = run_with(ART, "rocs", |c| c.policy.rocs.offline_pages = Some(n));
+        let got = &r.policy_report["units"][0]["searches"][0];
+        assert_eq!(got["stack_pages"].as_u64().unwrap(), size, "the same stack");
+        eprintln!("offline {n}: IPC {:.4}", r.processes[0].ipc);
+        if r.processes[0].ipc > best.1 {
+            best = (n, r.processes[0].ipc);
+        }
+    }
+    let ipc = rocs.processes[0].ipc;
+    eprintln!(
+        "rocs {ipc:.4} ({chosen} pages) vs best offline {:.4} ({} pages)",
+        best.1, best.0
+    );
+    assert!(best.0 > 0);
+    assert!(ipc > 0.9 * best.1, "{ipc} vs {}", best.1);
+}
+
+#[test]
+fn swim_rocs_shortens_page_walks() {
+    let text = include_str!("../../../../examples/rocs/swim.toml");
+    let (l, r) = (run(text, "linux"), run(text, "rocs"));
+    let (l, r) = (&l.processes[0], &r.processes[0]);
+    let per = |p: &crate::system::ProcessStats| p.page_walk_cycles / p.tlb_misses as f64;
+    eprintln!(
+        "swim: page-walk cycles {:.0} -> {:.0} ({:.1} -> {:.1} per walk), IPC {:.4} -> {:.4}",
+        l.page_walk_cycles,
+        r.page_walk_cycles,
+        per(l),
+        per(r),
+        l.ipc,
+        r.ipc
+    );
+    assert!(r.page_walk_cycles < 0.8 * l.page_walk_cycles);
+    assert!(per(r) < 0.8 * per(l));
+}
+
+/// IPC over the last quarter of the run (after any search).
+fn late_ipc(r: &SystemReport) -> f64 {
+    let n = r.intervals.len();
+    let (mut i, mut c) = (0u64, 0.0);
+    for iv in &r.intervals[n * 3 / 4..] {
+        i += iv.processes[0].instructions;
+        c += iv.processes[0].cycles;
+    }
+    i as f64 / c
+}
+
+#[test]
+fn mcf_rocs_neither_helps_nor_hurts_beyond_its_cost() {
+    let text = include_str!("../../../../examples/rocs/mcf.toml");
+    let (lr, rr) = (run(text, "linux"), run(text, "rocs"));
+    let (l, r) = (&lr.processes[0], &rr.processes[0]);
+    let monitoring = r.kernel.interrupt.cycles;
+    let remapping = r.kernel.recolor.cycles + r.kernel.shootdown.cycles;
+    let overhead = (monitoring + remapping) / r.cycles;
+    let (ll, rl) = (late_ipc(&lr), late_ipc(&rr));
+    eprintln!(
+        "mcf: IPC {:.4} -> {:.4} ({:+.1}%), overhead {:.2}% (monitoring {:.0}, remapping {:.0}); \
+         after the search {:.4} vs {:.4} ({:+.1}%)",
+        l.ipc,
+        r.ipc,
+        100.0 * (r.ipc / l.ipc - 1.0),
+        100.0 * overhead,
+        monitoring,
+        remapping,
+        ll,
+        rl,
+        100.0 * (rl / ll - 1.0)
+    );
+    assert!(overhead < 0.038, "{overhead}");
+    assert!((rl / ll - 1.0).abs() < 0.03, "{rl} vs {ll}");
+    assert!((r.ipc / l.ipc - 1.0).abs() < 0.08);
+}
+
+#[test]
+fn global_pollute_shares_one_buffer_fed_by_both_cores() {
+    let text = include_str!("../../../../examples/azimi/global-pollute.toml");
+    let (lr, gr) = (run(text, "linux"), run(text, "global-pollute"));
+    let (l, g) = (&lr.processes[0], &gr.processes[0]);
+    let search = &gr.policy_report["units"][0]["searches"][0];
+    let picked = fraction_in(&search["pages"], 4096, 0x1_0000_0000, 0x1_0030_0000);
+    let one = fraction_in(&search["pages"], 4096, 0x1_0000_0000, 0x1_0010_0000);
+    eprintln!(
+        "global-pollute: IPC {:.4} -> {:.4}, LLC miss rate {:.3} -> {:.3}, samples per core {:?}, \
+         {} pages picked, {:.3} from the streams ({:.3} from thread 0's)",
+        l.ipc,
+        g.ipc,
+        l.llc_miss_rate,
+        g.llc_miss_rate,
+        gr.cores.iter().map(|c| c.samples).collect::<Vec<_>>(),
+        search["chosen"],
+        picked,
+        one
+    );
+    assert!(gr.cores.iter().all(|c| c.samples > 0), "both cores sample");
+    assert!(g.ipc > 1.05 * l.ipc);
+    assert!(g.llc_miss_rate < 0.95 * l.llc_miss_rate);
+    assert!(picked > 0.9);
+    assert!(one > 0.25 && one < 0.75, "both threads' streams: {one}");
+    assert_eq!(gr.policy_report["pollute_colors"], serde_json::json!([15]));
+}
+
+#[test]
+fn bad_pollute_settings_are_named_errors() {
+    use crate::policy::{build, MachineInfo, PolicyConfig};
+    let m = MachineInfo {
+        cores: 1,
+        chips: 1,
+        colors: 16,
+        llc_size: 512 * 1024,
+        llc_ways: 8,
+        line_size: 128,
+        page_size: 4096,
+    };
+    let err = |policy: &str, table: &str, body: &str| {
+        let text = format!("name = \"{policy}\"\n[{table}]\n{body}\n");
+        let cfg: PolicyConfig = crate::config::from_toml(&text).unwrap();
+        build(&cfg, &m).unwrap_err()
+    };
+    for (body, field, words) in [
+        (
+            "buffer_size = \"1MiB\"",
+            "buffer_size",
+            "not smaller than the LLC",
+        ),
+        (
+            "buffer_size = \"512KiB\"",
+            "buffer_size",
+            "not smaller than the LLC",
+        ),
+        (
+            "buffer_size = \"40KiB\"",
+            "buffer_size",
+            "whole number of LLC colors",
+        ),
+        ("throttle_cycles = 0", "throttle_cycles", "0 is not allowed"),
+        ("profile_ticks = 0", "profile_ticks", "0 is not allowed"),
+        (
+            "target_miss_rate = 1.5",
+            "target_miss_rate",
+            "outside [0, 1]",
+        ),
+        (
+            "target_miss_rate = -0.1",
+            "target_miss_rate",
+            "outside [0, 1]",
+        ),
+        ("phase_threshold = 0", "phase_threshold", "> 0"),
+        ("handler_lines = 64", "handler_lines", "one page of lines"),
+    ] {
+        let e = err("rocs", "rocs", body);
+        assert_eq!(e.field, format!("policy.rocs.{field}"), "{body}: {e:?}");
+        assert!(e.message.contains(words), "{body}: {}", e.message);
+    }
+    let e = err("global-pollute", "global-pollute", "buffer_size = \"2MiB\"");
+    assert_eq!(e.field, "policy.global-pollute.buffer_size");
+    // Unknown keys are rejected when parsing.
+    assert!(
+        crate::config::from_toml::<PolicyConfig>("name = \"rocs\"\n[rocs]\nthrotle = 1\n").is_err()
+    );
+    // The default buffer is 1/16 of the LLC, one color here.
+    let cfg: PolicyConfig = crate::config::from_toml("name = \"rocs\"").unwrap();
+    assert_eq!(cfg.rocs.validate("policy.rocs", &m).unwrap(), 1);
+    let cfg: PolicyConfig =
+        crate::config::from_toml("name = \"rocs\"\n[rocs]\nbuffer_size = \"64KiB\"").unwrap();
+    assert_eq!(cfg.rocs.validate("policy.rocs", &m).unwrap(), 2);
+}

@@ -1,0 +1,357 @@
+"""ROCS and global-pollute tables and plots for ``cachecolor report`` (papers/000 Table 3,
+Figures 7, 8 and 10; Azimi et al. case study 2), the best-offline harness (ROCS Figure 8) and the
+ROCS part of ``cachecolor demo``.
+
+Everything here reads what the runs wrote: the processes' kernel cycles by path (monitoring =
+sample interrupts, remapping = recolor copies + shootdowns: Figure 7's split), and the policy's
+own report (``policy_report``: per unit, its searches with the miss-rate stack's size, the step
+IPCs, the pages chosen, the profile the stack came from and, with ``verify_ticks``, the profile
+taken with the buffer in place). Address ranges of the workload's arrays come from the effective
+config: a ``mix`` part whose pattern is ``sequential`` or ``strided`` is a *streaming* array, any
+other part a *reused* one.
+
+Best offline (``best_offline``): the config is run again with ``[policy.rocs] offline_pages = N``
+for N over a grid up to the stack's size (the same seed gives the same profile, hence the same
+stack); the best IPC is ROCS Figure 8's "Best Offline". ``best_offline_points`` sets how many
+runs the report spends on it (0: none).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Optional
+
+from .report import REPORTERS, PolicyReporter, Run, write_report
+from .system import load_system_config, simulate_system
+
+POLLUTE_POLICIES = ("rocs", "global-pollute")
+#: Runs of the best-offline sweep per rocs run in a report (0 turns it off).
+best_offline_points = 17
+
+
+def _section(policy: str) -> str:
+    return "global-pollute" if policy == "global-pollute" else "rocs"
+
+
+def arrays(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The arrays of the config's ``mix`` workloads: ``process``, ``name`` (pattern@base),
+    ``lo``, ``hi`` (byte addresses) and ``streaming``."""
+    out = []
+    for proc in config.get("processes", []):
+        for th in proc.get("threads", []):
+            for ph in (th.get("workload") or {}).get("phases", []):
+                for part in ph.get("parts") or []:
+                    lo = int(part.get("base", 0x2_0000_0000))
+                    hi = lo + int(_bytes(part["footprint"]))
+                    entry = {
+                        "process": proc["name"],
+                        "name": f"{part['pattern']}@{lo:#x}",
+                        "lo": lo,
+                        "hi": hi,
+                        "streaming": part["pattern"] in ("sequential", "strided"),
+                    }
+                    if entry not in out:
+                        out.append(entry)
+    return out
+
+
+def _bytes(v: Any) -> int:
+    if isinstance(v, (int, float)):
+        return int(v)
+    s = str(v).strip()
+    for unit, shift in (("KiB", 10), ("MiB", 20), ("GiB", 30), ("B", 0)):
+        if s.endswith(unit):
+            return int(float(s[: -len(unit)]) * (1 << shift))
+    return int(s)
+
+
+def _page_size(doc: dict[str, Any]) -> int:
+    h = doc["config"]["machine"]["hierarchy"]
+    return _bytes(h.get("page_size", 4096))
+
+
+def _searches(run: Run) -> list[dict[str, Any]]:
+    rep = run.result.policy_report or {}
+    return [s for u in rep.get("units", []) for s in u.get("searches", [])]
+
+
+def _in(arrs: list[dict[str, Any]], addr: int, streaming: Optional[bool] = None) -> Optional[dict[str, Any]]:
+    for a in arrs:
+        if a["lo"] <= addr < a["hi"] and (streaming is None or a["streaming"] == streaming):
+            return a
+    return None
+
+
+def table3(runs: list[Run]) -> Any:
+    """ROCS Table 3: pages in the stack, pages picked (% of the stack and of all pages mapped),
+    and the fraction of picked pages that belong to streaming arrays."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        if r.policy not in POLLUTE_POLICIES:
+            continue
+        doc = r.result.to_dict()
+        page = _page_size(doc)
+        arrs = arrays(doc["config"])
+        # Pages mapped at the fullest moment (the report's `frames` counts recolor copies too).
+        frames = max((sum(p["frames"] for p in iv["processes"]) for iv in doc["intervals"]), default=0)
+        for i, s in enumerate(_searches(r)):
+            picked = s["pages"]
+            streaming = sum(1 for _, vpn in picked if _in(arrs, vpn * page, True))
+            rows.append(
+                {
+                    "config": Path(r.config).stem,
+                    "policy": r.policy,
+                    "seed": r.seed,
+                    "search": i,
+                    "stack_pages": s["stack_pages"],
+                    "pollute_pages": s["chosen"],
+                    "pct_of_stack": 100.0 * s["chosen"] / max(s["stack_pages"], 1),
+                    "pct_of_mapped": 100.0 * s["chosen"] / max(frames, 1),
+                    "from_streaming": streaming / max(len(picked), 1) if arrs else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def figure7(runs: list[Run]) -> Any:
+    """ROCS Figure 7: run-time overhead split into monitoring (sample interrupts) and remapping
+    (page copies and shootdowns), as % of the process's cycles."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        if r.policy not in POLLUTE_POLICIES:
+            continue
+        for p in r.result.to_dict()["processes"]:
+            k = p["kernel"]
+            mon = k["interrupt"]["cycles"]
+            rem = k["recolor"]["cycles"] + k["shootdown"]["cycles"]
+            rows.append(
+                {
+                    "config": Path(r.config).stem,
+                    "policy": r.policy,
+                    "seed": r.seed,
+                    "process": p["name"],
+                    "samples": k["interrupt"]["count"],
+                    "remaps": k["recolor"]["count"],
+                    "monitoring_pct": 100.0 * mon / p["cycles"],
+                    "remapping_pct": 100.0 * rem / p["cycles"],
+                    "total_pct": 100.0 * (mon + rem) / p["cycles"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def figure10(runs: list[Run]) -> Any:
+    """ROCS Figure 10: per array, the sampled miss rate in the profile the stack came from
+    (before) and in the profile taken with the buffer in place (after, needs ``verify_ticks``)."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        if r.policy not in POLLUTE_POLICIES:
+            continue
+        doc = r.result.to_dict()
+        page = _page_size(doc)
+        arrs = arrays(doc["config"])
+        for i, s in enumerate(_searches(r)):
+            for a in arrs:
+                def rate(profile: list[list[int]]) -> tuple[int, float]:
+                    n = m = 0
+                    for _pid, vpn, samples, misses in profile:
+                        if a["lo"] <= vpn * page < a["hi"]:
+                            n += samples
+                            m += misses
+                    return n, (m / n if n else float("nan"))
+
+                nb, before = rate(s["profile"])
+                na, after = rate(s["verify_profile"])
+                rows.append(
+                    {
+                        "config": Path(r.config).stem,
+                        "policy": r.policy,
+                        "seed": r.seed,
+                        "search": i,
+                        "array": a["name"],
+                        "streaming": a["streaming"],
+                        "samples_before": nb,
+                        "miss_rate_before": before,
+                        "samples_after": na,
+                        "miss_rate_after": after,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def best_offline(
+    config: Any,
+    seed: Optional[int] = None,
+    points: Optional[list[int]] = None,
+    n_points: int = 17,
+) -> Any:
+    """ROCS Figure 8's best offline: run ``config`` under ``rocs`` with ``offline_pages = N`` for
+    each N of ``points`` (default: ``n_points`` evenly spaced multiples of the search step, from 0
+    to the stack's size, from one ``rocs`` run), one run each; returns a frame of ``pages``,
+    ``ipc`` and ``llc_mpki`` (summed over processes) with the best row flagged."""
+    import pandas as pd
+
+    cfg = load_system_config(config) if not isinstance(config, dict) else copy.deepcopy(config)
+    if points is None:
+        first = simulate_system(cfg, policy="rocs", seed=seed)
+        searches = [s for u in (first.policy_report or {}).get("units", []) for s in u["searches"]]
+        if not searches:
+            return pd.DataFrame(columns=["pages", "ipc", "llc_mpki", "best"])
+        size, step = searches[0]["stack_pages"], max(searches[0]["step_pages"], 1)
+        steps = list(range(0, size + step, step))
+        steps[-1] = size
+        if len(steps) > n_points:
+            stride = (len(steps) - 1) / (n_points - 1)
+            steps = sorted({steps[round(i * stride)] for i in range(n_points)})
+        points = steps
+    rows = []
+    for n in points:
+        c = copy.deepcopy(cfg)
+        c.setdefault("policy", {})["name"] = "rocs"
+        c["policy"].setdefault("rocs", {})["offline_pages"] = int(n)
+        res = simulate_system(c, policy="rocs", seed=seed).to_dict()
+        ins = sum(p["instructions"] for p in res["processes"])
+        cyc = sum(p["cycles"] for p in res["processes"])
+        miss = sum(p["llc_misses"] for p in res["processes"])
+        rows.append({"pages": int(n), "ipc": ins / cyc, "llc_mpki": 1000.0 * miss / max(ins, 1)})
+    frame = pd.DataFrame(rows)
+    frame["best"] = frame["ipc"] == frame["ipc"].max()
+    return frame
+
+
+def figure8(runs: list[Run]) -> Any:
+    """ROCS Figure 8: IPC of rocs over linux, and of best offline over linux (``best_offline``
+    with ``best_offline_points`` runs; skipped when 0)."""
+    import pandas as pd
+
+    linux = {(r.config, r.seed): r for r in runs if r.policy == "linux"}
+    rows = []
+    for r in runs:
+        if r.policy != "rocs" or (r.config, r.seed) not in linux:
+            continue
+        base = linux[(r.config, r.seed)].result.to_dict()["processes"]
+        mine = r.result.to_dict()["processes"]
+        ipc = lambda ps: sum(p["instructions"] for p in ps) / sum(p["cycles"] for p in ps)  # noqa: E731
+        row = {
+            "config": Path(r.config).stem,
+            "seed": r.seed,
+            "linux_ipc": ipc(base),
+            "rocs_ipc": ipc(mine),
+            "rocs_speedup_pct": 100.0 * (ipc(mine) / ipc(base) - 1.0),
+        }
+        if best_offline_points > 0:
+            off = best_offline(r.config, r.seed, n_points=best_offline_points)
+            if len(off):
+                b = off[off["best"]].iloc[0]
+                row.update(
+                    {
+                        "best_offline_pages": int(b["pages"]),
+                        "best_offline_ipc": float(b["ipc"]),
+                        "best_offline_speedup_pct": 100.0 * (b["ipc"] / ipc(base) - 1.0),
+                        "rocs_vs_best_pct": 100.0 * (ipc(mine) / b["ipc"] - 1.0),
+                    }
+                )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _tables(runs: list[Run], policy: str = "rocs") -> list[tuple[str, Any]]:
+    """Every ROCS table of the rocs and global-pollute runs in ``runs`` (linux runs are kept as
+    Figure 8's baseline)."""
+    out = [
+        (f"{policy} - ROCS Table 3: pollute pages (from_streaming: fraction of them in streaming arrays)", table3(runs)),
+        (f"{policy} - ROCS Figure 7: overhead (monitoring = sample interrupts, remapping = copies + shootdowns)", figure7(runs)),
+        (f"{policy} - ROCS Figure 10: sampled miss rate per array before and with the pollute buffer", figure10(runs)),
+    ]
+    if any(r.policy == "rocs" for r in runs):
+        out.append((f"{policy} - ROCS Figure 8: speedup over linux, rocs and best offline", figure8(runs)))
+    return out
+
+
+def _plots(runs: list[Run], out: Path) -> list[Path]:
+    """Per rocs/global-pollute run: the search (IPC per pages mapped, ROCS Algorithm 1) and the
+    per-page sampled miss rates before and with the buffer (ROCS Figure 10)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for r in runs:
+        if r.policy not in POLLUTE_POLICIES:
+            continue
+        searches = _searches(r)
+        if not searches:
+            continue
+        s = searches[0]
+        fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+        xs = [0] + [st["pages"] for st in s["steps"]]
+        ys = [s["baseline_ipc"]] + [st["ipc"] for st in s["steps"]]
+        a.plot(xs, ys, marker="o")
+        a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
+        a.set_xlabel("pages mapped to the pollute buffer (top of the stack)")
+        a.set_ylabel("IPC over the step's interval")
+        a.set_title("Algorithm 1 FindPollutePages")
+        a.legend()
+        for prof, label in ((s["profile"], "before"), (s["verify_profile"], "with buffer")):
+            if prof:
+                b.plot([row[1] - prof[0][1] for row in prof], [row[3] / row[2] for row in prof], ".", label=label, alpha=0.6)
+        b.set_xlabel("page (index from the lowest sampled page)")
+        b.set_ylabel("sampled miss rate")
+        b.set_title("per-page profile (ROCS Figures 3, 10)")
+        b.legend()
+        fig.suptitle(f"{Path(r.config).stem}: {r.policy}" + ("" if r.seed is None else f", seed {r.seed}"))
+        fig.tight_layout()
+        path = out / f"{Path(r.config).stem}-{r.policy}{'' if r.seed is None else f'-{r.seed}'}-search.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _reporter(policy: str) -> PolicyReporter:
+    """The reporter of one policy: its own runs (and linux, the baseline), so that a report of
+    both policies does not print the tables twice."""
+
+    def own(runs: list[Run]) -> list[Run]:
+        return [r for r in runs if r.policy in (policy, "linux")]
+
+    return PolicyReporter(tables=lambda runs: _tables(own(runs), policy), plots=lambda runs, out: _plots(own(runs), out))
+
+
+for _name in POLLUTE_POLICIES:
+    REPORTERS[_name] = _reporter(_name)
+
+
+def demo(config: Path, out_dir: Path, quiet: bool = False) -> dict[str, Any]:
+    """The ROCS part of ``cachecolor demo``: run the art-shaped config under linux and rocs,
+    print the comparison and ROCS tables, write the report into ``out_dir``."""
+    global best_offline_points
+    import sys
+
+    from .report import run_matrix
+
+    say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
+    saved, best_offline_points = best_offline_points, 0  # the demo stays fast
+    try:
+        runs = run_matrix([config], policies=["linux", "rocs"], progress=lambda m: say(f"simulate {m}"))
+        text, written = write_report(runs, out_dir)
+    finally:
+        best_offline_points = saved
+    procs = {r.policy: r.result.to_dict()["processes"][0] for r in runs}
+    l, r = procs["linux"], procs["rocs"]
+    print("ROCS (Soares, Tam, Stumm, MICRO 2008) on an art-shaped program, PowerPC 970FX L2:")
+    print(f"  linux: IPC {l['ipc']:.4f}  LLC MPKI {l['llc_mpki']:.1f}")
+    print(f"  rocs:  IPC {r['ipc']:.4f}  LLC MPKI {r['llc_mpki']:.1f}  "
+          f"({100 * (r['ipc'] / l['ipc'] - 1):+.1f}% IPC, {100 * (r['llc_mpki'] / l['llc_mpki'] - 1):+.1f}% MPKI)")
+    print()
+    print(text)
+    print(f"wrote the ROCS report to {out_dir}/report.md ({len(written)} files)")
+    return {"linux": l, "rocs": r}

@@ -1,0 +1,83 @@
+"""ROCS and global-pollute from Python and the CLI: the configs run under every policy name, the
+report's ROCS tables (Table 3, Figures 7, 8, 10) come out with the best-offline harness, and bad
+settings are clear errors (the scenario checks themselves are Rust tests in
+crates/sim/src/policy/rocs_tests.rs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cachecolor
+from cachecolor import report_rocs
+
+ROOT = Path(__file__).resolve().parent.parent
+ART = ROOT / "examples" / "rocs" / "art.toml"
+
+
+def test_art_under_linux_and_rocs_from_the_cli(tmp_path):
+    docs = {}
+    for policy in ("linux", "rocs"):
+        out = tmp_path / f"{policy}.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "cachecolor", "simulate", str(ART), "--policy", policy,
+             "--json", str(out), "-q"],
+            capture_output=True, text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        docs[policy] = json.loads(out.read_text())
+        assert docs[policy]["invariants"] == []
+    l, r = docs["linux"]["processes"][0], docs["rocs"]["processes"][0]
+    assert r["ipc"] > 1.1 * l["ipc"] and r["llc_mpki"] < l["llc_mpki"]
+    assert docs["linux"]["policy_report"] is None
+    rep = docs["rocs"]["policy_report"]
+    assert rep["policy"] == "rocs" and rep["sampled_event"] == "l1d-misses"
+    assert rep["units"][0]["searches"][0]["chosen"] > 0
+
+
+def test_report_tables_and_best_offline(tmp_path, monkeypatch):
+    from cachecolor import report
+
+    monkeypatch.setattr(report_rocs, "best_offline_points", 3)
+    runs = report.run_matrix([ART], ["linux", "rocs"])
+    text, written = report.write_report(runs, tmp_path)
+    for title in ("Table 3", "Figure 7", "Figure 8", "Figure 10"):
+        assert f"rocs - ROCS {title}" in text
+    t3 = report_rocs.table3(runs)
+    assert t3["from_streaming"][0] > 0.9
+    f10 = report_rocs.figure10(runs).set_index("array")
+    reused = f10[~f10["streaming"]].iloc[0]
+    assert reused["miss_rate_after"] < reused["miss_rate_before"]
+    f7 = report_rocs.figure7(runs)
+    assert 0 < f7["monitoring_pct"][0] < 5 and 0 < f7["remapping_pct"][0] < 5
+    f8 = report_rocs.figure8(runs)
+    assert f8["best_offline_pages"][0] > 0
+    assert any(p.suffix == ".png" for p in written)
+
+
+def test_best_offline_sweeps_the_given_counts():
+    frame = report_rocs.best_offline(ART, points=[0, 444])
+    assert list(frame["pages"]) == [0, 444]
+    assert frame.set_index("pages").loc[444, "ipc"] > frame.set_index("pages").loc[0, "ipc"]
+    assert frame["best"].sum() == 1
+
+
+@pytest.mark.parametrize(
+    "policy,table,body,field",
+    [
+        ("rocs", "rocs", {"buffer_size": "1MiB"}, "policy.rocs.buffer_size"),
+        ("rocs", "rocs", {"throttle_cycles": 0}, "policy.rocs.throttle_cycles"),
+        ("rocs", "rocs", {"target_miss_rate": 2.0}, "policy.rocs.target_miss_rate"),
+        ("global-pollute", "global-pollute", {"buffer_size": "512KiB"}, "policy.global-pollute.buffer_size"),
+    ],
+)
+def test_bad_settings_are_config_errors(policy, table, body, field):
+    cfg = cachecolor.system.load_system_config(ART)
+    cfg["policy"] = {"name": policy, table: body}
+    with pytest.raises(cachecolor.ConfigError) as info:
+        cachecolor.simulate_system(cfg)
+    assert field in str(info.value)
