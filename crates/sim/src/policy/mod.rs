@@ -10,10 +10,15 @@ Shipped so far:
   COLORIS's static scheme (section 3.2): the colors are split into one section per core, and a
   new process without colors of its own gets the section of the least-loaded core and is pinned
   there.
+- `coloris`: COLORIS's dynamic scheme (sections 3.2-3.3, Algorithm 1): the static sections to
+  start, then a Cache Utilization Monitor that moves colors between processes by their LLC
+  miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
+mod coloris;
 mod linux;
 mod static_sections;
 
+pub use coloris::{Coloris, ColorisConfig, Expansion};
 pub use linux::Linux;
 pub use static_sections::StaticSections;
 
@@ -177,6 +182,19 @@ pub trait Policy: std::fmt::Debug + Send {
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// The fault path found no free frame in any color `allowed_colors` gave for `pid`
+    /// (COLORIS section 3.2: "ALLOC_COLORS(UNIT) is invoked to add UNIT colors to a process,
+    /// whenever it runs out of memory with its pre-existing colors"). Return true if the
+    /// policy widened the process's colors: the fault then asks `allowed_colors` again and
+    /// retries once. Not called from inside a hook (an eager `recolor` gets the error).
+    fn out_of_colors(&mut self, _pid: usize) -> bool {
+        false
+    }
+    /// Before any process starts: the names of the config's processes, in pid order, so a
+    /// policy can reject parameters naming a process that does not exist.
+    fn check_processes(&self, _names: &[String]) -> Result<(), ConfigError> {
+        Ok(())
+    }
 }
 
 /// The machine a policy is built for (what an OS reads from CPUID and its boot-time probing).
@@ -210,6 +228,9 @@ impl MachineInfo {
 pub struct PolicyConfig {
     #[serde(default = "default_name")]
     pub name: String,
+    /// `[policy.coloris]`: COLORIS's parameters (used when `name = "coloris"`).
+    #[serde(default)]
+    pub coloris: ColorisConfig,
 }
 
 fn default_name() -> String {
@@ -220,18 +241,20 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             name: default_name(),
+            coloris: ColorisConfig::default(),
         }
     }
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str = "linux, static";
+pub const NAMES: &str = "linux, static, coloris";
 
 /// Build the named policy for `machine`.
 pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(match config.name.as_str() {
         "linux" => Box::new(Linux::new(machine.colors)),
         "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
+        "coloris" => Box::new(Coloris::new(&config.coloris, machine)?),
         other => {
             return Err(ConfigError::new(
                 "policy.name",
