@@ -198,7 +198,11 @@ impl Coloris {
     pub fn new(config: &ColorisConfig, machine: &MachineInfo) -> Result<Self, ConfigError> {
         let f = |k: &str| format!("policy.coloris.{k}");
         let colors = machine.colors;
-        pct(&f("low_threshold"), config.low_threshold, config.high_threshold)?;
+        pct(
+            &f("low_threshold"),
+            config.low_threshold,
+            config.high_threshold,
+        )?;
         for (name, [lo, hi]) in &config.qos {
             pct(&f(&format!("qos.{name}")), *lo, *hi)?;
         }
@@ -212,7 +216,10 @@ impl Coloris {
             ));
         }
         if config.period == 0 {
-            return Err(ConfigError::new(f("period"), "PERIOD must be at least 1 cycle"));
+            return Err(ConfigError::new(
+                f("period"),
+                "PERIOD must be at least 1 cycle",
+            ));
         }
         let mut shared_set = None;
         if !config.shared_colors.is_empty() {
@@ -305,7 +312,10 @@ impl Coloris {
     /// hasRemote(): `pid` owns a color outside its local section.
     fn has_remote(&self, pid: usize) -> bool {
         let local = self.local(pid);
-        self.procs[&pid].assignment.iter().any(|c| !local.contains(c))
+        self.procs[&pid]
+            .assignment
+            .iter()
+            .any(|c| !local.contains(c))
     }
 
     /// A remote color not owned by `pid` with the smallest global hotness (lowest on ties).
@@ -356,7 +366,11 @@ impl Coloris {
                 self.pick_coldest_local(pid)
             };
             let Some(c) = c else { break };
-            self.procs.get_mut(&pid).expect("known").assignment.insert(c);
+            self.procs
+                .get_mut(&pid)
+                .expect("known")
+                .assignment
+                .insert(c);
             new.push(c);
         }
         new
@@ -376,7 +390,11 @@ impl Coloris {
                 self.pick_hottest_local(pid)
             };
             let Some(c) = c else { break };
-            self.procs.get_mut(&pid).expect("known").assignment.remove(c);
+            self.procs
+                .get_mut(&pid)
+                .expect("known")
+                .assignment
+                .remove(c);
             victims.push(c);
         }
         victims
@@ -415,7 +433,10 @@ impl Coloris {
     /// Shrink (lazy recoloring): mark every page of `pid` in a taken color.
     fn shrink(&mut self, k: &mut dyn Kernel, pid: usize, victims: &[u64]) {
         for page in k.pages(pid) {
-            if !page.huge && !page.marked && victims.contains(&page.color) && !self.shared(page.vpn)
+            if !page.huge
+                && !page.marked
+                && victims.contains(&page.color)
+                && !self.shared(page.vpn)
                 && k.mark_for_recolor(pid, page.vpn).is_ok()
             {
                 self.procs.get_mut(&pid).expect("known").shrink_marked += 1;
@@ -490,7 +511,10 @@ impl Coloris {
     fn check(&mut self, k: &dyn Kernel, pid: usize) {
         let p = &self.procs[&pid];
         for page in k.pages(pid) {
-            if !page.huge && !page.marked && !self.shared(page.vpn) && !p.assignment.contains(page.color)
+            if !page.huge
+                && !page.marked
+                && !self.shared(page.vpn)
+                && !p.assignment.contains(page.color)
             {
                 self.violations.push(format!(
                     "process `{}`: page {:#x} is in color {} outside its assignment and not marked for recoloring",
@@ -537,13 +561,10 @@ impl Policy for Coloris {
                     .find(|&c| self.manager.section(c).contains(first))
                     .unwrap_or(0)
             });
-        let (low, high) = self
-            .config
-            .qos
-            .get(&p.name)
-            .map_or((self.config.low_threshold, self.config.high_threshold), |q| {
-                (q[0], q[1])
-            });
+        let (low, high) = self.config.qos.get(&p.name).map_or(
+            (self.config.low_threshold, self.config.high_threshold),
+            |q| (q[0], q[1]),
+        );
         self.procs.insert(
             p.pid,
             Proc {
@@ -603,7 +624,10 @@ impl Policy for Coloris {
         if new.is_empty() {
             return false;
         }
-        self.procs.get_mut(&pid).expect("known").out_of_memory_allocs += 1;
+        self.procs
+            .get_mut(&pid)
+            .expect("known")
+            .out_of_memory_allocs += 1;
         self.record(pid);
         true
     }

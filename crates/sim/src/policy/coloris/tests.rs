@@ -65,7 +65,11 @@ fn figure5_b_coldest_remote_by_global_hotness() {
     set(&mut c, 3, &[12, 14, 15]); // 13 is owned by nobody
     set(&mut c, 2, &[8, 9, 10, 11, 14]); // 14 by two
     assert!(c.need_remote(0));
-    assert_eq!(c.alloc_colors(0, 2), [13, 4], "hotness 0 first, then the lowest of hotness 1");
+    assert_eq!(
+        c.alloc_colors(0, 2),
+        [13, 4],
+        "hotness 0 first, then the lowest of hotness 1"
+    );
     assert_eq!(colors(&c, 0), [0, 1, 2, 3, 4, 13]);
     assert!(c.has_remote(0));
 }
@@ -86,9 +90,17 @@ fn figure5_d_hottest_local_by_remote_hotness() {
     let mut c = four(ColorisConfig::default());
     set(&mut c, 1, &[2, 4, 5, 6, 7]); // a remote process shares 2
     assert!(!c.has_remote(0));
-    assert_eq!(c.pick_victims(0, 1), [2], "2 has remote hotness 1, the others 0");
+    assert_eq!(
+        c.pick_victims(0, 1),
+        [2],
+        "2 has remote hotness 1, the others 0"
+    );
     assert_eq!(c.pick_victims(0, 2), [3, 1], "ties: the highest color");
-    assert_eq!(c.pick_victims(0, 4), Vec::<u64>::new(), "a process keeps its last color");
+    assert_eq!(
+        c.pick_victims(0, 4),
+        Vec::<u64>::new(),
+        "a process keeps its last color"
+    );
     assert_eq!(colors(&c, 0), [0]);
 }
 
@@ -142,7 +154,11 @@ fn qos_thresholds_override_the_global_ones() {
     config.qos.insert("p1".into(), [0.0, 40.0]);
     let mut c = four(config);
     assert_eq!(c.monitor(1, 0.5), Decision::SignalHot, "above its own 40%");
-    assert_eq!(c.monitor(1, 0.1), Decision::None, "never below its LowThreshold of 0");
+    assert_eq!(
+        c.monitor(1, 0.1),
+        Decision::None,
+        "never below its LowThreshold of 0"
+    );
     assert_eq!(c.monitor(0, 0.1), Decision::Shrink(vec![3, 2]));
 }
 
@@ -162,8 +178,15 @@ fn shared_pages_take_random_or_reserved_colors() {
     )
     .unwrap();
     let mut c = four(config);
-    assert_eq!(colors(&c, 3), [9, 10, 11, 12, 13], "sections cut from the 14 other colors");
-    let shared = c.allowed_colors(0, 0x7f0000000000 >> 12).iter().collect::<Vec<_>>();
+    assert_eq!(
+        colors(&c, 3),
+        [9, 10, 11, 12, 13],
+        "sections cut from the 14 other colors"
+    );
+    let shared = c
+        .allowed_colors(0, 0x7f0000000000 >> 12)
+        .iter()
+        .collect::<Vec<_>>();
     assert_eq!(shared, [14, 15]);
     let config: ColorisConfig =
         crate::config::from_toml("shared_regions = [[0x7f0000000000, 0x7f0000100000]]").unwrap();
@@ -175,8 +198,15 @@ fn shared_pages_take_random_or_reserved_colors() {
             s.iter().next().unwrap()
         })
         .collect();
-    assert!(picks.len() > 8, "random colors over the whole cache: {picks:?}");
-    assert_eq!(c.allowed_colors(0, 5).len(), 4, "a private page: its assignment");
+    assert!(
+        picks.len() > 8,
+        "random colors over the whole cache: {picks:?}"
+    );
+    assert_eq!(
+        c.allowed_colors(0, 5).len(),
+        4,
+        "a private page: its assignment"
+    );
 }
 
 #[test]
@@ -185,7 +215,11 @@ fn bad_parameters_are_named() {
     let err = |text: &str| Coloris::new(&crate::config::from_toml(text).unwrap(), &m).unwrap_err();
     let e = err("low_threshold = 70\nhigh_threshold = 65");
     assert_eq!(e.field, "policy.coloris.low_threshold");
-    assert!(e.message.contains("LowThreshold 70% is above HighThreshold 65%"), "{e:?}");
+    assert!(
+        e.message
+            .contains("LowThreshold 70% is above HighThreshold 65%"),
+        "{e:?}"
+    );
     let e = err("unit = 17");
     assert_eq!(e.field, "policy.coloris.unit");
     assert!(e.message.contains("UNIT 17 is not within 1..=16"), "{e:?}");
@@ -202,7 +236,9 @@ fn bad_parameters_are_named() {
     .unwrap();
     let e = c.check_processes(&["a".into(), "b".into()]).unwrap_err();
     assert_eq!(e.field, "policy.coloris.qos.nobody");
-    assert!(e.message.contains("no process is named `nobody`; the processes are: a, b"));
+    assert!(e
+        .message
+        .contains("no process is named `nobody`; the processes are: a, b"));
     let e = crate::config::from_toml::<ColorisConfig>("bogus = 1").unwrap_err();
     assert!(e.message.contains("unknown field"), "{e:?}");
 }
