@@ -177,3 +177,5 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+from . import report_coloris  # noqa: E402,F401  (registers the coloris tables and plots)
