@@ -354,7 +354,7 @@ impl PhysicalMemory {
             ));
         }
         let pool_frames = match config.pool_size {
-            Some(size) if size.0 < page_size * colors || size.0 % page_size != 0 => {
+            Some(size) if size.0 < page_size * colors || !size.0.is_multiple_of(page_size) => {
                 return Err(ConfigError::new(
                     "memory.pool_size",
                     format!(

@@ -461,7 +461,7 @@ impl Coloris {
                     }
                     let i = seen.entry(page.color).or_insert(0);
                     *i += 1;
-                    if *i % (self.ways + 1) != 0 {
+                    if !(*i).is_multiple_of(self.ways + 1) {
                         continue;
                     }
                     let target = ColorSet::of(self.colors, [new[next % new.len()]]).expect("ok");
