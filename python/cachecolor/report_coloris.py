@@ -112,8 +112,10 @@ def table3(runs: list[Run]) -> Any:
         return pd.DataFrame(), pd.DataFrame()
     f = pd.DataFrame(rows)
     ipc = f.pivot_table(index=["expansion", "process"], columns="config", values="ipc", aggfunc="mean")
-    totals = ipc.groupby(level=0).sum()
-    totals.index = pd.MultiIndex.from_tuples([(e, "total") for e in totals.index])
+    totals = ipc.groupby(level=0).sum(min_count=1)
+    totals.index = pd.MultiIndex.from_tuples(
+        [(e, "total") for e in totals.index], names=["expansion", "process"]
+    )
     ipc = pd.concat([ipc, totals]).sort_index().reset_index()
     miss = f.pivot_table(
         index=["expansion", "process"], columns="config", values="llc_miss_rate", aggfunc="mean"
