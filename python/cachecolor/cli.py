@@ -732,7 +732,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=FORMATS, default="native", help="format of --trace (default: native)")
     s.add_argument("--json", metavar="OUT", help="write the results (per-level stats, effective config, version) as JSON")
     s.add_argument("--seed", type=int, metavar="N", help="seed for the workload and random replacement (overrides the config)")
-    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run (linux, static)")
+    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run (linux, static, coloris)")
     _quiet(s)
     s.set_defaults(func=cmd_simulate)
 

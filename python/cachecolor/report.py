@@ -210,3 +210,5 @@ def _atomic_write(path: Path, text: str) -> None:
 from . import report_azimi  # noqa: E402,F401  (registers the Azimi policies' reporters)
 
 from . import report_rocs as _report_rocs  # noqa: E402,F401  (registers the rocs / global-pollute reporters)
+
+from . import report_coloris  # noqa: E402,F401  (registers the coloris tables and plots)

@@ -4,7 +4,10 @@
 //! is refilled from the buddy system "with new pages of arbitrary colors" (a block of one page
 //! per color when the buddy lists have one, smaller blocks otherwise). A freed frame goes back
 //! to its color's list unless that list already holds `cap` frames, in which case it returns
-//! to the buddy system.
+//! to the buddy system. With a pool size (`[memory] pool_size`, COLORIS section 4's 1 GiB
+//! pool) the pool draws at most that many frames from the buddy system (net of what it gives
+//! back), so a process whose colors are used up is out of memory in its colors (and COLORIS's
+//! `ALLOC_COLORS` widens them, section 3.2) even while the buddy system has frames.
 use super::buddy::{Buddy, MAX_ORDER};
 use super::{AllocRequest, ColorLists, FrameAllocator, Pfn};
 use std::collections::BTreeMap;
@@ -18,26 +21,36 @@ pub struct ColorPool {
     next: BTreeMap<u32, u64>,
     /// log2 of the block that covers every color once (capped at the buddy's largest order).
     refill_order: u32,
+    /// The most frames the pool may draw from the buddy system (None: no bound).
+    limit: Option<u64>,
+    /// Frames drawn from the buddy system and not given back.
+    drawn: u64,
 }
 
 impl ColorPool {
-    pub fn new(buddy: Buddy, colors: u64, cap: usize) -> Self {
+    pub fn new(buddy: Buddy, colors: u64, cap: usize, limit: Option<u64>) -> Self {
         ColorPool {
             buddy,
             pool: ColorLists::empty(colors),
             cap,
             next: BTreeMap::new(),
             refill_order: colors.next_power_of_two().trailing_zeros().min(MAX_ORDER),
+            limit,
+            drawn: 0,
         }
     }
 
     /// Move one block of frames from the buddy system into the pool; false if it has none.
     fn refill(&mut self) -> bool {
         for k in (0..=self.refill_order).rev() {
+            if self.limit.is_some_and(|l| self.drawn + (1 << k) > l) {
+                continue;
+            }
             if let Some(pfn) = self.buddy.alloc_order(k) {
                 for p in pfn..pfn + (1 << k) {
                     self.pool.push(p);
                 }
+                self.drawn += 1 << k;
                 return true;
             }
         }
@@ -77,6 +90,7 @@ impl FrameAllocator for ColorPool {
             self.pool.push(pfn);
         } else {
             self.buddy.free_order(pfn, 0);
+            self.drawn -= 1;
         }
     }
 

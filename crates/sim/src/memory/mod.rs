@@ -239,6 +239,12 @@ pub struct MemoryConfig {
     /// system.
     #[serde(default = "default_pool_cap")]
     pub pool_cap: u32,
+    /// Color-pool: the memory pool's size (COLORIS section 4: 1 GiB, so each of 64 colors
+    /// gives at most 16 MiB): the most the pool draws from the buddy system, net of what it
+    /// returns. A process that needs a frame of its colors when the pool is at this size and
+    /// has none of them is out of memory in its colors. Default: no bound but RAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_size: Option<Size>,
     /// Seed of the random allocator and of aging.
     #[serde(default)]
     pub seed: u64,
@@ -253,6 +259,7 @@ impl Default for MemoryConfig {
             aged_held: default_aged_held(),
             pcp_batch: default_pcp_batch(),
             pool_cap: default_pool_cap(),
+            pool_size: None,
             seed: 0,
         }
     }
@@ -346,6 +353,19 @@ impl PhysicalMemory {
                 "pcp_batch and pool_cap must be at least 1",
             ));
         }
+        let pool_frames = match config.pool_size {
+            Some(size) if size.0 < page_size * colors || !size.0.is_multiple_of(page_size) => {
+                return Err(ConfigError::new(
+                    "memory.pool_size",
+                    format!(
+                        "{} bytes: the pool must be a multiple of the page size ({page_size}) holding at least one page of each of the {colors} colors",
+                        size.0
+                    ),
+                ))
+            }
+            Some(size) => Some(size.0 / page_size),
+            None => None,
+        };
         let cpus = cpus.max(1);
         let mut owner = vec![FREE; frames as usize];
         let buddy = |owner: &mut Vec<u32>| {
@@ -363,6 +383,7 @@ impl PhysicalMemory {
                 buddy(&mut owner),
                 colors,
                 config.pool_cap as usize,
+                pool_frames,
             )),
             AllocatorKind::Random => Box::new(RandomFrames::new(frames, colors, config.seed)),
             AllocatorKind::Sequential => Box::new(Sequential::new(frames, colors)),

@@ -194,7 +194,7 @@ fn color_pool_round_robins_over_a_process_colors_and_caps_its_lists() {
     assert!(m.check_invariants().is_empty());
 
     // Frees beyond the per-list cap go back to the buddy system.
-    let mut pool = ColorPool::new(Buddy::new(256, 1, 31), colors, 4);
+    let mut pool = ColorPool::new(Buddy::new(256, 1, 31), colors, 4, None);
     let one = ColorSet::of(colors, [1]).unwrap();
     let req = request(&one, 0, 0);
     let taken: Vec<Pfn> = (0..12).map(|_| pool.alloc(&req).unwrap()).collect();
@@ -351,4 +351,35 @@ fn huge_blocks_are_aligned_owned_and_merge_back() {
     assert!(m.alloc_block(9, Owner::Space(1)).is_ok());
     let e = m.alloc_block(9, Owner::Space(1)).unwrap_err().to_string();
     assert!(e.contains("no free aligned block of 512 frames"), "{e}");
+}
+
+#[test]
+fn a_bounded_color_pool_runs_out_of_a_color_while_the_buddy_system_has_frames() {
+    // COLORIS section 4: a pool of `pool_size` frames gives each color pool_size / colors.
+    let colors = 8;
+    let mut pool = ColorPool::new(Buddy::new(256, 1, 31), colors, 64, Some(32));
+    let one = ColorSet::of(colors, [3]).unwrap();
+    let req = request(&one, 0, 0);
+    let taken: Vec<Pfn> = std::iter::from_fn(|| pool.alloc(&req)).collect();
+    assert_eq!(taken.len(), 4, "32 frames over 8 colors: 4 of color 3");
+    assert!(taken.iter().all(|p| p % colors == 3));
+    let other = ColorSet::of(colors, [5]).unwrap();
+    assert!(
+        pool.alloc(&request(&other, 0, 0)).is_some(),
+        "the pool still holds other colors"
+    );
+    // A free beyond its list's cap goes back to the buddy system, making room to draw again.
+    let mut pool = ColorPool::new(Buddy::new(256, 1, 31), colors, 1, Some(16));
+    let taken: Vec<Pfn> = std::iter::from_fn(|| pool.alloc(&req)).collect();
+    assert_eq!(taken.len(), 2);
+    pool.free(taken[0], 0);
+    pool.free(taken[1], 0); // beyond the cap of 1: back to the buddy system
+    assert_eq!(pool.pooled(3), 1);
+    let again: Vec<Pfn> = std::iter::from_fn(|| pool.alloc(&req)).collect();
+    assert!(!again.is_empty(), "the pooled frame is used again");
+    assert_eq!(
+        pool.free_frames().len() + again.len(),
+        256,
+        "every frame is free or held exactly once"
+    );
 }

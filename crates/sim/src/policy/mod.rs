@@ -15,7 +15,11 @@ Shipped so far:
 - `rocs`: the ROCS pollute buffer (papers/000 sections 3-5), `rocs.rs`; `global-pollute`: one
   pollute buffer shared by every process (Azimi case study 2), `global_pollute.rs`; both run the
   engine of `pollute.rs`.
+- `coloris`: COLORIS's dynamic scheme (sections 3.2-3.3, Algorithm 1): the static sections to
+  start, then a Cache Utilization Monitor that moves colors between processes by their LLC
+  miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
+mod coloris;
 mod global_pollute;
 mod linux;
 pub mod mrc_partition;
@@ -27,6 +31,7 @@ pub mod thread_cluster;
 #[cfg(test)]
 mod azimi_tests;
 
+pub use coloris::{Coloris, ColorisConfig, Expansion};
 pub use global_pollute::GlobalPollute;
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
@@ -195,6 +200,19 @@ pub trait Policy: std::fmt::Debug + Send {
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// The fault path found no free frame in any color `allowed_colors` gave for `pid`
+    /// (COLORIS section 3.2: "ALLOC_COLORS(UNIT) is invoked to add UNIT colors to a process,
+    /// whenever it runs out of memory with its pre-existing colors"). Return true if the
+    /// policy widened the process's colors: the fault then asks `allowed_colors` again and
+    /// retries once. Not called from inside a hook (an eager `recolor` gets the error).
+    fn out_of_colors(&mut self, _pid: usize) -> bool {
+        false
+    }
+    /// Before any process starts: the names of the config's processes, in pid order, so a
+    /// policy can reject parameters naming a process that does not exist.
+    fn check_processes(&self, _names: &[String]) -> Result<(), ConfigError> {
+        Ok(())
+    }
 }
 
 /// The machine a policy is built for (what an OS reads from CPUID and its boot-time probing).
@@ -238,6 +256,9 @@ pub struct PolicyConfig {
     /// `[policy.global-pollute]`.
     #[serde(default, rename = "global-pollute", alias = "global_pollute")]
     pub global_pollute: PolluteConfig,
+    /// `[policy.coloris]`: COLORIS's parameters (used when `name = "coloris"`).
+    #[serde(default)]
+    pub coloris: ColorisConfig,
 }
 
 fn default_name() -> String {
@@ -252,12 +273,14 @@ impl Default for PolicyConfig {
             thread_cluster: ThreadClusterConfig::default(),
             rocs: PolluteConfig::default(),
             global_pollute: PolluteConfig::default(),
+            coloris: ColorisConfig::default(),
         }
     }
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str = "linux, static, rocs, global-pollute, mrc-partition, thread-cluster";
+pub const NAMES: &str =
+    "linux, static, rocs, global-pollute, mrc-partition, thread-cluster, coloris";
 
 /// Build the named policy for `machine`.
 pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
@@ -268,6 +291,7 @@ pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Pol
         "thread-cluster" => Box::new(ThreadCluster::new(&config.thread_cluster, machine)?),
         "rocs" => Box::new(Rocs::new(&config.rocs, machine)?),
         "global-pollute" => Box::new(GlobalPollute::new(&config.global_pollute, machine)?),
+        "coloris" => Box::new(Coloris::new(&config.coloris, machine)?),
         other => {
             return Err(ConfigError::new(
                 "policy.name",

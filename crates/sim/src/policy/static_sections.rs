@@ -13,26 +13,51 @@ pub struct StaticSections {
     assigned: BTreeMap<usize, (ColorSet, Option<usize>)>,
 }
 
+/// COLORIS section 3.2: `usable` (colors of an LLC of `colors`, in increasing order) cut into
+/// one section of contiguous colors per core, the last section taking the remainder. Shared by
+/// `static` and `coloris` (which may hold some colors back for shared pages).
+pub(crate) fn sections(cores: usize, colors: u64, usable: &[u64]) -> Vec<ColorSet> {
+    let cores = cores.max(1);
+    let n = usable.len();
+    let per = (n / cores).max(1);
+    (0..cores)
+        .map(|c| {
+            let start = (c * per).min(n.saturating_sub(1));
+            let end = if c == cores - 1 {
+                n
+            } else {
+                ((c + 1) * per).min(n)
+            };
+            ColorSet::of(colors, usable[start..end.max(start + 1)].iter().copied())
+                .expect("in range")
+        })
+        .collect()
+}
+
 impl StaticSections {
     pub fn new(cores: usize, colors: u64) -> Self {
-        let cores = cores.max(1);
-        let per = (colors / cores as u64).max(1);
-        let sections = (0..cores as u64)
-            .map(|c| {
-                let start = (c * per).min(colors - 1);
-                let end = if c == cores as u64 - 1 {
-                    colors
-                } else {
-                    ((c + 1) * per).min(colors)
-                };
-                ColorSet::range(colors, start, end.max(start + 1)).expect("in range")
-            })
-            .collect();
+        let all: Vec<u64> = (0..colors).collect();
+        Self::from_sections(sections(cores, colors, &all))
+    }
+
+    /// One section per core, as `sections` cuts them.
+    pub(crate) fn from_sections(sections: Vec<ColorSet>) -> Self {
         StaticSections {
+            load: vec![0; sections.len()],
             sections,
-            load: vec![0; cores],
             assigned: BTreeMap::new(),
         }
+    }
+
+    /// The section of `core`.
+    pub(crate) fn section(&self, core: usize) -> &ColorSet {
+        &self.sections[core]
+    }
+
+    /// The colors `process_created` gave `pid`, and the core it was pinned to (None when the
+    /// config gave the colors).
+    pub(crate) fn assignment(&self, pid: usize) -> Option<(&ColorSet, Option<usize>)> {
+        self.assigned.get(&pid).map(|(c, core)| (c, *core))
     }
 }
 

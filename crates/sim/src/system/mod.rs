@@ -44,7 +44,7 @@ pub use report::{
 use crate::cache::hierarchy::{Serves, SERVED_BY_MEMORY};
 use crate::cache::{Hierarchy, LevelStats};
 use crate::error::{ConfigError, Error};
-use crate::memory::{AllocRequest, ColorSet, Owner, PhysicalMemory};
+use crate::memory::{AllocRequest, ColorSet, MemoryError, Owner, PhysicalMemory};
 use crate::mmu::{AddressSpace, Tlb, TlbConfig, Translation, WalkOutcome, ENTRIES};
 use crate::pmu::{CounterSet, DataSource, Event, EventCounts, Sample, Sampler};
 use crate::policy::{self, Policy, ProcessCounts, ProcessInfo, SchedEvent, Tick};
@@ -242,6 +242,8 @@ impl System {
                 policy::build(&config.policy, &machine)?
             }
         };
+        let names: Vec<String> = config.processes.iter().map(|p| p.name.clone()).collect();
+        policy.check_processes(&names)?;
         let s = &config.scheduler;
         if s.time_slice == 0 || s.tick == 0 {
             return Err(ConfigError::new(
@@ -1218,16 +1220,39 @@ impl System {
                 huge: false,
             });
         }
-        let req = AllocRequest {
-            allowed: &allowed,
-            cpu: core,
-            asid,
-            vpn,
+        let mut allowed = allowed;
+        let mut retried = false;
+        let pfn = loop {
+            let req = AllocRequest {
+                allowed: &allowed,
+                cpu: core,
+                asid,
+                vpn,
+            };
+            match self.memory.alloc(&req, Owner::Space(asid)) {
+                Ok(pfn) => break pfn,
+                // Out of memory in the process's colors: the policy may widen them (COLORIS
+                // section 3.2, ALLOC_COLORS on running out of memory); then retry once.
+                Err(MemoryError::OutOfFrames { .. })
+                    if !retried
+                        && !allowed.is_full()
+                        && self
+                            .policy
+                            .as_mut()
+                            .expect("policy present")
+                            .out_of_colors(pid) =>
+                {
+                    retried = true;
+                    allowed = self
+                        .policy
+                        .as_mut()
+                        .expect("policy present")
+                        .allowed_colors(pid, vpn)
+                        .clone();
+                }
+                Err(e) => return Err(oom(&e)),
+            }
         };
-        let pfn = self
-            .memory
-            .alloc(&req, Owner::Space(asid))
-            .map_err(|e| oom(&e))?;
         self.memory.stamp(pfn, page_checksum(asid, vpn));
         let p = &mut self.processes[pid];
         p.space

@@ -1,0 +1,742 @@
+/*!
+COLORIS (paper 002, Ye, West, Cheng and Li, PACT'14): dynamic cache partitioning by page
+coloring on possibly over-committed systems.
+
+- **Color-aware page allocator** (section 3.1): the `color-pool` allocator (`memory::ColorPool`)
+  is the mechanism: round-robin over the colors this policy allows, fallback to another
+  allowed color, refill from the buddy system with frames of arbitrary colors, frees back to
+  the pool up to a per-list cap (`[memory] pool_cap`), a bounded pool (`[memory] pool_size`).
+  Every page a process faults (code pages too: the fault path does not distinguish them)
+  takes one of its assigned colors, except pages of `shared_regions`, which take a random
+  color or one of a reserved set (`shared_colors`).
+- **Page Color Manager** (section 3.2): the static sections of `static_sections` (N sections of
+  contiguous colors for N cores; a new process gets the section of the least-loaded core and
+  is pinned there) are the initial assignments; hotness of a color = the number of live
+  processes owning it (global), or of those whose local core is another core (remote).
+- **Cache Utilization Monitor** (Algorithm 1): every `period` cycles, MONITOR(cmr) for each live
+  process in pid order, cmr = its LLC misses / LLC accesses over the period (0 below
+  `min_references` accesses), against its own QoS thresholds or the global ones; `isHot` and
+  `isCold` are global; ALLOC_COLORS / PICK_VICTIMS pick by hotness as the paper defines.
+  ALLOC_COLORS is also run when a fault finds the process out of memory in its colors
+  (`Policy::out_of_colors`).
+- **Recoloring Engine** (section 3.2 "Recoloring Engine"): shrink = lazy recoloring (every page
+  in a taken color is marked; its next fault moves it, round-robin over the new assignment by
+  the allocator); expand = Selective Moving (one in every n+1 pages of each old color, n the
+  LLC's associativity, moved at once to the new colors round-robin) or Redistribution (clear
+  the accessed bits, after `win` cycles scan them, lazily recolor every accessed page).
+
+The counts come from `Tick::processes[..].interval`: the process's own LLC accesses and misses
+over the tick, i.e. per-task virtualised counters (perf_event opened per task, two events, so
+no multiplexing), which is what the paper's monitor reads per process. Decisions where the
+paper is silent are listed in docs/coloris.md.
+*/
+use super::static_sections::{sections, StaticSections};
+use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, Tick};
+use crate::error::ConfigError;
+use crate::memory::ColorSet;
+use crate::pmu::Event;
+use crate::rng::SplitMix64;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// How an assignment is expanded (section 3.2, "Recoloring Engine").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Expansion {
+    /// Recolor one in every n+1 pages of each color at once (n = LLC ways).
+    SelectiveMoving,
+    /// Clear accessed bits, scan after `win`, lazily recolor the accessed pages.
+    #[default]
+    Redistribution,
+}
+
+fn d_high() -> f64 {
+    75.0
+}
+fn d_low() -> f64 {
+    30.0
+}
+fn d_unit() -> u64 {
+    4
+}
+/// 5 s at the Xeon E5506's 2.13 GHz (section 4.3).
+fn d_period() -> u64 {
+    10_650_000_000
+}
+/// 3 ms at 2.13 GHz (section 4.3).
+fn d_win() -> u64 {
+    6_390_000
+}
+fn d_min_refs() -> u64 {
+    1000
+}
+
+/// `[policy.coloris]`. Thresholds are percentages of LLC miss rate, as in Table 2.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColorisConfig {
+    /// HighThreshold (%): above it a process needs more colors.
+    #[serde(default = "d_high")]
+    pub high_threshold: f64,
+    /// LowThreshold (%): below it a process can give colors away.
+    #[serde(default = "d_low")]
+    pub low_threshold: f64,
+    /// Per-process QoS pairs `name = [low, high]` (%), overriding the global thresholds.
+    #[serde(default)]
+    pub qos: BTreeMap<String, [f64; 2]>,
+    /// UNIT: colors added or taken at a time.
+    #[serde(default = "d_unit")]
+    pub unit: u64,
+    /// PERIOD: cycles between runs of the monitor (acted on at the first tick after).
+    #[serde(default = "d_period")]
+    pub period: u64,
+    /// WIN: cycles between clearing and scanning the accessed bits (Redistribution).
+    #[serde(default = "d_win")]
+    pub win: u64,
+    /// LLC accesses in a period below which the miss rate counts as 0.
+    #[serde(default = "d_min_refs")]
+    pub min_references: u64,
+    #[serde(default)]
+    pub expansion: Expansion,
+    /// Virtual byte ranges `[start, end)` holding shared pages (e.g. a shared library).
+    #[serde(default)]
+    pub shared_regions: Vec<[u64; 2]>,
+    /// Colors `[start, end)` reserved for shared pages; none: shared pages take random colors.
+    #[serde(default)]
+    pub shared_colors: Vec<[u64; 2]>,
+    /// Seed of the random colors of shared pages.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Eq for ColorisConfig {}
+
+impl Default for ColorisConfig {
+    fn default() -> Self {
+        crate::config::from_toml("").expect("defaults")
+    }
+}
+
+/// One process as the Page Color Manager knows it.
+#[derive(Debug, Clone)]
+struct Proc {
+    name: String,
+    /// Its local core (section 3.2): the core whose section it started with.
+    core: usize,
+    assignment: ColorSet,
+    /// QoS thresholds as fractions.
+    low: f64,
+    high: f64,
+    alive: bool,
+    /// LLC accesses and misses since the last MONITOR.
+    accesses: u64,
+    misses: u64,
+    /// Redistribution: the time its accessed bits are to be scanned.
+    scan_at: Option<u64>,
+    /// Redistribution: pages marked for a move, with their color when marked.
+    moving: BTreeMap<u64, u64>,
+    /// Pages marked on shrink, moved at once by Selective Moving, marked by Redistribution.
+    shrink_marked: u64,
+    selective_moved: u64,
+    redistribution_marked: u64,
+    out_of_memory_allocs: u64,
+}
+
+/// What MONITOR decided for one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    None,
+    /// Set isHot and wait for a donor.
+    SignalHot,
+    Expand(Vec<u64>),
+    Shrink(Vec<u64>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Coloris {
+    config: ColorisConfig,
+    colors: u64,
+    ways: u64,
+    sections: Vec<ColorSet>,
+    manager: StaticSections,
+    procs: BTreeMap<usize, Proc>,
+    is_hot: bool,
+    is_cold: bool,
+    last_monitor: u64,
+    now: u64,
+    shared_vpns: Vec<(u64, u64)>,
+    shared_set: Option<ColorSet>,
+    /// Colors ALLOC_COLORS may hand out (all but the reserved shared ones).
+    usable: ColorSet,
+    rng: SplitMix64,
+    scratch: ColorSet,
+    /// (time, pid, colors) at every change of an assignment.
+    history: Vec<(u64, usize, Vec<u64>)>,
+    /// (time, pid, cmr, accesses, decision, colors after).
+    monitor: Vec<(u64, usize, f64, u64, &'static str, u64)>,
+    violations: Vec<String>,
+}
+
+fn pct(field: &str, low: f64, high: f64) -> Result<(), ConfigError> {
+    if !(0.0..=100.0).contains(&low) || !(0.0..=100.0).contains(&high) {
+        return Err(ConfigError::new(
+            field,
+            format!("thresholds ({low}, {high}) must be percentages within 0..=100"),
+        ));
+    }
+    if low > high {
+        return Err(ConfigError::new(
+            field,
+            format!("LowThreshold {low}% is above HighThreshold {high}%: allowed 0 <= low <= high <= 100"),
+        ));
+    }
+    Ok(())
+}
+
+impl Coloris {
+    pub fn new(config: &ColorisConfig, machine: &MachineInfo) -> Result<Self, ConfigError> {
+        let f = |k: &str| format!("policy.coloris.{k}");
+        let colors = machine.colors;
+        pct(
+            &f("low_threshold"),
+            config.low_threshold,
+            config.high_threshold,
+        )?;
+        for (name, [lo, hi]) in &config.qos {
+            pct(&f(&format!("qos.{name}")), *lo, *hi)?;
+        }
+        if config.unit == 0 || config.unit > colors {
+            return Err(ConfigError::new(
+                f("unit"),
+                format!(
+                    "UNIT {} is not within 1..={colors} (the colors of this LLC)",
+                    config.unit
+                ),
+            ));
+        }
+        if config.period == 0 {
+            return Err(ConfigError::new(
+                f("period"),
+                "PERIOD must be at least 1 cycle",
+            ));
+        }
+        let mut shared_set = None;
+        if !config.shared_colors.is_empty() {
+            let mut s = ColorSet::empty(colors);
+            for &[a, b] in &config.shared_colors {
+                if a >= b || b > colors {
+                    return Err(ConfigError::new(
+                        f("shared_colors"),
+                        format!("range [{a}, {b}) is not within this LLC's colors 0..{colors}"),
+                    ));
+                }
+                (a..b).for_each(|c| s.insert(c));
+            }
+            if colors - s.len() < machine.cores as u64 {
+                return Err(ConfigError::new(
+                    f("shared_colors"),
+                    format!(
+                        "{} reserved colors leave fewer than one color per core ({} cores, {colors} colors)",
+                        s.len(),
+                        machine.cores
+                    ),
+                ));
+            }
+            shared_set = Some(s);
+        }
+        let page_shift = machine.page_size.trailing_zeros();
+        let mut shared_vpns = Vec::new();
+        for &[a, b] in &config.shared_regions {
+            if a >= b {
+                return Err(ConfigError::new(
+                    f("shared_regions"),
+                    format!("[{a:#x}, {b:#x}) is empty"),
+                ));
+            }
+            shared_vpns.push((a >> page_shift, (b + machine.page_size - 1) >> page_shift));
+        }
+        let usable_list: Vec<u64> = (0..colors)
+            .filter(|c| !shared_set.as_ref().is_some_and(|s| s.contains(*c)))
+            .collect();
+        let secs = sections(machine.cores, colors, &usable_list);
+        Ok(Coloris {
+            config: config.clone(),
+            colors,
+            ways: machine.llc_ways as u64,
+            manager: StaticSections::from_sections(secs.clone()),
+            sections: secs,
+            procs: BTreeMap::new(),
+            is_hot: false,
+            is_cold: false,
+            last_monitor: 0,
+            now: 0,
+            shared_vpns,
+            shared_set,
+            usable: ColorSet::of(colors, usable_list).expect("in range"),
+            rng: SplitMix64::new(config.seed),
+            scratch: ColorSet::empty(colors),
+            history: Vec::new(),
+            monitor: Vec::new(),
+            violations: Vec::new(),
+        })
+    }
+
+    fn local(&self, pid: usize) -> &ColorSet {
+        &self.sections[self.procs[&pid].core]
+    }
+
+    /// Global hotness: live processes owning `c` (section 3.2).
+    fn global_hotness(&self, c: u64) -> usize {
+        self.procs
+            .values()
+            .filter(|p| p.alive && p.assignment.contains(c))
+            .count()
+    }
+
+    /// Remote hotness for `pid`: live owners of `c` whose local core is not `pid`'s.
+    fn remote_hotness(&self, pid: usize, c: u64) -> usize {
+        let core = self.procs[&pid].core;
+        self.procs
+            .values()
+            .filter(|p| p.alive && p.core != core && p.assignment.contains(c))
+            .count()
+    }
+
+    /// needRemote(): `pid` already uses its entire local section.
+    fn need_remote(&self, pid: usize) -> bool {
+        let a = &self.procs[&pid].assignment;
+        self.local(pid).iter().all(|c| a.contains(c))
+    }
+
+    /// hasRemote(): `pid` owns a color outside its local section.
+    fn has_remote(&self, pid: usize) -> bool {
+        let local = self.local(pid);
+        self.procs[&pid]
+            .assignment
+            .iter()
+            .any(|c| !local.contains(c))
+    }
+
+    /// A remote color not owned by `pid` with the smallest global hotness (lowest on ties).
+    fn pick_coldest_remote(&self, pid: usize) -> Option<u64> {
+        let (local, a) = (self.local(pid), &self.procs[&pid].assignment);
+        self.usable
+            .iter()
+            .filter(|&c| !local.contains(c) && !a.contains(c))
+            .min_by_key(|&c| (self.global_hotness(c), c))
+    }
+
+    /// A local color not owned by `pid` with the smallest remote hotness (lowest on ties).
+    fn pick_coldest_local(&self, pid: usize) -> Option<u64> {
+        let a = &self.procs[&pid].assignment;
+        self.local(pid)
+            .iter()
+            .filter(|&c| !a.contains(c))
+            .min_by_key(|&c| (self.remote_hotness(pid, c), c))
+    }
+
+    /// A remote color owned by `pid` with the largest global hotness (highest on ties).
+    fn pick_hottest_remote(&self, pid: usize) -> Option<u64> {
+        let local = self.local(pid);
+        self.procs[&pid]
+            .assignment
+            .iter()
+            .filter(|&c| !local.contains(c))
+            .max_by_key(|&c| (self.global_hotness(c), c))
+    }
+
+    /// A local color owned by `pid` with the largest remote hotness (highest on ties).
+    fn pick_hottest_local(&self, pid: usize) -> Option<u64> {
+        let a = &self.procs[&pid].assignment;
+        self.local(pid)
+            .iter()
+            .filter(|&c| a.contains(c))
+            .max_by_key(|&c| (self.remote_hotness(pid, c), c))
+    }
+
+    /// ALLOC_COLORS(num) of Algorithm 1; the colors are added to the assignment as picked (so
+    /// needRemote sees the previous picks). Stops early if `pid` owns every usable color.
+    pub(crate) fn alloc_colors(&mut self, pid: usize, num: u64) -> Vec<u64> {
+        let mut new = Vec::new();
+        for _ in 0..num {
+            let c = if self.need_remote(pid) {
+                self.pick_coldest_remote(pid)
+            } else {
+                self.pick_coldest_local(pid)
+            };
+            let Some(c) = c else { break };
+            self.procs
+                .get_mut(&pid)
+                .expect("known")
+                .assignment
+                .insert(c);
+            new.push(c);
+        }
+        new
+    }
+
+    /// PICK_VICTIMS(num) of Algorithm 1; the colors are taken from the assignment as picked.
+    /// A process keeps at least one color.
+    pub(crate) fn pick_victims(&mut self, pid: usize, num: u64) -> Vec<u64> {
+        let mut victims = Vec::new();
+        for _ in 0..num {
+            if self.procs[&pid].assignment.len() <= 1 {
+                break;
+            }
+            let c = if self.has_remote(pid) {
+                self.pick_hottest_remote(pid)
+            } else {
+                self.pick_hottest_local(pid)
+            };
+            let Some(c) = c else { break };
+            self.procs
+                .get_mut(&pid)
+                .expect("known")
+                .assignment
+                .remove(c);
+            victims.push(c);
+        }
+        victims
+    }
+
+    /// MONITOR(cmr) of Algorithm 1 for process `pid` (cmr as a fraction).
+    pub(crate) fn monitor(&mut self, pid: usize, cmr: f64) -> Decision {
+        let (low, high) = (self.procs[&pid].low, self.procs[&pid].high);
+        if cmr > high {
+            if !self.is_cold {
+                self.is_hot = true;
+                return Decision::SignalHot;
+            }
+            let new = self.alloc_colors(pid, self.config.unit);
+            self.is_cold = false;
+            Decision::Expand(new)
+        } else if cmr < low {
+            // A process that holds no more than UNIT colors is no donor (docs/coloris.md).
+            if self.is_hot && self.procs[&pid].assignment.len() > self.config.unit {
+                self.is_hot = false;
+                self.is_cold = true;
+                Decision::Shrink(self.pick_victims(pid, self.config.unit))
+            } else {
+                Decision::None
+            }
+        } else {
+            Decision::None
+        }
+    }
+
+    fn record(&mut self, pid: usize) {
+        let colors = self.procs[&pid].assignment.iter().collect();
+        self.history.push((self.now, pid, colors));
+    }
+
+    /// Shrink (lazy recoloring): mark every page of `pid` in a taken color.
+    fn shrink(&mut self, k: &mut dyn Kernel, pid: usize, victims: &[u64]) {
+        for page in k.pages(pid) {
+            if !page.huge
+                && !page.marked
+                && victims.contains(&page.color)
+                && !self.shared(page.vpn)
+                && k.mark_for_recolor(pid, page.vpn).is_ok()
+            {
+                self.procs.get_mut(&pid).expect("known").shrink_marked += 1;
+            }
+        }
+    }
+
+    /// Expand: Selective Moving or the first half of Redistribution.
+    fn expand(&mut self, k: &mut dyn Kernel, pid: usize, new: &[u64]) {
+        if new.is_empty() {
+            return;
+        }
+        match self.config.expansion {
+            Expansion::SelectiveMoving => {
+                // One in every n+1 pages of each (old) color, in page-table order, moved at once
+                // to the new colors in turn.
+                let mut seen: BTreeMap<u64, u64> = BTreeMap::new();
+                let mut next = 0;
+                for page in k.pages(pid) {
+                    if page.huge || new.contains(&page.color) || self.shared(page.vpn) {
+                        continue;
+                    }
+                    let i = seen.entry(page.color).or_insert(0);
+                    *i += 1;
+                    if !(*i).is_multiple_of(self.ways + 1) {
+                        continue;
+                    }
+                    let target = ColorSet::of(self.colors, [new[next % new.len()]]).expect("ok");
+                    next += 1;
+                    if let Ok(Some(_)) = k.recolor(pid, page.vpn, &target) {
+                        self.procs.get_mut(&pid).expect("known").selective_moved += 1;
+                    }
+                }
+            }
+            Expansion::Redistribution => {
+                let _ = k.scan_accessed(pid);
+                self.procs.get_mut(&pid).expect("known").scan_at = Some(k.now() + self.config.win);
+            }
+        }
+    }
+
+    /// Redistribution after WIN: lazily recolor every page accessed in the window.
+    fn redistribute(&mut self, k: &mut dyn Kernel, pid: usize) {
+        let Ok(hot) = k.scan_accessed(pid) else {
+            return;
+        };
+        let colors: BTreeMap<u64, (u64, bool)> = k
+            .pages(pid)
+            .into_iter()
+            .map(|p| (p.vpn, (p.color, p.huge)))
+            .collect();
+        for vpn in hot {
+            let Some(&(color, huge)) = colors.get(&vpn) else {
+                continue;
+            };
+            if huge || self.shared(vpn) {
+                continue;
+            }
+            if k.mark_for_recolor(pid, vpn).is_ok() {
+                let p = self.procs.get_mut(&pid).expect("known");
+                p.moving.insert(vpn, color);
+                p.redistribution_marked += 1;
+            }
+        }
+    }
+
+    fn shared(&self, vpn: u64) -> bool {
+        self.shared_vpns.iter().any(|&(a, b)| (a..b).contains(&vpn))
+    }
+
+    /// Invariant: every page of `pid` outside its assignment is awaiting its lazy move.
+    fn check(&mut self, k: &dyn Kernel, pid: usize) {
+        let p = &self.procs[&pid];
+        for page in k.pages(pid) {
+            if !page.huge
+                && !page.marked
+                && !self.shared(page.vpn)
+                && !p.assignment.contains(page.color)
+            {
+                self.violations.push(format!(
+                    "process `{}`: page {:#x} is in color {} outside its assignment and not marked for recoloring",
+                    p.name, page.vpn, page.color
+                ));
+            }
+        }
+    }
+
+    /// The colors of each process (by name) now.
+    pub fn assignments(&self) -> BTreeMap<String, Vec<u64>> {
+        self.procs
+            .values()
+            .map(|p| (p.name.clone(), p.assignment.iter().collect()))
+            .collect()
+    }
+}
+
+fn decision_name(d: &Decision) -> &'static str {
+    match d {
+        Decision::None => "none",
+        Decision::SignalHot => "hot",
+        Decision::Expand(_) => "expand",
+        Decision::Shrink(_) => "shrink",
+    }
+}
+
+impl Policy for Coloris {
+    fn name(&self) -> &'static str {
+        "coloris"
+    }
+
+    fn process_created(&mut self, p: &ProcessInfo) -> Placement {
+        let placement = self.manager.process_created(p);
+        let (colors, core) = self.manager.assignment(p.pid).expect("just created");
+        let colors = colors.clone();
+        // A process with colors of its own: its local core is its first pinned core, else the
+        // core whose section holds its first color.
+        let core = core
+            .or_else(|| p.pinned.as_ref().map(|v| v[0]))
+            .unwrap_or_else(|| {
+                let first = colors.iter().next().unwrap_or(0);
+                (0..self.sections.len())
+                    .find(|&c| self.manager.section(c).contains(first))
+                    .unwrap_or(0)
+            });
+        let (low, high) = self.config.qos.get(&p.name).map_or(
+            (self.config.low_threshold, self.config.high_threshold),
+            |q| (q[0], q[1]),
+        );
+        self.procs.insert(
+            p.pid,
+            Proc {
+                name: p.name.clone(),
+                core,
+                assignment: colors,
+                low: low / 100.0,
+                high: high / 100.0,
+                alive: true,
+                accesses: 0,
+                misses: 0,
+                scan_at: None,
+                moving: BTreeMap::new(),
+                shrink_marked: 0,
+                selective_moved: 0,
+                redistribution_marked: 0,
+                out_of_memory_allocs: 0,
+            },
+        );
+        self.record(p.pid);
+        placement
+    }
+
+    fn process_exited(&mut self, pid: usize) {
+        self.manager.process_exited(pid);
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.alive = false;
+            p.moving.clear();
+        }
+    }
+
+    fn allowed_colors(&mut self, pid: usize, vpn: u64) -> &ColorSet {
+        if self.shared(vpn) {
+            // Section 3.1: shared pages take random colors, or a reserved set.
+            if let Some(s) = &self.shared_set {
+                return s;
+            }
+            let c = self.rng.below(self.colors);
+            self.scratch = ColorSet::of(self.colors, [c]).expect("in range");
+            return &self.scratch;
+        }
+        let p = self.procs.get_mut(&pid).expect("process_created first");
+        if let Some(old) = p.moving.remove(&vpn) {
+            // Redistribution: the page moves, round-robin over the rest of the assignment.
+            let mut s = p.assignment.clone();
+            s.remove(old);
+            if !s.is_empty() {
+                self.scratch = s;
+                return &self.scratch;
+            }
+        }
+        &self.procs[&pid].assignment
+    }
+
+    fn out_of_colors(&mut self, pid: usize) -> bool {
+        let new = self.alloc_colors(pid, self.config.unit);
+        if new.is_empty() {
+            return false;
+        }
+        self.procs
+            .get_mut(&pid)
+            .expect("known")
+            .out_of_memory_allocs += 1;
+        self.record(pid);
+        true
+    }
+
+    fn check_processes(&self, names: &[String]) -> Result<(), ConfigError> {
+        for name in self.config.qos.keys() {
+            if !names.contains(name) {
+                return Err(ConfigError::new(
+                    format!("policy.coloris.qos.{name}"),
+                    format!(
+                        "no process is named `{name}`; the processes are: {}",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        self.now = t.now;
+        for pc in &t.processes {
+            if let Some(p) = self.procs.get_mut(&pc.pid) {
+                p.accesses += pc.interval.get(Event::LlcAccesses);
+                p.misses += pc.interval.get(Event::LlcMisses);
+                if !pc.alive {
+                    p.alive = false;
+                }
+            }
+        }
+        // Redistribution windows that have closed.
+        let due: Vec<usize> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.alive && p.scan_at.is_some_and(|at| at <= t.now))
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in due {
+            self.procs.get_mut(&pid).expect("known").scan_at = None;
+            self.redistribute(k, pid);
+        }
+        if t.now < self.last_monitor + self.config.period {
+            return;
+        }
+        self.last_monitor = t.now;
+        let pids: Vec<usize> = self.procs.keys().copied().collect();
+        for pid in pids {
+            let p = self.procs.get_mut(&pid).expect("known");
+            let (acc, miss) = (p.accesses, p.misses);
+            p.accesses = 0;
+            p.misses = 0;
+            if !p.alive {
+                continue;
+            }
+            let cmr = if acc < self.config.min_references {
+                0.0
+            } else {
+                miss as f64 / acc as f64
+            };
+            let d = self.monitor(pid, cmr);
+            match &d {
+                Decision::Expand(new) if !new.is_empty() => {
+                    self.record(pid);
+                    self.expand(k, pid, new);
+                }
+                Decision::Shrink(victims) if !victims.is_empty() => {
+                    self.record(pid);
+                    self.shrink(k, pid, victims);
+                }
+                _ => {}
+            }
+            let n = self.procs[&pid].assignment.len();
+            self.monitor
+                .push((t.now, pid, cmr, acc, decision_name(&d), n));
+            self.check(k, pid);
+        }
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let name = |pid: &usize| self.procs[pid].name.clone();
+        json!({
+            "period": self.config.period,
+            "unit": self.config.unit,
+            "expansion": self.config.expansion,
+            "high_threshold": self.config.high_threshold,
+            "low_threshold": self.config.low_threshold,
+            "processes": self.procs.iter().map(|(pid, p)| json!({
+                "pid": pid,
+                "name": p.name,
+                "core": p.core,
+                "low": p.low * 100.0,
+                "high": p.high * 100.0,
+                "colors": p.assignment.iter().collect::<Vec<_>>(),
+                "shrink_marked": p.shrink_marked,
+                "selective_moved": p.selective_moved,
+                "redistribution_marked": p.redistribution_marked,
+                "out_of_memory_allocs": p.out_of_memory_allocs,
+            })).collect::<Vec<_>>(),
+            "history": self.history.iter().map(|(t, pid, c)| json!({
+                "time": t, "process": name(pid), "colors": c,
+            })).collect::<Vec<_>>(),
+            "monitor": self.monitor.iter().map(|(t, pid, cmr, acc, d, n)| json!({
+                "time": t, "process": name(pid), "cmr": cmr, "accesses": acc,
+                "decision": d, "colors": n,
+            })).collect::<Vec<_>>(),
+            "violations": self.violations,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

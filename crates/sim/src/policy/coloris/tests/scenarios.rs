@@ -1,0 +1,366 @@
+//! COLORIS section 4 scenarios: each runs configs from `examples/coloris/` and checks the
+//! paper's qualitative result, plus the invariants.
+use crate::system::{ProcessStats, System, SystemConfig, SystemReport};
+
+pub(crate) fn run_with(text: &str, policy: &str, seed: Option<u64>) -> SystemReport {
+    let mut config: SystemConfig = crate::system::system_config_from_toml(text).unwrap();
+    config.policy.name = policy.into();
+    if let Some(seed) = seed {
+        config.memory.seed = seed;
+        let mut k = 0;
+        for p in &mut config.processes {
+            for t in &mut p.threads {
+                if let Some(w) = &mut t.workload {
+                    w.seed = seed + k;
+                }
+                k += 1;
+            }
+        }
+    }
+    let mut s = System::new(&config).unwrap();
+    s.run().unwrap();
+    let r = s.report();
+    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    if let Some(v) = r.policy_report.get("violations") {
+        assert_eq!(v.as_array().map_or(0, |a| a.len()), 0, "{v}");
+    }
+    r
+}
+
+pub(crate) fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
+    r.processes.iter().find(|p| p.name == name).unwrap()
+}
+
+const C1: &str = include_str!("../../../../../../examples/coloris/recolor-c1.toml");
+const C1_SELECTIVE: &str =
+    include_str!("../../../../../../examples/coloris/recolor-c1-selective.toml");
+
+fn pages_recolored(r: &SystemReport) -> u64 {
+    r.processes
+        .iter()
+        .map(|p| p.recolors + p.lazy_recolors)
+        .sum()
+}
+
+/// The miss rates MONITOR saw for `name` (one per period).
+fn cmrs(r: &SystemReport, name: &str) -> Vec<f64> {
+    r.policy_report["monitor"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["process"] == name)
+        .map(|m| m["cmr"].as_f64().unwrap())
+        .collect()
+}
+
+fn final_colors(r: &SystemReport) -> Vec<usize> {
+    r.policy_report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["colors"].as_array().unwrap().len())
+        .collect()
+}
+
+fn counter(r: &SystemReport, name: &str, key: &str) -> u64 {
+    r.policy_report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()[key]
+        .as_u64()
+        .unwrap()
+}
+
+/// Section 4.3, C1 vs C3 (Figure 9, Tables 4 and 5): with recoloring the cache-hungry program's
+/// miss rate is brought below HighThreshold (65%); with static partitioning it stays above.
+/// Colors come from the programs below LowThreshold; Selective Moving recolors fewer pages than
+/// Redistribution.
+#[test]
+fn c1_recoloring_holds_the_hungry_miss_rate_below_high_threshold() {
+    let st = run_with(C1, "static", None);
+    let co = run_with(C1, "coloris", None);
+    let sel = run_with(C1_SELECTIVE, "coloris", None);
+    let (s, c, m) = (
+        process(&st, "hungry"),
+        process(&co, "hungry"),
+        process(&sel, "hungry"),
+    );
+    let tail = |r: &SystemReport| {
+        let v = cmrs(r, "hungry");
+        v[v.len() - 3..].to_vec()
+    };
+    eprintln!(
+        "hungry LLC miss rate: static {:.3}, redistribution {:.3}, selective {:.3}; last periods {:?} / {:?}; colors {:?} / {:?}; pages recolored {} / {}",
+        s.llc_miss_rate,
+        c.llc_miss_rate,
+        m.llc_miss_rate,
+        tail(&co),
+        tail(&sel),
+        final_colors(&co),
+        final_colors(&sel),
+        pages_recolored(&co),
+        pages_recolored(&sel)
+    );
+    assert!(s.llc_miss_rate > 0.65, "static: {}", s.llc_miss_rate);
+    for r in [&co, &sel] {
+        assert!(tail(r).iter().all(|&x| x < 0.65), "{:?}", tail(r));
+        let colors = final_colors(r);
+        assert!(colors[2] > 16, "hungry gained colors: {colors:?}");
+        assert!(colors[0] < 16, "small gave colors away: {colors:?}");
+        assert_eq!(
+            colors.iter().sum::<usize>(),
+            64,
+            "the LLC stays fully used, no sharing"
+        );
+    }
+    assert!(c.llc_miss_rate < s.llc_miss_rate && m.llc_miss_rate < s.llc_miss_rate);
+    assert_eq!(pages_recolored(&st), 0);
+    // Table 4: Redistribution recolors more pages than Selective Moving.
+    assert!(pages_recolored(&co) > pages_recolored(&sel));
+    assert!(
+        sel.processes.iter().map(|p| p.recolors).sum::<u64>() > 0,
+        "eager moves"
+    );
+    // A shrunk color's pages all move at their next touch: `small` touches all its pages.
+    for r in [&co, &sel] {
+        let small = process(r, "small");
+        assert!(counter(r, "small", "shrink_marked") > 0);
+        assert_eq!(small.lazy_recolors, counter(r, "small", "shrink_marked"));
+    }
+}
+
+/// Table 5: the stable assignments are about the same from one repetition (seed) to the next.
+#[test]
+fn c1_assignments_are_stable_across_seeds() {
+    let runs: Vec<Vec<usize>> = [21, 42]
+        .iter()
+        .map(|&seed| final_colors(&run_with(C1, "coloris", Some(seed))))
+        .collect();
+    eprintln!("stable assignments (small, medium, hungry, skewed): {runs:?}");
+    for r in &runs {
+        assert!(r[2] > 16 && r[0] <= 8, "{r:?}");
+    }
+    for k in 0..4 {
+        assert!(runs[0][k].abs_diff(runs[1][k]) <= 8, "{runs:?}");
+    }
+}
+
+/// Section 4.2 (Figures 7, 8): with page coloring the cache-sensitive foreground keeps close
+/// to its run alone (S) under a heavy background; without, it varies much more from F.
+#[test]
+fn coloring_isolates_a_cache_sensitive_program_from_a_heavy_background() {
+    let heavy = include_str!("../../../../../../examples/coloris/isolation-heavy.toml");
+    let alone = include_str!("../../../../../../examples/coloris/isolation-alone.toml");
+    let (hp, h) = (
+        run_with(heavy, "static", None),
+        run_with(heavy, "linux", None),
+    );
+    let (s, f) = (
+        run_with(alone, "static", None),
+        run_with(alone, "linux", None),
+    );
+    let fg = |r: &SystemReport| process(r, "sensitive").clone();
+    let (hp, h, s, f) = (fg(&hp), fg(&h), fg(&s), fg(&f));
+    let var = |x: f64, base: f64| (x - base).abs() / base;
+    eprintln!(
+        "sensitive: H+P {:.0} cycles (miss {:.3}), H {:.0} ({:.3}); S {:.0}, F {:.0}; variation {:.3} vs {:.3}",
+        hp.cycles, hp.llc_miss_rate, h.cycles, h.llc_miss_rate, s.cycles, f.cycles,
+        var(hp.cycles, s.cycles), var(h.cycles, f.cycles)
+    );
+    assert!(hp.llc_miss_rate * 2.0 < h.llc_miss_rate);
+    assert!(hp.cycles < h.cycles);
+    assert!(var(hp.cycles, s.cycles) * 2.0 < var(h.cycles, f.cycles));
+}
+
+/// Section 4.5 (Figure 11): coloring per slice isolates on a sliced LLC as well.
+#[test]
+fn coloring_isolates_on_a_sliced_llc() {
+    let text = include_str!("../../../../../../examples/coloris/sliced-heavy.toml");
+    let (p, n) = (
+        run_with(text, "static", None),
+        run_with(text, "linux", None),
+    );
+    let (p, n) = (process(&p, "sensitive"), process(&n, "sensitive"));
+    eprintln!(
+        "sliced: sensitive miss {:.3} vs {:.3}, cycles {:.0} vs {:.0}",
+        p.llc_miss_rate, n.llc_miss_rate, p.cycles, n.cycles
+    );
+    assert!(p.llc_miss_rate * 2.0 < n.llc_miss_rate);
+    assert!(p.cycles < n.cycles);
+}
+
+/// Section 4.4 (Figure 10): on an over-committed system (8 processes, 4 cores) COLORIS is no
+/// worse than Linux.
+#[test]
+fn overcommitted_coloris_is_no_worse_than_linux() {
+    let text = include_str!("../../../../../../examples/coloris/overcommit.toml");
+    let ipc = |r: &SystemReport| r.processes.iter().map(|p| p.ipc).sum::<f64>();
+    let (c, l) = (
+        run_with(text, "coloris", None),
+        run_with(text, "linux", None),
+    );
+    eprintln!(
+        "summed IPC: coloris {:.4}, linux {:.4}; hungry colors {:?}",
+        ipc(&c),
+        ipc(&l),
+        final_colors(&c)
+    );
+    assert!(ipc(&c) >= 0.98 * ipc(&l), "{} vs {}", ipc(&c), ipc(&l));
+    assert!(final_colors(&c)[6] > 16, "the hungry one got colors");
+    assert_eq!(final_colors(&c)[4], 16, "QoS (0, 100): no recoloring");
+}
+
+/// Section 4.1 (Table 1): the color pool with every color allowed runs as fast as buddy.
+#[test]
+fn color_pool_with_every_color_runs_as_fast_as_buddy() {
+    let b = run_with(
+        include_str!("../../../../../../examples/coloris/overhead-buddy.toml"),
+        "linux",
+        None,
+    );
+    let p = run_with(
+        include_str!("../../../../../../examples/coloris/overhead-pool.toml"),
+        "linux",
+        None,
+    );
+    assert_eq!(
+        (b.allocator.as_str(), p.allocator.as_str()),
+        ("buddy", "color-pool")
+    );
+    for (x, y) in b.processes.iter().zip(&p.processes) {
+        let d = (x.cycles - y.cycles).abs() / x.cycles;
+        eprintln!(
+            "{}: buddy {:.0}, pool {:.0} cycles ({:.2}%)",
+            x.name,
+            x.cycles,
+            y.cycles,
+            100.0 * d
+        );
+        assert!(d < 0.01, "{}: {d}", x.name);
+    }
+}
+
+const OOM: &str = r#"
+[machine.hierarchy]
+cores = 2
+[[machine.hierarchy.levels]]
+name = "L1D"
+size = "32KiB"
+ways = 8
+[[machine.hierarchy.levels]]
+name = "LLC"
+size = "1MiB"
+ways = 16
+[machine.timing]
+level_latency = [4, 40]
+dram_latency = 200
+[memory]
+ram = "64MiB"
+allocator = "color-pool"
+pool_size = "2MiB"
+[scheduler]
+tick = 100000
+[policy]
+name = "coloris"
+[policy.coloris]
+unit = 2
+period = 100000000000
+win = 100000
+[[processes]]
+name = "big"
+[[processes.threads]]
+workload = { seed = 1, phases = [{ pattern = "sequential", footprint = "1536KiB", size = 64, references = 60000 }] }
+[[processes]]
+name = "little"
+[[processes.threads]]
+workload = { seed = 2, phases = [{ pattern = "uniform", footprint = "64KiB", references = 60000 }] }
+"#;
+
+/// Section 3.2: a process out of memory in its colors gets UNIT more (ALLOC_COLORS); the
+/// bounded pool (section 4's 1 GiB pool, here 2 MiB: 32 frames per color) makes that happen.
+#[test]
+fn out_of_memory_in_its_colors_adds_unit_colors() {
+    let r = run_with(OOM, "coloris", None);
+    let big = counter(&r, "big", "out_of_memory_allocs");
+    eprintln!(
+        "big: {big} ALLOC_COLORS on running out; colors {:?}",
+        final_colors(&r)
+    );
+    // 8 colors x 32 frames = 256 frames (page tables included); 384 pages are needed.
+    assert!(big >= 2, "{big}");
+    assert_eq!(final_colors(&r)[0] as u64, 8 + 2 * big);
+    // Without the hook, the static scheme runs out.
+    let mut config: SystemConfig = crate::config::from_toml(OOM).unwrap();
+    config.policy.name = "static".into();
+    let mut s = System::new(&config).unwrap();
+    let e = s.run().unwrap_err().to_string();
+    assert!(e.contains("out of memory"), "{e}");
+    // Same seed, same result (DESIGN.md principle 3).
+    let again = run_with(OOM, "coloris", None);
+    assert_eq!(
+        serde_json::to_string(&again.policy_report).unwrap(),
+        serde_json::to_string(&r.policy_report).unwrap()
+    );
+    assert_eq!(again.processes[0].cycles, r.processes[0].cycles);
+}
+
+#[test]
+fn qos_for_an_unknown_process_is_rejected() {
+    let text = OOM.replace("unit = 2", "unit = 2\nqos = { nobody = [0, 100] }");
+    let config: SystemConfig = crate::config::from_toml(&text).unwrap();
+    let e = System::new(&config).err().expect("rejected").to_string();
+    assert!(e.contains("policy.coloris.qos.nobody"), "{e}");
+    assert!(e.contains("the processes are: big, little"), "{e}");
+    let text = OOM.replace("unit = 2", "unit = 17");
+    let config: SystemConfig = crate::config::from_toml(&text).unwrap();
+    let e = System::new(&config).err().expect("rejected").to_string();
+    assert!(
+        e.contains("policy.coloris.unit") && e.contains("1..=16"),
+        "{e}"
+    );
+}
+
+/// Exploration aid (ignored): `COLORIS_EXPLORE="file.toml:policy[:seed] ..."` prints each run.
+#[test]
+#[ignore]
+fn explore() {
+    let spec = std::env::var("COLORIS_EXPLORE").unwrap_or_default();
+    for item in spec.split_whitespace() {
+        let parts: Vec<&str> = item.split(':').collect();
+        let text = std::fs::read_to_string(parts[0]).unwrap();
+        let seed = parts.get(2).map(|s| s.parse().unwrap());
+        let r = run_with(&text, parts[1], seed);
+        for p in &r.processes {
+            eprintln!(
+                "{item} {}: cycles {} ipc {:.3} llc miss {:.3} acc {} recolors {} lazy {}",
+                p.name,
+                p.cycles,
+                p.ipc,
+                p.llc_miss_rate,
+                p.llc_accesses,
+                p.recolors,
+                p.lazy_recolors
+            );
+        }
+        if let Some(ps) = r.policy_report.get("processes") {
+            for p in ps.as_array().unwrap() {
+                eprintln!(
+                    "  {} colors {} shrink {} sel {} redis {} oom {}",
+                    p["name"],
+                    p["colors"].as_array().unwrap().len(),
+                    p["shrink_marked"],
+                    p["selective_moved"],
+                    p["redistribution_marked"],
+                    p["out_of_memory_allocs"]
+                );
+            }
+            if std::env::var("COLORIS_MONITOR").is_ok() {
+                for m in r.policy_report["monitor"].as_array().unwrap() {
+                    eprintln!("  {m}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,58 @@
+"""COLORIS from Python and the CLI (the algorithm and section 4's scenarios are Rust tests in
+crates/sim/src/policy/coloris/): the report's tables and plot, and bad parameters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cachecolor
+from cachecolor import report
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples" / "coloris"
+
+
+def test_report_tables_and_assignment_plot(tmp_path):
+    runs = report.run_matrix([EX / "recolor-c1.toml"], ["coloris"])
+    runs += report.run_matrix([EX / "overhead-buddy.toml", EX / "overhead-pool.toml"], ["linux"])
+    text, written = report.write_report(runs, tmp_path)
+    for title in ("Table 1", "Table 3", "Figure 9", "Table 4", "Table 5"):
+        assert f"COLORIS {title}" in text, title
+    names = {p.name for p in written}
+    assert "coloris-assignments-recolor-c1.png" in names
+    t5 = report.REPORTERS["coloris"].tables(runs)
+    table5 = dict(t5)["COLORIS Table 5: stable color assignments"]
+    sizes = eval(table5["C1"][0])  # "(small,medium,hungry,skewed)" colors at the end
+    assert sum(sizes) == 64 and sizes[2] > 16
+    t1 = dict(t5)["COLORIS Table 1: allocator overhead (cycles)"]
+    assert (t1["difference_pct"].abs() < 1.0).all()
+    run = next(r for r in runs if r.policy == "coloris" and "recolor" in r.config)
+    assert run.result.invariants == []
+    assert run.result.policy_report["violations"] == []
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("low_threshold = 30", "low_threshold = 70"), "policy.coloris.low_threshold: LowThreshold 70% is above HighThreshold 65%"),
+        (("unit = 4", "unit = 65"), "policy.coloris.unit: UNIT 65 is not within 1..=64"),
+        (("unit = 4", 'unit = 4\nqos = { omnetpp = [0, 100] }'), "policy.coloris.qos.omnetpp: no process is named `omnetpp`"),
+    ],
+)
+def test_cli_rejects_bad_coloris_parameters(tmp_path, edit, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text((EX / "recolor-c1.toml").read_text().replace(*edit))
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "simulate", str(cfg)], capture_output=True, text=True)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_policy_override_runs_c1_under_static_and_coloris():
+    a = cachecolor.simulate_system(EX / "recolor-c1.toml", policy="static")
+    assert a.to_dict()["policy"] == "static"
+    assert sum(p["recolors"] + p["lazy_recolors"] for p in a.to_dict()["processes"]) == 0
