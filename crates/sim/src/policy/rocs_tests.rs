@@ -1,6 +1,6 @@
 //! Scenario tests of `rocs` and `global-pollute` on the `examples/rocs/` and
-//! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results), and unit
-//! tests of the pollute engine's branches with a scripted kernel.
+//! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results); the unit
+//! tests of the pollute engine's branches with a scripted kernel are in `pollute_tests.rs`.
 use crate::system::presets::system_config_from_toml;
 use crate::system::{System, SystemReport};
 
