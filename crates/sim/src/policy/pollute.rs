@@ -745,3 +745,7 @@ fn add(acc: &mut Acc, i: &Acc) {
     acc.llc_misses += i.llc_misses;
     acc.ticks += 1;
 }
+
+#[cfg(test)]
+#[path = "pollute_tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
 //! Scenario tests of `rocs` and `global-pollute` on the `examples/rocs/` and
-//! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results), and unit
-//! tests of the pollute engine's branches with a scripted kernel.
+//! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results); the unit
+//! tests of the pollute engine's branches with a scripted kernel are in `pollute_tests.rs`.
 use crate::system::presets::system_config_from_toml;
 use crate::system::{System, SystemReport};
 
@@ -269,4 +269,44 @@ fn bad_pollute_settings_are_named_errors() {
     let cfg: PolicyConfig =
         crate::config::from_toml("name = \"rocs\"\n[rocs]\nbuffer_size = \"64KiB\"").unwrap();
     assert_eq!(cfg.rocs.validate("policy.rocs", &m).unwrap(), 2);
+}
+
+/// ROCS 5.1: a workload whose second phase changes behaviour fires the coarse phase detector,
+/// which restores the buffer and profiles again; the steady art.toml never fires it.
+#[test]
+fn phases_rocs_detects_the_phase_change_and_profiles_again() {
+    let text = include_str!("../../../../examples/rocs/phases.toml");
+    let r = run(text, "rocs");
+    let u = &r.policy_report["units"][0];
+    let searches = u["searches"].as_array().unwrap();
+    eprintln!(
+        "phases: phase_changes {}, profiles {}, searches at {:?}, chosen {:?}, IPC {:.4}",
+        u["phase_changes"],
+        u["profiles"],
+        searches
+            .iter()
+            .map(|s| s["time"].clone())
+            .collect::<Vec<_>>(),
+        searches
+            .iter()
+            .map(|s| s["chosen"].clone())
+            .collect::<Vec<_>>(),
+        r.processes[0].ipc
+    );
+    assert!(u["phase_changes"].as_u64().unwrap() >= 1);
+    assert!(
+        searches.len() >= 2,
+        "a second search after the phase change"
+    );
+    // The first search ran in the first phase and picked pages.
+    assert!(searches[0]["chosen"].as_u64().unwrap() > 0);
+
+    let steady = run(ART, "rocs");
+    let u = &steady.policy_report["units"][0];
+    eprintln!(
+        "art (steady): phase_changes {}, profiles {}",
+        u["phase_changes"], u["profiles"]
+    );
+    assert_eq!(u["phase_changes"], 0);
+    assert_eq!(u["searches"].as_array().unwrap().len(), 1);
 }

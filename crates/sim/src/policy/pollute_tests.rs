@@ -1,0 +1,467 @@
+//! Unit tests of the pollute engine: Algorithm 1 (FindPollutePages, ROCS section 5.2) and the
+//! coarse phase detector (section 5.1) walked branch by branch with a scripted kernel and
+//! scripted IPC readings, no simulation.
+use super::*;
+use crate::memory::Pfn;
+use crate::policy::{KernelError, PageInfo, ProcessCounts, ThreadInfo};
+
+const PAGE: u64 = 4096;
+const PID: usize = 1;
+
+/// A kernel with one process of small pages, every one in color 0 at first, that records every
+/// recolor it is asked for.
+struct FakeKernel {
+    pages: Vec<PageInfo>,
+    colors: u64,
+    /// `(pid, vpn, color it went to)` of every recolor that moved a page.
+    moves: Vec<(usize, u64, u64)>,
+    sampling: Vec<Option<SamplingConfig>>,
+    prefetch: Vec<bool>,
+}
+
+impl FakeKernel {
+    fn new(pages: u64, colors: u64) -> Self {
+        FakeKernel {
+            pages: (0..pages)
+                .map(|vpn| PageInfo {
+                    vpn,
+                    pfn: vpn * colors,
+                    color: 0,
+                    accessed: false,
+                    dirty: false,
+                    marked: false,
+                    huge: false,
+                })
+                .collect(),
+            colors,
+            moves: Vec::new(),
+            sampling: Vec::new(),
+            prefetch: Vec::new(),
+        }
+    }
+    fn color(&self, vpn: u64) -> u64 {
+        self.pages[vpn as usize].color
+    }
+    /// Pages currently in `set`.
+    fn in_set(&self, set: &ColorSet) -> Vec<u64> {
+        self.pages
+            .iter()
+            .filter(|p| set.contains(p.color))
+            .map(|p| p.vpn)
+            .collect()
+    }
+}
+
+impl Kernel for FakeKernel {
+    fn now(&self) -> u64 {
+        0
+    }
+    fn core(&self) -> usize {
+        0
+    }
+    fn cores(&self) -> usize {
+        1
+    }
+    fn colors(&self) -> u64 {
+        self.colors
+    }
+    fn threads(&self) -> Vec<ThreadInfo> {
+        Vec::new()
+    }
+    fn pages(&self, pid: usize) -> Vec<PageInfo> {
+        if pid == PID {
+            self.pages.clone()
+        } else {
+            Vec::new()
+        }
+    }
+    fn recolor(
+        &mut self,
+        pid: usize,
+        vpn: u64,
+        colors: &ColorSet,
+    ) -> Result<Option<Pfn>, KernelError> {
+        let p = self
+            .pages
+            .iter_mut()
+            .find(|p| pid == PID && p.vpn == vpn)
+            .ok_or(KernelError::NotMapped { pid, vpn })?;
+        if colors.contains(p.color) {
+            return Ok(None);
+        }
+        p.color = colors.iter().next().expect("a color");
+        self.moves.push((pid, vpn, p.color));
+        Ok(Some(p.pfn))
+    }
+    fn mark_for_recolor(&mut self, _pid: usize, _vpn: u64) -> Result<(), KernelError> {
+        unimplemented!("the pollute engine recolors eagerly")
+    }
+    fn scan_accessed(&mut self, _pid: usize) -> Result<Vec<u64>, KernelError> {
+        unimplemented!()
+    }
+    fn migrate(&mut self, _tid: usize, _core: usize) -> Result<(), KernelError> {
+        unimplemented!()
+    }
+    fn set_sampling(&mut self, _core: Option<usize>, sampling: Option<SamplingConfig>) {
+        self.sampling.push(sampling);
+    }
+    fn set_prefetch(&mut self, on: bool) {
+        self.prefetch.push(on);
+    }
+}
+
+const COLORS: u64 = 16;
+
+fn machine() -> MachineInfo {
+    MachineInfo {
+        cores: 1,
+        chips: 1,
+        colors: COLORS,
+        llc_size: COLORS * 4 * PAGE,
+        llc_ways: 4,
+        line_size: 64,
+        page_size: PAGE,
+    }
+}
+
+/// One tick per step, no warm-up beyond the first tick, one profile tick, no settle ticks.
+fn cfg() -> PolluteConfig {
+    PolluteConfig {
+        warmup_ticks: 1,
+        profile_ticks: 1,
+        settle_ticks: 0,
+        measure_ticks: 1,
+        step_pages: 2,
+        min_pages: 0,
+        phase_ticks: 1,
+        ..PolluteConfig::default()
+    }
+}
+
+/// The engine and kernel with `pages` pages profiled so that the stack is vpn order (page `v`
+/// has 20 samples and `20 - v` misses), ready to take the baseline at the next tick.
+struct Rig {
+    e: PolluteEngine,
+    k: FakeKernel,
+    now: u64,
+}
+
+impl Rig {
+    fn new(cfg: PolluteConfig, pages: u64) -> Self {
+        let m = machine();
+        let colors = cfg.validate("policy.rocs", &m).unwrap();
+        let mut r = Rig {
+            e: PolluteEngine::new(cfg, Scope::PerProcess, colors, &m),
+            k: FakeKernel::new(pages, COLORS),
+            now: 0,
+        };
+        r.e.process_created(PID);
+        r.tick(1.0); // Warmup -> Waiting
+        r.tick(1.0); // miss rate 0.5 > 0.25: Profiling
+        assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
+        for v in 0..pages {
+            for i in 0..20u64 {
+                r.e.sample(&Sample {
+                    core: 0,
+                    thread: 0,
+                    pid: PID as u32,
+                    write: false,
+                    vaddr: v * PAGE + 64 * i,
+                    paddr: 0,
+                    source: if i < 20 - v.min(20) {
+                        DataSource::Memory
+                    } else {
+                        DataSource::Level(1)
+                    },
+                    cycle: 0,
+                });
+            }
+        }
+        r.tick(1.0); // profile ends: stack built, Baseline
+        assert_eq!(
+            r.e.units[0].stack,
+            (0..pages).map(|v| (PID, v)).collect::<Vec<_>>()
+        );
+        r
+    }
+
+    /// One tick whose interval has IPC `ipc` and an LLC miss rate of 0.5.
+    fn tick(&mut self, ipc: f64) {
+        self.tick_with(ipc, 500);
+    }
+
+    fn tick_with(&mut self, ipc: f64, llc_misses: u64) {
+        let cycles = 1_000_000;
+        let mut c = EventCounts::default();
+        c.set(Event::Cycles, cycles);
+        c.set(Event::Instructions, (ipc * cycles as f64) as u64);
+        c.set(Event::LlcAccesses, 1000);
+        c.set(Event::LlcMisses, llc_misses);
+        c.set(Event::L1dMisses, 5000);
+        self.now += cycles;
+        let t = Tick {
+            now: self.now,
+            interval: cycles,
+            cores: Vec::new(),
+            processes: vec![ProcessCounts {
+                pid: PID,
+                alive: true,
+                total: c,
+                interval: c,
+            }],
+        };
+        self.e.tick(&mut self.k, &t);
+    }
+
+    fn search(&self) -> serde_json::Value {
+        self.e.report("rocs")["units"][0]["searches"][0].clone()
+    }
+    fn step_pages(&self) -> Vec<u64> {
+        self.search()["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["pages"].as_u64().unwrap())
+            .collect()
+    }
+    fn pollute(&self) -> Vec<u64> {
+        self.k.in_set(&self.e.pollute)
+    }
+}
+
+#[test]
+fn baseline_is_kept_when_no_step_beats_it_and_every_page_goes_back() {
+    let mut r = Rig::new(cfg(), 8);
+    r.tick(1.0); // baseline: IPC 1.0, map pages 0-1
+    assert_eq!(r.pollute(), vec![0, 1]);
+    for _ in 0..4 {
+        r.tick(0.9); // 2, 4, 6, 8 pages: all worse than the baseline
+    }
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    let s = r.search();
+    assert_eq!(s["baseline_ipc"], 1.0);
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8]);
+    assert_eq!(s["chosen"], 0);
+    assert_eq!(s["pages"].as_array().unwrap().len(), 0);
+    assert!(r.pollute().is_empty(), "{:?}", r.pollute());
+    // Every page went to the buffer once and came back once.
+    let report = r.e.report("rocs");
+    assert_eq!(report["pages_to_buffer"], 8);
+    assert_eq!(report["pages_restored"], 8);
+    assert_eq!(report["units"][0]["in_buffer"], 0);
+    assert!(r.k.moves.iter().all(|&(_, _, c)| c == 0 || c == COLORS - 1));
+}
+
+#[test]
+fn a_step_that_improves_becomes_the_best_and_the_excess_goes_back() {
+    let mut r = Rig::new(cfg(), 8);
+    r.tick(1.0); // baseline
+    r.tick(1.2); // 2 pages: better than the baseline
+    r.tick(1.5); // 4 pages: the best
+    r.tick(1.5); // 6 pages: as good, not better: 4 stays the best
+    assert_eq!(r.pollute(), (0..8).collect::<Vec<_>>());
+    r.tick(1.1); // 8 pages: end of the stack
+    let s = r.search();
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8]);
+    assert_eq!(s["chosen"], 4);
+    assert_eq!(r.e.units[0].best_n, 4);
+    assert_eq!(r.e.units[0].best, 1.5);
+    // The top four pages of the stack stay in the buffer, pages 4-7 are restored.
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+    assert_eq!(
+        s["pages"],
+        serde_json::json!([[PID, 0], [PID, 1], [PID, 2], [PID, 3]])
+    );
+    let back: Vec<u64> = r.k.moves[8..].iter().map(|m| m.1).collect();
+    assert_eq!(back, vec![4, 5, 6, 7]);
+    assert!(r.k.moves[8..].iter().all(|m| r.e.normal.contains(m.2)));
+    let report = r.e.report("rocs");
+    assert_eq!(report["pages_restored"], 4);
+    assert_eq!(report["units"][0]["in_buffer"], 4);
+    // Settled: further ticks move nothing.
+    let moves = r.k.moves.len();
+    for _ in 0..5 {
+        r.tick(1.5);
+    }
+    assert_eq!(r.k.moves.len(), moves);
+    assert_eq!(r.k.color(0), COLORS - 1);
+}
+
+#[test]
+fn the_search_stops_at_min_pages_from_the_bottom_of_the_stack() {
+    let mut r = Rig::new(
+        PolluteConfig {
+            min_pages: 3,
+            ..cfg()
+        },
+        8,
+    );
+    r.tick(1.0); // baseline
+    r.tick(1.1); // 2
+    r.tick(1.3); // 4
+    assert!(matches!(r.e.units[0].stage, Stage::Search { .. }));
+    r.tick(1.2); // 5 = 8 - 3: the last step is cut to the limit
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    assert_eq!(r.step_pages(), vec![2, 4, 5]);
+    assert_eq!(r.search()["chosen"], 4);
+    // The bottom three pages were never moved.
+    assert!(r.k.moves.iter().all(|m| m.1 < 5));
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn a_stack_no_larger_than_min_pages_is_not_searched() {
+    let mut r = Rig::new(
+        PolluteConfig {
+            min_pages: 8,
+            ..cfg()
+        },
+        8,
+    );
+    // The profile's last tick ended the search at once: no baseline, no step, nothing moved.
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    r.tick(1.0);
+    assert!(r.k.moves.is_empty());
+    let s = r.search();
+    assert_eq!(s["chosen"], 0);
+    assert!(s["steps"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn the_step_is_the_configured_count_or_a_sixteenth_of_the_stack() {
+    // step_pages = 3: 3, 6, then the end of the stack (8).
+    let mut r = Rig::new(
+        PolluteConfig {
+            step_pages: 3,
+            ..cfg()
+        },
+        8,
+    );
+    for _ in 0..4 {
+        r.tick(1.0);
+    }
+    assert_eq!(r.search()["step_pages"], 3);
+    assert_eq!(r.step_pages(), vec![3, 6, 8]);
+
+    // step_pages = 0: ceil(40 / 16) = 3 pages a step.
+    let mut r = Rig::new(
+        PolluteConfig {
+            step_pages: 0,
+            ..cfg()
+        },
+        40,
+    );
+    for _ in 0..15 {
+        r.tick(1.0);
+    }
+    assert_eq!(r.search()["step_pages"], 3);
+    let steps = r.step_pages();
+    assert_eq!(steps.len(), 14);
+    assert_eq!(steps[..3], [3, 6, 9]);
+    assert_eq!(*steps.last().unwrap(), 40);
+
+    // A stack of fewer than 16 pages still moves one page a step.
+    let mut r = Rig::new(
+        PolluteConfig {
+            step_pages: 0,
+            ..cfg()
+        },
+        5,
+    );
+    for _ in 0..6 {
+        r.tick(1.0);
+    }
+    assert_eq!(r.step_pages(), vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn settle_ticks_are_left_out_and_measure_ticks_summed() {
+    let mut r = Rig::new(
+        PolluteConfig {
+            settle_ticks: 1,
+            measure_ticks: 2,
+            ..cfg()
+        },
+        4,
+    );
+    r.tick(9.0); // baseline settle: ignored
+    r.tick(1.0);
+    r.tick(2.0); // baseline = 1.5
+    assert_eq!(r.search()["baseline_ipc"], 1.5);
+    r.tick(9.0); // step settle: ignored
+    r.tick(1.0);
+    r.tick(1.0); // 2 pages: 1.0
+    assert_eq!(r.search()["steps"][0]["ipc"], 1.0);
+}
+
+/// Search with the best at 4 pages, then the first phase window sets the reference.
+fn settled(metric: PhaseMetric) -> Rig {
+    let mut r = Rig::new(
+        PolluteConfig {
+            phase_ticks: 2,
+            phase_metric: metric,
+            phase_threshold: 0.25,
+            ..cfg()
+        },
+        8,
+    );
+    for ipc in [1.0, 1.2, 1.5, 1.1, 1.0] {
+        r.tick(ipc);
+    }
+    assert!(matches!(
+        r.e.units[0].stage,
+        Stage::Stable { reference: None }
+    ));
+    r.tick(1.5);
+    r.tick(1.5);
+    assert!(matches!(
+        r.e.units[0].stage,
+        Stage::Stable { reference: Some(_) }
+    ));
+    r
+}
+
+#[test]
+fn a_steady_workload_is_not_a_new_phase() {
+    let mut r = settled(PhaseMetric::Ipc);
+    let moves = r.k.moves.len();
+    for i in 0..20 {
+        // Within 25% of the reference (1.5).
+        r.tick(if i % 2 == 0 { 1.2 } else { 1.8 });
+    }
+    let u = &r.e.report("rocs")["units"][0];
+    assert_eq!(u["phase_changes"], 0);
+    assert_eq!(u["profiles"], 1);
+    assert_eq!(r.k.moves.len(), moves);
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn an_ipc_change_beyond_the_threshold_restores_and_profiles_again() {
+    let mut r = settled(PhaseMetric::Ipc);
+    r.tick(1.0);
+    r.tick(1.0); // 1.0 vs 1.5: a third less
+    let u = &r.e.report("rocs")["units"][0];
+    assert_eq!(u["phase_changes"], 1);
+    assert_eq!(u["profiles"], 2);
+    assert_eq!(u["in_buffer"], 0);
+    assert!(r.pollute().is_empty());
+    assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
+    // The profile switches the sampler on again, and the prefetcher off.
+    assert!(r.k.sampling.last().unwrap().is_some());
+    assert_eq!(r.k.prefetch.last(), Some(&false));
+}
+
+#[test]
+fn an_llc_mpki_change_beyond_the_threshold_is_a_new_phase() {
+    let mut r = settled(PhaseMetric::LlcMpki);
+    // Same IPC, the misses double: MPKI 333 -> 667.
+    r.tick_with(1.5, 1000);
+    r.tick_with(1.5, 1000);
+    assert_eq!(r.e.report("rocs")["units"][0]["phase_changes"], 1);
+    // Under IPC the same ticks are no phase change.
+    let mut r = settled(PhaseMetric::Ipc);
+    r.tick_with(1.5, 1000);
+    r.tick_with(1.5, 1000);
+    assert_eq!(r.e.report("rocs")["units"][0]["phase_changes"], 0);
+}
