@@ -12,31 +12,29 @@ Shipped so far:
   there.
 - `mrc-partition`: colors divided by online miss-rate curves (Azimi et al. case study 1).
 - `thread-cluster`: threads sharing data moved to one chip (Azimi et al. case study 3).
-- `rocs`: the ROCS pollute buffer (papers/000 sections 3-5), `rocs.rs`; `global-pollute`: one
-  pollute buffer shared by every process (Azimi case study 2), `global_pollute.rs`; both run the
-  engine of `pollute.rs`.
+- `rocs`: the ROCS pollute buffer (papers/000 sections 3-5); `global-pollute`: one pollute
+  buffer shared by every process (Azimi case study 2); both are the engine of `pollute.rs`, one
+  unit per process or one of all (`pollute::Scope`).
 - `coloris`: COLORIS's dynamic scheme (sections 3.2-3.3, Algorithm 1): the static sections to
   start, then a Cache Utilization Monitor that moves colors between processes by their LLC
   miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
 mod coloris;
-mod global_pollute;
 mod linux;
 pub mod mrc_partition;
 pub mod pollute;
-mod rocs;
 mod static_sections;
 pub mod thread_cluster;
 
 #[cfg(test)]
 mod azimi_tests;
+#[cfg(test)]
+mod rocs_tests;
 
 pub use coloris::{Coloris, ColorisConfig, Expansion};
-pub use global_pollute::GlobalPollute;
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
-pub use pollute::PolluteConfig;
-pub use rocs::Rocs;
+pub use pollute::{PolluteConfig, PolluteEngine};
 pub use static_sections::StaticSections;
 pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
 
@@ -289,8 +287,16 @@ pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Pol
         "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
         "mrc-partition" => Box::new(MrcPartition::new(&config.mrc_partition, machine)?),
         "thread-cluster" => Box::new(ThreadCluster::new(&config.thread_cluster, machine)?),
-        "rocs" => Box::new(Rocs::new(&config.rocs, machine)?),
-        "global-pollute" => Box::new(GlobalPollute::new(&config.global_pollute, machine)?),
+        "rocs" => Box::new(PolluteEngine::policy(
+            &config.rocs,
+            pollute::Scope::PerProcess,
+            machine,
+        )?),
+        "global-pollute" => Box::new(PolluteEngine::policy(
+            &config.global_pollute,
+            pollute::Scope::Global,
+            machine,
+        )?),
         "coloris" => Box::new(Coloris::new(&config.coloris, machine)?),
         other => {
             return Err(ConfigError::new(

@@ -35,7 +35,7 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   runs, and keeps the best. `verify_ticks` profiles again after the search with the buffer in
   place (ROCS Figure 10 b's profile), at the cost of more monitoring.
 */
-use super::{Kernel, MachineInfo, Tick};
+use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, Tick};
 use crate::config::Size;
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
@@ -325,6 +325,16 @@ pub enum Scope {
     Global,
 }
 
+impl Scope {
+    /// The policy this scope makes.
+    pub fn policy_name(self) -> &'static str {
+        match self {
+            Scope::PerProcess => "rocs",
+            Scope::Global => "global-pollute",
+        }
+    }
+}
+
 /// The shared engine.
 #[derive(Debug)]
 pub struct PolluteEngine {
@@ -346,6 +356,13 @@ pub struct PolluteEngine {
 }
 
 impl PolluteEngine {
+    /// The `rocs` (`Scope::PerProcess`) or `global-pollute` (`Scope::Global`) policy, its
+    /// settings checked against the machine (errors under `policy.<name>`).
+    pub fn policy(cfg: &PolluteConfig, scope: Scope, m: &MachineInfo) -> Result<Self, ConfigError> {
+        let colors = cfg.validate(&format!("policy.{}", scope.policy_name()), m)?;
+        Ok(PolluteEngine::new(cfg.clone(), scope, colors, m))
+    }
+
     pub fn new(cfg: PolluteConfig, scope: Scope, pollute_colors: u64, m: &MachineInfo) -> Self {
         let first = m.colors - pollute_colors;
         PolluteEngine {
@@ -744,6 +761,32 @@ fn add(acc: &mut Acc, i: &Acc) {
     acc.llc_accesses += i.llc_accesses;
     acc.llc_misses += i.llc_misses;
     acc.ticks += 1;
+}
+
+/// `rocs` and `global-pollute` are the engine itself; the scope names the policy.
+impl Policy for PolluteEngine {
+    fn name(&self) -> &'static str {
+        self.scope.policy_name()
+    }
+    fn process_created(&mut self, p: &ProcessInfo) -> Placement {
+        PolluteEngine::process_created(self, p.pid);
+        Placement::default()
+    }
+    fn process_exited(&mut self, pid: usize) {
+        PolluteEngine::process_exited(self, pid);
+    }
+    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+        self.normal()
+    }
+    fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        PolluteEngine::tick(self, k, t);
+    }
+    fn sample(&mut self, _k: &mut dyn Kernel, s: &Sample) {
+        PolluteEngine::sample(self, s);
+    }
+    fn report(&self) -> serde_json::Value {
+        PolluteEngine::report(self, self.scope.policy_name())
+    }
 }
 
 #[cfg(test)]
