@@ -290,37 +290,34 @@ impl ThreadCluster {
                 .copied()
                 .filter(|t| current.contains_key(t))
                 .collect();
-            let mut left = members.as_slice();
-            while !left.is_empty() {
-                let here = |chip: usize| {
-                    left.iter()
-                        .filter(|t| m.chip_of(current[t]) == chip)
-                        .count()
-                };
-                let chip = (0..chips)
-                    .filter(|&ch| room[ch] > 0)
-                    .max_by_key(|&ch| (room[ch].min(left.len()), here(ch), std::cmp::Reverse(ch)))
-                    .expect("room for every live thread");
-                let n = room[chip].min(left.len());
-                // Those already on the chip first, then the others in thread order.
-                let mut take: Vec<usize> = left.to_vec();
-                take.sort_by_key(|t| (m.chip_of(current[t]) != chip, *t));
-                for &t in &take[..n] {
-                    target.insert(t, chip);
-                }
-                room[chip] -= n;
-                left = &[];
-                let rest: Vec<usize> = take[n..].to_vec();
-                if !rest.is_empty() {
-                    // Spill to other chips.
-                    for t in rest {
-                        let ch = (0..chips)
-                            .max_by_key(|&c| (room[c], std::cmp::Reverse(c)))
-                            .expect("chips");
-                        target.insert(t, ch);
-                        room[ch] = room[ch].saturating_sub(1);
-                    }
-                }
+            if members.is_empty() {
+                continue;
+            }
+            let here = |chip: usize| {
+                members
+                    .iter()
+                    .filter(|t| m.chip_of(current[t]) == chip)
+                    .count()
+            };
+            let chip = (0..chips)
+                .filter(|&ch| room[ch] > 0)
+                .max_by_key(|&ch| (room[ch].min(members.len()), here(ch), std::cmp::Reverse(ch)))
+                .expect("room for every live thread");
+            let n = room[chip].min(members.len());
+            // Those already on the chip first, then the others in thread order.
+            let mut take = members;
+            take.sort_by_key(|t| (m.chip_of(current[t]) != chip, *t));
+            for &t in &take[..n] {
+                target.insert(t, chip);
+            }
+            room[chip] -= n;
+            // The rest spill to the chips with the most room.
+            for &t in &take[n..] {
+                let ch = (0..chips)
+                    .max_by_key(|&c| (room[c], std::cmp::Reverse(c)))
+                    .expect("chips");
+                target.insert(t, ch);
+                room[ch] = room[ch].saturating_sub(1);
             }
         }
         for t in &live {
