@@ -175,7 +175,12 @@ fn mcf_rocs_neither_helps_nor_hurts_beyond_its_cost() {
     assert!(overhead < 0.038, "{overhead}");
     assert!((rl / ll - 1.0).abs() < 0.03, "{rl} vs {ll}");
     // Over the whole run, search included, within ROCS's worst-case overhead (3.8%, section 6).
-    assert!((r.ipc / l.ipc - 1.0).abs() < 0.038, "{} vs {}", r.ipc, l.ipc);
+    assert!(
+        (r.ipc / l.ipc - 1.0).abs() < 0.038,
+        "{} vs {}",
+        r.ipc,
+        l.ipc
+    );
 }
 
 #[test]
