@@ -183,6 +183,61 @@ fn mcf_rocs_neither_helps_nor_hurts_beyond_its_cost() {
     );
 }
 
+/// ROCS 3.2.3 and Figure 8's third bar, with an L1D prefetcher (`art-prefetch.toml`): profiled
+/// with the prefetcher off (ROCS) the stack sees the streams as they are and the buffer pays;
+/// profiled with it on, the streams' prefetched lines hit L1 and are hardly sampled ("invisible
+/// lines") and the samples they do get look like reuse ("artificial hits"), so the search finds
+/// little to move and the gain is lost.
+#[test]
+fn art_prefetch_profiling_with_the_prefetcher_on_hides_the_polluters() {
+    let text = include_str!("../../../../examples/rocs/art-prefetch.toml");
+    let linux = run(text, "linux");
+    let off = run(text, "rocs");
+    let on = run_with(text, "rocs", |c| c.policy.rocs.profile_prefetch = true);
+    let search = |r: &SystemReport| r.policy_report["units"][0]["searches"][0].clone();
+    let (s_off, s_on) = (search(&off), search(&on));
+    let stream_samples = |s: &serde_json::Value| -> u64 {
+        s["profile"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| (STREAMS.0..STREAMS.1).contains(&(row[1].as_u64().unwrap() * 4096)))
+            .map(|row| row[2].as_u64().unwrap())
+            .sum()
+    };
+    let mr = |s: &serde_json::Value| profile_miss_rate(&s["profile"], 4096, STREAMS.0, STREAMS.1);
+    let ipc = |r: &SystemReport| r.processes[0].ipc;
+    eprintln!(
+        "art-prefetch: IPC linux {:.4}, rocs {:.4}, rocs profiled with the prefetcher {:.4}; \
+         stack {} / {} pages, stream samples {} / {}, stream miss rate {:.3} / {:.3}, chosen {} / {}",
+        ipc(&linux),
+        ipc(&off),
+        ipc(&on),
+        s_off["profile"].as_array().unwrap().len(),
+        s_on["profile"].as_array().unwrap().len(),
+        stream_samples(&s_off),
+        stream_samples(&s_on),
+        mr(&s_off),
+        mr(&s_on),
+        s_off["chosen"],
+        s_on["chosen"]
+    );
+    assert!(
+        ipc(&off) > 1.2 * ipc(&linux),
+        "rocs pays with the prefetcher on in the run"
+    );
+    assert!(
+        ipc(&on) < 0.8 * ipc(&off),
+        "the prefetcher-on stack loses most of it"
+    );
+    assert!(
+        2 * stream_samples(&s_on) < stream_samples(&s_off),
+        "invisible lines"
+    );
+    assert!(mr(&s_off) > 0.9 && mr(&s_on) < 0.5, "artificial hits");
+    assert!(s_on["chosen"].as_u64() < s_off["chosen"].as_u64());
+}
+
 #[test]
 fn global_pollute_shares_one_buffer_fed_by_both_cores() {
     let text = include_str!("../../../../examples/azimi/global-pollute.toml");
