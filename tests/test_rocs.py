@@ -14,9 +14,11 @@ import pytest
 
 import cachecolor
 from cachecolor import report_rocs
+from conftest import needs_cc, needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 ART = ROOT / "examples" / "rocs" / "art.toml"
+CAPTURED = ROOT / "examples" / "rocs" / "captured.toml"
 
 
 def test_art_under_linux_and_rocs_from_the_cli(tmp_path):
@@ -81,3 +83,33 @@ def test_bad_settings_are_config_errors(policy, table, body, field):
     with pytest.raises(cachecolor.ConfigError) as info:
         cachecolor.simulate_system(cfg)
     assert field in str(info.value)
+
+
+@needs_cc
+@needs_qemu
+def test_rocs_on_a_captured_art_like_program(run_cli, tmp_path):
+    """A real program (examples/rocs/programs/art_like.c) captured and run as captured.toml says:
+    rocs pays on it as on the synthetic art, and what it moves is the streaming arrays."""
+    exe = tmp_path / "art_like"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "examples/rocs/programs/art_like.c")], check=True)
+    cap = run_cli("trace", "--no-ifetch", "-o", "art_like.cctrace", "--", exe, "2500000")
+    assert cap.returncode == 0, cap.stderr
+    arrays = {}
+    for line in cap.stdout.splitlines():
+        name, *rest = line.split()
+        if name in ("bus", "tds", "f1_layer"):
+            arrays[name] = (int(rest[0], 16), int(rest[0], 16) + int(rest[1]))
+    assert set(arrays) == {"bus", "tds", "f1_layer"}, cap.stdout
+    docs = {}
+    for policy in ("linux", "rocs"):
+        out = run_cli("simulate", CAPTURED, "--policy", policy, "--json", f"{policy}.json", "-q")
+        assert out.returncode == 0, out.stderr
+        docs[policy] = json.loads((tmp_path / f"{policy}.json").read_text())
+        assert docs[policy]["invariants"] == []
+    l, r = docs["linux"]["processes"][0], docs["rocs"]["processes"][0]
+    assert r["ipc"] > 1.1 * l["ipc"] and r["llc_mpki"] < l["llc_mpki"], (l, r)
+    pages = docs["rocs"]["policy_report"]["units"][0]["searches"][0]["pages"]
+    in_streams = sum(
+        any(lo <= vpn * 4096 < hi for lo, hi in (arrays["bus"], arrays["tds"])) for _, vpn in pages
+    )
+    assert len(pages) > 100 and in_streams > 0.9 * len(pages), (len(pages), in_streams)
