@@ -18,7 +18,7 @@ from conftest import needs_cc, needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 ART = ROOT / "examples" / "rocs" / "art.toml"
-CAPTURED = ROOT / "examples" / "rocs" / "captured.toml"
+CAPTURED = ROOT / "examples" / "rocs" / "programs" / "art_like.toml"
 
 
 def test_art_under_linux_and_rocs_from_the_cli(tmp_path):
@@ -88,7 +88,7 @@ def test_bad_settings_are_config_errors(policy, table, body, field):
 @needs_cc
 @needs_qemu
 def test_rocs_on_a_captured_art_like_program(run_cli, tmp_path):
-    """A real program (examples/rocs/programs/art_like.c) captured and run as captured.toml says:
+    """A real program (examples/rocs/programs/art_like.c) captured and run as programs/art_like.toml says:
     rocs pays on it as on the synthetic art, and what it moves is the streaming arrays."""
     exe = tmp_path / "art_like"
     subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "examples/rocs/programs/art_like.c")], check=True)

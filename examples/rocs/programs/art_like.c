@@ -1,6 +1,6 @@
 /*
  * An art-shaped program (ROCS section 3.2.2, Figure 3) to capture with `cachecolor trace` and
- * run under `rocs` (examples/rocs/captured.toml): each step reads the next element of two
+ * run under `rocs` (examples/rocs/programs/art_like.toml): each step reads the next element of two
  * streaming arrays (1 MiB each, one double per 64 bytes, swept in order, never reused within the
  * cache) and one element of a reused 320 KiB array at a pseudo-random index. It prints where its
  * arrays are, so a test can tell which pages rocs put in the pollute buffer.
