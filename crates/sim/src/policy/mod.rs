@@ -198,11 +198,12 @@ pub trait Policy: std::fmt::Debug + Send {
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
-    /// The fault path found no free frame in any color `allowed_colors` gave for `pid`
-    /// (COLORIS section 3.2: "ALLOC_COLORS(UNIT) is invoked to add UNIT colors to a process,
-    /// whenever it runs out of memory with its pre-existing colors"). Return true if the
-    /// policy widened the process's colors: the fault then asks `allowed_colors` again and
-    /// retries once. Not called from inside a hook (an eager `recolor` gets the error).
+    /// The fault path (a first touch, or the lazy move of a page marked for recoloring) found
+    /// no free frame in any color `allowed_colors` gave for `pid` (COLORIS section 3.2:
+    /// "ALLOC_COLORS(UNIT) is invoked to add UNIT colors to a process, whenever it runs out of
+    /// memory with its pre-existing colors"). Return true if the policy widened the process's
+    /// colors: the fault then asks `allowed_colors` again and retries once. Not called from
+    /// inside a hook (an eager `recolor` gets the error).
     fn out_of_colors(&mut self, _pid: usize) -> bool {
         false
     }

@@ -1202,23 +1202,42 @@ impl System {
             .allowed_colors(pid, vpn)
             .clone();
         if recolor {
-            let space = self.processes[pid].space.as_mut().expect("tables");
-            let old = space.pte(vpn).expect("a marked page has tables").pfn();
-            if allowed.contains(self.memory.color_of(old)) {
-                space.remap(vpn, old);
-                return Ok(Translation {
-                    pfn: old,
-                    huge: false,
-                });
+            let mut allowed = allowed;
+            let mut retried = false;
+            loop {
+                let space = self.processes[pid].space.as_mut().expect("tables");
+                let old = space.pte(vpn).expect("a marked page has tables").pfn();
+                if allowed.contains(self.memory.color_of(old)) {
+                    space.remap(vpn, old);
+                    return Ok(Translation {
+                        pfn: old,
+                        huge: false,
+                    });
+                }
+                match self.move_page(core, pid, vpn, &allowed) {
+                    Ok(new) => {
+                        self.processes[pid].lazy_recolors += 1;
+                        return Ok(Translation {
+                            pfn: new,
+                            huge: false,
+                        });
+                    }
+                    // A lazy move is a fault too: out of memory in the new colors, the policy
+                    // may widen them (COLORIS 3.2, ALLOC_COLORS on running out of memory).
+                    Err(MemoryError::OutOfFrames { .. })
+                        if !retried && !allowed.is_full() && self.widen_colors(pid) =>
+                    {
+                        retried = true;
+                        allowed = self
+                            .policy
+                            .as_mut()
+                            .expect("policy present")
+                            .allowed_colors(pid, vpn)
+                            .clone();
+                    }
+                    Err(e) => return Err(oom(&e)),
+                }
             }
-            let new = self
-                .move_page(core, pid, vpn, &allowed)
-                .map_err(|e| oom(&e))?;
-            self.processes[pid].lazy_recolors += 1;
-            return Ok(Translation {
-                pfn: new,
-                huge: false,
-            });
         }
         let mut allowed = allowed;
         let mut retried = false;
@@ -1234,13 +1253,7 @@ impl System {
                 // Out of memory in the process's colors: the policy may widen them (COLORIS
                 // section 3.2, ALLOC_COLORS on running out of memory); then retry once.
                 Err(MemoryError::OutOfFrames { .. })
-                    if !retried
-                        && !allowed.is_full()
-                        && self
-                            .policy
-                            .as_mut()
-                            .expect("policy present")
-                            .out_of_colors(pid) =>
+                    if !retried && !allowed.is_full() && self.widen_colors(pid) =>
                 {
                     retried = true;
                     allowed = self
@@ -1264,6 +1277,14 @@ impl System {
         p.frames += 1;
         p.pages_per_color[color] += 1;
         Ok(Translation { pfn, huge: false })
+    }
+
+    /// The fault path ran out of frames in `pid`'s colors: may the policy widen them?
+    fn widen_colors(&mut self, pid: usize) -> bool {
+        self.policy
+            .as_mut()
+            .expect("policy present")
+            .out_of_colors(pid)
     }
 
     /// Move small page `vpn` of `pid` to a new frame of one of `allowed` colors: allocate,

@@ -760,3 +760,81 @@ fn eager_recolor_settles_a_page_marked_for_a_lazy_move() {
     assert_eq!((p.recolors, p.lazy_recolors), (1, 0));
     assert_eq!(p.faults, 256, "the settled page does not fault again");
 }
+
+/// A lazy move that finds no frame in the page's new colors asks the policy to widen them
+/// (`out_of_colors`, COLORIS 3.2's ALLOC_COLORS on running out of memory) and retries once;
+/// a policy that cannot widen ends the run with a named out-of-memory error.
+#[test]
+fn a_lazy_move_out_of_frames_in_its_colors_asks_the_policy_to_widen_them() {
+    #[derive(Debug)]
+    struct ShrinkToOne {
+        allowed: ColorSet,
+        widen: bool,
+        asked: u32,
+        marked: bool,
+        /// At the last tick: settled pages outside the colors granted.
+        outside: usize,
+    }
+    impl Policy for ShrinkToOne {
+        fn name(&self) -> &'static str {
+            "test-shrink-to-one"
+        }
+        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
+            policy::Placement::default()
+        }
+        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+            &self.allowed
+        }
+        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
+            if self.marked {
+                self.outside = k
+                    .pages(0)
+                    .iter()
+                    .filter(|p| !p.marked && !self.allowed.contains(p.color))
+                    .count();
+                return;
+            }
+            // Every page to color 0, which has 32 frames for the 256 pages.
+            self.marked = true;
+            self.allowed = ColorSet::range(16, 0, 1).unwrap();
+            for p in k.pages(0) {
+                if p.color != 0 {
+                    k.mark_for_recolor(0, p.vpn).unwrap();
+                }
+            }
+        }
+        fn out_of_colors(&mut self, _pid: usize) -> bool {
+            // ALLOC_COLORS(UNIT = 4): four more colors each time.
+            self.asked += 1;
+            if self.widen {
+                self.allowed = ColorSet::range(16, 0, 1 + 4 * self.asked as u64).unwrap();
+            }
+            self.widen
+        }
+        fn report(&self) -> serde_json::Value {
+            serde_json::json!({ "asked": self.asked, "outside": self.outside })
+        }
+    }
+    let text = include_str!("../../../../examples/os/placement-random.toml")
+        .replace("ram = \"64MiB\"", "ram = \"2MiB\"");
+    let cfg = config(&text);
+    let policy = |widen| ShrinkToOne {
+        allowed: ColorSet::all(16),
+        widen,
+        asked: 0,
+        marked: false,
+        outside: usize::MAX,
+    };
+    let r = run_with(&cfg, Box::new(policy(true)));
+    let p = process(&r, "uniform");
+    eprintln!("lazy recolors {}, {}", p.lazy_recolors, r.policy_report);
+    // The pages mapped by the first tick (about half) move lazily; the colors are widened as
+    // often as needed (32 frames a color: 0..1, 0..5, 0..9, ...), and at the last tick every
+    // settled page is in the colors granted.
+    assert!(p.lazy_recolors > 100, "{}", p.lazy_recolors);
+    assert!(r.policy_report["asked"].as_u64().unwrap() >= 2);
+    assert_eq!(r.policy_report["outside"], 0);
+    let mut s = System::with_policy(&cfg, Box::new(policy(false))).unwrap();
+    let e = s.run().unwrap_err().to_string();
+    assert!(e.contains("uniform") && e.contains("out of"), "{e}");
+}
