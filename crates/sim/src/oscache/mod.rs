@@ -12,4 +12,7 @@ each to its section.
 Off-load (section 4: the run-length predictor and the OS core) is built on branch `offload`.
 */
 
+pub mod model;
 pub mod runs;
+#[cfg(test)]
+mod tests;
