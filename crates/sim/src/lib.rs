@@ -17,6 +17,7 @@ pub mod error;
 pub mod geometry;
 pub mod memory;
 pub mod mmu;
+pub mod oscache;
 pub mod pmu;
 pub mod policy;
 pub mod rng;
