@@ -223,7 +223,10 @@ impl OffloadConfig {
             if !(d.phase_threshold.is_finite() && d.phase_threshold > 0.0) {
                 return Err(ConfigError::new(
                     f("dynamic.phase_threshold"),
-                    format!("{}: a positive relative change (e.g. 0.1)", d.phase_threshold),
+                    format!(
+                        "{}: a positive relative change (e.g. 0.1)",
+                        d.phase_threshold
+                    ),
                 ));
             }
         }
@@ -745,7 +748,10 @@ impl OffloadModel {
         let osc = self.os_core();
         loop {
             // The unfinished core with the smallest clock (lowest index on ties).
-            let Some(u) = (0..nu).filter(|&u| !finished[u]).min_by_key(|&u| (clock[u], u)) else {
+            let Some(u) = (0..nu)
+                .filter(|&u| !finished[u])
+                .min_by_key(|&u| (clock[u], u))
+            else {
                 break;
             };
             let Some(step) = streams[u].next_step(id)? else {
@@ -835,11 +841,8 @@ pub fn check_invariants(r: &OffloadResult) -> Vec<String> {
                 c.instructions, c.offloaded_instructions, c.thread_instructions
             ));
         }
-        let parts = c.instructions
-            + c.stall_cycles
-            + c.migration_cycles
-            + c.queue_cycles
-            + c.remote_cycles;
+        let parts =
+            c.instructions + c.stall_cycles + c.migration_cycles + c.queue_cycles + c.remote_cycles;
         if parts != c.cycles {
             v.push(format!(
                 "user core {u}: cycles {} != instructions + stalls + migration + queue + remote = {parts}",

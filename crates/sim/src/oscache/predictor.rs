@@ -131,10 +131,7 @@ impl PredictorConfig {
         if self.global_history == 0 || self.global_history > 64 {
             return Err(ConfigError::new(
                 format!("{prefix}.global_history"),
-                format!(
-                    "{}: between 1 and 64 runs (paper: 3)",
-                    self.global_history
-                ),
+                format!("{}: between 1 and 64 runs (paper: 3)", self.global_history),
             ));
         }
         Ok(())
@@ -222,10 +219,9 @@ impl Predictor {
                 let i = fold(astate) as usize % self.entries.len();
                 self.entries[i].valid.then_some(i)
             }
-            TableKind::FullyAssociative => self
-                .entries
-                .iter()
-                .position(|e| e.valid && e.tag == astate),
+            TableKind::FullyAssociative => {
+                self.entries.iter().position(|e| e.valid && e.tag == astate)
+            }
         }
     }
 
