@@ -199,18 +199,19 @@ def test_trace_round_trip_frame_and_array(tmp_path, examples):
         "thread": rng.integers(0, 4, size=n, dtype=np.uint32),
         "icount": rng.integers(0, 1000, size=n, dtype=np.uint32),
         "privileged": rng.random(n) < 0.1,
+        "syscall": np.where(rng.random(n) < 0.05, rng.integers(1, 1 << 32, size=n), 0).astype(np.uint32),
     }
     path = tmp_path / "rt.cctrace"
     assert cachecolor.write_trace(path, cols, metadata="hello") == n
     frame = cachecolor.read_trace(path)
-    assert frame.attrs["metadata"] == "hello" and frame.attrs["version"] == 1
-    assert list(frame.columns) == ["addr", "kind", "size", "thread", "icount", "privileged"]
+    assert frame.attrs["metadata"] == "hello" and frame.attrs["version"] == 2
+    assert list(frame.columns) == ["addr", "kind", "size", "thread", "icount", "privileged", "syscall"]
     assert list(frame["kind"].cat.categories) == ["load", "store", "ifetch", "modify"]
     for name, values in cols.items():
         got = frame[name].cat.codes.to_numpy() if name == "kind" else frame[name].to_numpy()
         np.testing.assert_array_equal(got, values, err_msg=name)
     arr = cachecolor.read_trace(path, as_="array")
-    assert arr.dtype.names == ("addr", "kind", "size", "thread", "icount", "privileged")
+    assert arr.dtype.names == ("addr", "kind", "size", "thread", "icount", "privileged", "syscall")
     np.testing.assert_array_equal(arr["addr"], cols["addr"])
     head = cachecolor.read_trace(path, limit=10)
     assert len(head) == 10 and head.attrs["truncated"]

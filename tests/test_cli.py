@@ -75,7 +75,7 @@ def test_trace_info(run_cli, tmp_path, din_trace):
     assert out.returncode == 0, out.stderr
     labels = [line.split()[0] for line in din_trace.read_text().splitlines()]
     text = out.stdout
-    assert "native trace, version 1" in text
+    assert "native trace, version 2" in text
     assert f"records         {len(labels):,}" in text
     assert f"  load          {labels.count('0'):,}" in text
     assert f"  store         {labels.count('1'):,}" in text

@@ -76,7 +76,7 @@ def machine_summaries(name: Optional[str] = None, cpu_dir: Optional[_Path] = Non
     """JSON list of machine summaries (chips, cores, levels with colors, llc_colors): every preset, or ``name``."""
 
 def read_trace(path: _Path, format: str = "native", limit: Optional[int] = None) -> dict[str, Any]:
-    """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged (+ metadata, version, truncated)."""
+    """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged, syscall (+ metadata, version, truncated)."""
 
 def write_trace(
     path: _Path,
@@ -87,6 +87,7 @@ def write_trace(
     icounts: Any = None,
     privileged: Any = None,
     metadata: str = "",
+    syscalls: Any = None,
 ) -> int:
     """Write columns as a native trace (atomically); returns the number of records."""
 

@@ -9,6 +9,8 @@ Columns and their dtypes (the same as the native trace's record fields)::
     thread      uint32   thread id (default 0)
     icount      uint32   instructions since the thread's previous record (default 0)
     privileged  bool     kernel-mode reference (default False)
+    syscall     uint32   syscall identity on the first record of a privileged run, else 0
+                         (number << 22 | 22-bit argument hash; docs/trace-format.md)
 
 Contract: ``to_columns`` validates (lengths, kind names, non-negative addresses) and raises
 ``ValueError`` naming the column; it copies only when the input's dtype or layout differs.
@@ -28,7 +30,7 @@ _KIND_ALIASES = {
     "ifetch": 2, "i": 2, "instr": 2, "instruction": 2,
     "modify": 3, "m": 3,
 }
-COLUMNS = ("addr", "kind", "size", "thread", "icount", "privileged")
+COLUMNS = ("addr", "kind", "size", "thread", "icount", "privileged", "syscall")
 DTYPES = {
     "addr": np.dtype("<u8"),
     "kind": np.dtype("u1"),
@@ -36,6 +38,7 @@ DTYPES = {
     "thread": np.dtype("<u4"),
     "icount": np.dtype("<u4"),
     "privileged": np.dtype("u1"),
+    "syscall": np.dtype("<u4"),
 }
 RECORD_DTYPE = np.dtype(
     [
@@ -45,6 +48,7 @@ RECORD_DTYPE = np.dtype(
         ("thread", "<u4"),
         ("icount", "<u4"),
         ("privileged", "?"),
+        ("syscall", "<u4"),
     ]
 )
 
@@ -121,7 +125,14 @@ def to_columns(records: Any, **extra: Any) -> dict[str, np.ndarray]:
             cols[k] = records[k]
     else:
         cols["addr"] = records
-    plural = {"kinds": "kind", "sizes": "size", "threads": "thread", "icounts": "icount", "privileged": "privileged"}
+    plural = {
+        "kinds": "kind",
+        "sizes": "size",
+        "threads": "thread",
+        "icounts": "icount",
+        "privileged": "privileged",
+        "syscalls": "syscall",
+    }
     for key, value in extra.items():
         if key not in plural:
             raise TypeError(f"unexpected keyword {key!r}")
@@ -142,7 +153,10 @@ def from_columns(raw: Mapping[str, bytes], as_: str = "frame") -> Any:
     n = len(raw["addr"]) // 8
     arr = np.empty(n, dtype=RECORD_DTYPE)
     for name in COLUMNS:
-        arr[name] = np.frombuffer(raw[name], dtype=DTYPES[name], count=n)
+        if name in raw:
+            arr[name] = np.frombuffer(raw[name], dtype=DTYPES[name], count=n)
+        else:
+            arr[name] = 0
     if as_ == "array":
         return arr
     if as_ != "frame":
@@ -157,6 +171,7 @@ def from_columns(raw: Mapping[str, bytes], as_: str = "frame") -> Any:
             "thread": arr["thread"],
             "icount": arr["icount"],
             "privileged": arr["privileged"],
+            "syscall": arr["syscall"],
         }
     )
     return frame

@@ -61,7 +61,7 @@ def write_trace(path: PathLike, records: Any, *, metadata: str = "", **columns: 
     """Write records as a native trace at ``path``; returns the number written.
 
     ``records`` is an address array, a DataFrame / dict of columns / structured array with
-    columns ``addr``, ``kind``, ``size``, ``thread``, ``icount``, ``privileged`` (see
+    columns ``addr``, ``kind``, ``size``, ``thread``, ``icount``, ``privileged``, ``syscall`` (see
     ``cachecolor.records``); extra columns may also be passed as ``kinds=``, ``sizes=``, ...
     """
     cols = to_columns(records, **columns)
@@ -74,6 +74,7 @@ def write_trace(path: PathLike, records: Any, *, metadata: str = "", **columns: 
         cols.get("icount"),
         cols.get("privileged"),
         metadata,
+        cols.get("syscall"),
     )
 
 

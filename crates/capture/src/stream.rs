@@ -200,6 +200,7 @@ impl Decoder {
                         size: size.max(1) as u16,
                         kind,
                         privileged: false,
+                        syscall: 0,
                     });
                     return Ok(());
                 }
@@ -221,6 +222,7 @@ impl Decoder {
                     size: size.max(1) as u16,
                     kind,
                     privileged: false,
+                    syscall: 0,
                 });
             }
             K_TBEXEC => {
@@ -334,6 +336,7 @@ impl Decoder {
                     size: size.max(1) as u16,
                     kind: Kind::IFetch,
                     privileged: false,
+                    syscall: 0,
                 },
             ));
         } else {

@@ -261,6 +261,7 @@ pub struct Columns {
     thread: Option<Column<u32>>,
     icount: Option<Column<u32>>,
     privileged: Option<Column<u8>>,
+    syscall: Option<Column<u32>>,
 }
 
 impl Columns {
@@ -281,7 +282,18 @@ impl Columns {
             thread: column::<u32>(py, "threads", thread)?,
             icount: column::<u32>(py, "icounts", icount)?,
             privileged: column::<u8>(py, "privileged", privileged)?,
+            syscall: None,
         })
+    }
+
+    /// Add the syscall-identity column (`Record::syscall`), if given.
+    pub fn with_syscalls(
+        mut self,
+        py: Python<'_>,
+        syscall: Option<&Bound<'_, PyAny>>,
+    ) -> Result<Columns> {
+        self.syscall = column::<u32>(py, "syscalls", syscall)?;
+        Ok(self)
     }
 
     /// The columns as the simulator reads them, checked (lengths, kinds, sizes) once here.
@@ -294,6 +306,7 @@ impl Columns {
             self.icount.as_ref().map(Column::as_slice),
             self.privileged.as_ref().map(Column::as_slice),
         )
+        .and_then(|c| c.with_syscalls(self.syscall.as_ref().map(Column::as_slice)))
         .map_err(|e| Failure::Argument(e.message))
     }
 

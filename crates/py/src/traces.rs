@@ -62,6 +62,7 @@ pub fn read_trace<'py>(
         size: Vec<u16>,
         kind: Vec<u8>,
         privileged: Vec<u8>,
+        syscall: Vec<u32>,
         meta: Option<(String, u16)>,
         truncated: bool,
     }
@@ -75,6 +76,7 @@ pub fn read_trace<'py>(
                 size: Vec::new(),
                 kind: Vec::new(),
                 privileged: Vec::new(),
+                syscall: Vec::new(),
                 meta,
                 truncated: false,
             };
@@ -92,6 +94,7 @@ pub fn read_trace<'py>(
                     out.size.push(rec.size);
                     out.kind.push(rec.kind as u8);
                     out.privileged.push(rec.privileged as u8);
+                    out.syscall.push(rec.syscall);
                     n += 1;
                 }
                 report(None, src.progress())?;
@@ -118,6 +121,10 @@ pub fn read_trace<'py>(
     )?;
     d.set_item("kind", PyBytes::new(py, &r.kind))?;
     d.set_item("privileged", PyBytes::new(py, &r.privileged))?;
+    d.set_item(
+        "syscall",
+        PyBytes::new(py, &le_bytes(&r.syscall, |x| x.to_le_bytes())),
+    )?;
     d.set_item("metadata", r.meta.as_ref().map(|m| m.0.clone()))?;
     d.set_item("version", r.meta.as_ref().map(|m| m.1))?;
     d.set_item("truncated", r.truncated)?;
@@ -126,7 +133,7 @@ pub fn read_trace<'py>(
 
 /// Write columns as a native trace at `path` (atomically). Returns the records written.
 #[pyfunction]
-#[pyo3(signature = (path, addresses, kinds = None, sizes = None, threads = None, icounts = None, privileged = None, metadata = ""))]
+#[pyo3(signature = (path, addresses, kinds = None, sizes = None, threads = None, icounts = None, privileged = None, metadata = "", syscalls = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn write_trace(
     py: Python<'_>,
@@ -138,8 +145,10 @@ pub fn write_trace(
     icounts: Option<&Bound<'_, PyAny>>,
     privileged: Option<&Bound<'_, PyAny>>,
     metadata: &str,
+    syscalls: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<u64> {
-    let cols = Columns::extract(py, addresses, kinds, sizes, threads, icounts, privileged)?;
+    let cols = Columns::extract(py, addresses, kinds, sizes, threads, icounts, privileged)?
+        .with_syscalls(py, syscalls)?;
     let n = py.detach(|| {
         catch_panic(|| {
             let mut records = Vec::with_capacity(cols.len());

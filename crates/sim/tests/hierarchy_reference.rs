@@ -431,6 +431,7 @@ fn record() -> impl Strategy<Value = Record> {
             size,
             kind: Kind::from_u8(kind).unwrap(),
             privileged: false,
+            syscall: 0,
         })
 }
 
@@ -616,6 +617,7 @@ proptest! {
                 thread: 0,
                 icount: 0,
                 privileged: false,
+                syscall: 0,
                 size: if with_sizes { r.size } else { 1 },
                 ..r
             })

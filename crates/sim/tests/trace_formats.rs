@@ -92,6 +92,7 @@ fn program_like(n: usize, seed: u64) -> Vec<Record> {
                 size,
                 kind,
                 privileged: rng.below(50) == 0,
+                syscall: 0,
             }
         })
         .collect()
@@ -121,14 +122,16 @@ fn arb_record() -> impl Strategy<Value = Record> {
         prop_oneof![Just(8u16), 1u16..300, any::<u16>()],
         0u8..4,
         any::<bool>(),
+        prop_oneof![Just(0u32), any::<u32>()],
     )
-        .prop_map(|(addr, thread, icount, size, kind, privileged)| Record {
+        .prop_map(|(addr, thread, icount, size, kind, privileged, syscall)| Record {
             addr,
             thread,
             icount,
             size,
             kind: Kind::from_u8(kind).unwrap(),
             privileged,
+            syscall,
         })
 }
 
@@ -166,6 +169,7 @@ fn native_round_trips_edge_cases() {
             size: [0, u16::MAX, 254, 255, 1][i % 5],
             kind: Kind::ALL[i % 4],
             privileged: i % 2 == 0,
+            syscall: [0, u32::MAX, 1, 0x8000_0000, 0][i % 5],
         })
         .collect();
     let cases: Vec<(&str, Vec<Record>)> = vec![
@@ -273,7 +277,7 @@ fn empty_wrong_magic_and_wrong_version_are_explained() {
     let e = decode(&bytes).unwrap_err();
     assert_eq!(
         e.message,
-        "unsupported trace version 9 (this cachecolor reads version 1)"
+        "unsupported trace version 9 (this cachecolor reads versions 1 to 2)"
     );
     assert_eq!(e.offset, Some(8));
 }

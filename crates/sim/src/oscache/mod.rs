@@ -1,6 +1,17 @@
 /*!
-OS/user cache interference (Nellans et al.): the run-length predictor and OS off-load.
-(Temporary module file of the `offload` branch; the item-1 commit brings the real one.)
+OS/user cache interference (Nellans et al., "Interference Aware Cache Designs for Operating
+System Execution", 2009): the pieces of that paper built on the simulator. docs/oscache.md maps
+each to its section.
+
+- `runs`: privileged runs in a record stream (a maximal stretch of one thread's records with
+  `Record::privileged` set; its length is the sum of their `icount`s; its syscall identity, the
+  paper's AState stand-in (section 4.2), is `Record::syscall` of its first record).
+- The synthetic OS-intensive workloads are the `syscall-mix` workload pattern
+  (`workload/syscall_mix.rs`); presets in `examples/oscache/workloads/`.
+
+Off-load (section 4: the run-length predictor and the OS core) is built on branch `offload`.
 */
-pub mod offload;
+
+pub mod runs;
 pub mod predictor;
+pub mod offload;

@@ -1077,6 +1077,7 @@ impl System {
                 size: 8,
                 kind: Kind::Load,
                 privileged: true,
+                syscall: 0,
             };
             self.access(core, &rec);
         }
@@ -1119,6 +1120,7 @@ impl System {
                 size: 8,
                 kind: Kind::Load,
                 privileged: true,
+                syscall: 0,
             };
             if self.deferring {
                 self.batch.push(read);
@@ -1299,6 +1301,7 @@ impl System {
                     size: self.line_size as u16,
                     kind,
                     privileged: true,
+                    syscall: 0,
                 };
                 if self.deferring {
                     self.batch.push(rec);

@@ -15,6 +15,8 @@ pub struct RecordColumns<'a> {
     thread: Option<&'a [u32]>,
     icount: Option<&'a [u32]>,
     privileged: Option<&'a [u8]>,
+    /// Syscall identities (`Record::syscall`), given with `with_syscalls`.
+    syscall: Option<&'a [u32]>,
 }
 
 /// A column that does not fit: its name and what is wrong, for the caller's error.
@@ -73,7 +75,26 @@ impl<'a> RecordColumns<'a> {
             thread,
             icount,
             privileged,
+            syscall: None,
         })
+    }
+
+    /// The same columns with a syscall-identity column (`Record::syscall`; 0 = none), checked
+    /// against the addresses' length.
+    pub fn with_syscalls(self, syscall: Option<&'a [u32]>) -> Result<Self, ColumnError> {
+        if let Some(c) = syscall {
+            if c.len() != self.addr.len() {
+                return Err(ColumnError {
+                    column: "syscalls",
+                    message: format!(
+                        "syscalls has {} elements but addresses has {}",
+                        c.len(),
+                        self.addr.len()
+                    ),
+                });
+            }
+        }
+        Ok(RecordColumns { syscall, ..self })
     }
 
     /// Records `start..end` appended to `out`, column by column (a tight loop per given
@@ -87,6 +108,7 @@ impl<'a> RecordColumns<'a> {
             size: 1,
             kind: Kind::Load,
             privileged: false,
+            syscall: 0,
         }));
         let recs = &mut out[from..];
         let part = |c: Option<&'a [u32]>| c.map(|c| &c[start..end]);
@@ -99,6 +121,7 @@ impl<'a> RecordColumns<'a> {
         set_each(recs, self.privileged.map(|c| &c[start..end]), |r, v| {
             r.privileged = v != 0
         });
+        set_each(recs, part(self.syscall), |r, v| r.syscall = v);
     }
 
     pub fn len(&self) -> usize {
@@ -112,6 +135,7 @@ impl<'a> RecordColumns<'a> {
             || self.thread.is_some()
             || self.icount.is_some()
             || self.privileged.is_some()
+            || self.syscall.is_some()
         {
             return None;
         }
@@ -132,6 +156,7 @@ impl<'a> RecordColumns<'a> {
             size: self.size.map_or(1, |c| c[i]),
             kind: self.kind.map_or(Kind::Load, |c| kind_of(c[i])),
             privileged: self.privileged.is_some_and(|c| c[i] != 0),
+            syscall: self.syscall.map_or(0, |c| c[i]),
         }
     }
 
@@ -144,6 +169,7 @@ impl<'a> RecordColumns<'a> {
             thread: self.thread.map(|c| &c[start..end]),
             icount: self.icount.map(|c| &c[start..end]),
             privileged: self.privileged.map(|c| &c[start..end]),
+            syscall: self.syscall.map(|c| &c[start..end]),
         }
     }
 }
@@ -197,6 +223,27 @@ mod tests {
             (r.addr, r.size, r.kind, r.thread),
             (0x3008, 1, Kind::Load, 0)
         );
+    }
+
+    #[test]
+    fn syscall_column_is_carried_and_checked() {
+        let addr = [1u64, 2, 3];
+        let sys = [0u32, 77, 0];
+        let c = RecordColumns::new(&addr, None, None, None, None, None)
+            .unwrap()
+            .with_syscalls(Some(&sys))
+            .unwrap();
+        assert!(c.addresses_and_sizes().is_none());
+        let mut v = Vec::new();
+        c.extend_records(0, 3, &mut v);
+        assert_eq!(v.iter().map(|r| r.syscall).collect::<Vec<_>>(), sys);
+        assert_eq!(c.get(1).syscall, 77);
+        assert_eq!(c.slice(1, 3).get(0).syscall, 77);
+        let e = RecordColumns::new(&addr, None, None, None, None, None)
+            .unwrap()
+            .with_syscalls(Some(&[1]))
+            .unwrap_err();
+        assert_eq!(e.column, "syscalls");
     }
 
     #[test]

@@ -82,6 +82,7 @@ fn parse_line(line: &[u8]) -> Result<Option<Record>, String> {
         size,
         kind,
         privileged: false,
+        syscall: 0,
     }))
 }
 

@@ -16,7 +16,9 @@ pub mod native;
 mod record;
 
 pub use columns::{ColumnError, RecordColumns};
-pub use record::{Kind, Record};
+pub use record::{
+    pack_syscall, syscall_number, Kind, Record, SYSCALL_ARGS_BITS, SYSCALL_NUMBER_BITS,
+};
 
 use crate::error::TraceError;
 

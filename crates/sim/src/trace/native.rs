@@ -16,13 +16,18 @@ loop (DESIGN.md principle 5):
 ```text
 addr_len:u32 size_esc:u32 icount_esc:u32 threads:u32      column directory (counts)
 tag[n]     kind (bits 0-1) | privileged (bit 2) | address width class (bits 3-5) | new thread (bit 6)
+           | syscall identity follows (bit 7; version 2; reserved, must be 0, in version 1)
 offset[n]  address & 63 (byte within the 64-byte line)
 size[n]    size, or 255 = the next u16 of the size escapes
 icount[n]  icount, or 255 = the next u32 of the icount escapes
 addr[addr_len]  per record, zigzag(line - previous line of the same stream) in 0,1,2,3,4,5,6
                 or 8 little-endian bytes (the width class); streams: instruction / data
-size escapes (u16 each), icount escapes (u32 each), new thread ids (u32 each)
+size escapes (u16 each), icount escapes (u32 each), new thread ids (u32 each),
+syscall identities (u32 each, version 2: one per record with tag bit 7, `Record::syscall`)
 ```
+Version 2 (Nellans et al. issue: the syscall identity of a privileged run) only adds tag bit 7
+and the syscall column at the end of the raw block; the directory is unchanged (the column's
+length is the count of tags with bit 7). Version 1 files read as before (bit 7 must be 0).
 Predictors (previous line per stream, current thread = 0) restart at every block, so a block
 decodes on its own.
 
@@ -46,7 +51,9 @@ use crate::error::{Error, TraceError};
 /// The first 8 bytes of every native trace.
 pub const MAGIC: [u8; 8] = *b"CCTRACE\0";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The oldest version this code still reads.
+pub const MIN_VERSION: u16 = 1;
 /// Marker that starts a block of records.
 pub const BLOCK_MAGIC: [u8; 4] = *b"CCBK";
 /// Marker that starts the end record.
@@ -64,8 +71,9 @@ const BLOCK_HEADER_BYTES: usize = 24;
 const FILE_HEADER_FIXED: usize = 16;
 /// Column directory at the start of a raw block.
 const DIRECTORY_BYTES: usize = 16;
-/// Largest encoding of one record: 4 fixed columns + 8 address + 2 size + 4 icount + 4 thread.
-const MAX_RECORD_BYTES: usize = 22;
+/// Largest encoding of one record: 4 fixed columns + 8 address + 2 size + 4 icount + 4 thread
+/// + 4 syscall.
+const MAX_RECORD_BYTES: usize = 26;
 /// Address granularity of the delta coding (bytes): lines, with the offset in its own column.
 const LINE_SHIFT: u32 = 6;
 const OFFSET_MASK: u64 = (1 << LINE_SHIFT) - 1;
@@ -75,7 +83,9 @@ const ESCAPE: u8 = 255;
 const TAG_PRIVILEGED: u8 = 1 << 2;
 const TAG_WIDTH_SHIFT: u32 = 3;
 const TAG_NEW_THREAD: u8 = 1 << 6;
-const TAG_RESERVED: u8 = 1 << 7;
+/// Version 2: a syscall identity for this record follows in the syscall column (version 1:
+/// reserved, must be 0).
+const TAG_SYSCALL: u8 = 1 << 7;
 /// Byte width of each address width class.
 const WIDTHS: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 8];
 /// Mask of the bytes of each address width class.
@@ -120,6 +130,7 @@ struct Encoder {
     size_esc: Vec<u8>,
     icount_esc: Vec<u8>,
     threads: Vec<u8>,
+    syscalls: Vec<u8>,
 }
 
 impl Encoder {
@@ -135,6 +146,7 @@ impl Encoder {
         self.size_esc.clear();
         self.icount_esc.clear();
         self.threads.clear();
+        self.syscalls.clear();
         raw.clear();
         raw.resize(DIRECTORY_BYTES + 4 * n, 0);
         let (dir, cols) = raw.split_at_mut(DIRECTORY_BYTES);
@@ -156,6 +168,10 @@ impl Encoder {
             let mut tag = r.kind as u8 | (class << TAG_WIDTH_SHIFT);
             if r.privileged {
                 tag |= TAG_PRIVILEGED;
+            }
+            if r.syscall != 0 {
+                tag |= TAG_SYSCALL;
+                self.syscalls.extend_from_slice(&r.syscall.to_le_bytes());
             }
             if r.thread != thread {
                 tag |= TAG_NEW_THREAD;
@@ -190,6 +206,7 @@ impl Encoder {
         raw.extend_from_slice(&self.size_esc);
         raw.extend_from_slice(&self.icount_esc);
         raw.extend_from_slice(&self.threads);
+        raw.extend_from_slice(&self.syscalls);
     }
 }
 
@@ -199,7 +216,13 @@ impl Encoder {
 ///
 /// A first pass checks the tags and escape counts against the column directory, so that the
 /// second, hot pass cannot run past a column and needs no error path of its own.
-fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result<(), String> {
+fn decode(
+    raw: &[u8],
+    raw_len: usize,
+    n: usize,
+    version: u16,
+    out: &mut Vec<Record>,
+) -> Result<(), String> {
     debug_assert!(raw.len() >= raw_len + 8);
     out.clear();
     if raw_len < DIRECTORY_BYTES + 4 * n {
@@ -208,11 +231,20 @@ fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result
     let dir = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap()) as usize;
     let (addr_len, n_size_esc, n_icount_esc, n_threads) = (dir(0), dir(1), dir(2), dir(3));
     let fixed_end = DIRECTORY_BYTES + 4 * n;
+    // Records carrying a syscall identity (tag bit 7): a u32 each in the last column.
+    let n_syscalls: usize = raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
+        .chunks(255)
+        .map(|c| c.iter().fold(0u8, |k, &t| k + (t >> 7)) as usize)
+        .sum();
+    if version < 2 && n_syscalls > 0 {
+        return Err("a record has the reserved tag bit set".to_string());
+    }
     let expected = fixed_end as u64
         + addr_len as u64
         + 2 * n_size_esc as u64
         + 4 * n_icount_esc as u64
-        + 4 * n_threads as u64;
+        + 4 * n_threads as u64
+        + 4 * n_syscalls as u64;
     if expected != raw_len as u64 {
         return Err(format!(
             "column directory describes {expected} bytes but the block holds {raw_len}"
@@ -226,11 +258,13 @@ fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result
     let size_esc = &raw[addr_end..addr_end + 2 * n_size_esc];
     let icount_end = addr_end + 2 * n_size_esc + 4 * n_icount_esc;
     let icount_esc = &raw[addr_end + 2 * n_size_esc..icount_end];
-    let threads = &raw[icount_end..raw_len];
+    let threads_end = icount_end + 4 * n_threads;
+    let threads = &raw[icount_end..threads_end];
+    let syscalls = &raw[threads_end..raw_len];
 
     // Pass 1: validate, so pass 2 stays inside every column. Written as narrow reductions over
     // chunks so the compiler vectorises them: width = class, except class 7 is 8 bytes wide.
-    let (mut widths, mut new_threads, mut all_tags) = (0usize, 0usize, 0u8);
+    let (mut widths, mut new_threads) = (0usize, 0usize);
     for chunk in tags.chunks(4096) {
         // u16 lanes cannot overflow: at most 4096 x 8.
         let (mut class_sum, mut wide, mut changes) = (0u16, 0u16, 0u16);
@@ -239,13 +273,9 @@ fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result
             class_sum += class;
             wide += (class == 7) as u16;
             changes += ((tag & TAG_NEW_THREAD) != 0) as u16;
-            all_tags |= tag;
         }
         widths += class_sum as usize + wide as usize;
         new_threads += changes as usize;
-    }
-    if all_tags & TAG_RESERVED != 0 {
-        return Err("a record has the reserved tag bit set".to_string());
     }
     let escaped = |col: &[u8]| -> usize {
         col.chunks(255)
@@ -296,6 +326,7 @@ fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result
                     size: s as u16,
                     kind,
                     privileged: tag & TAG_PRIVILEGED != 0,
+                    syscall: 0,
                 }
             });
     out.extend(records);
@@ -347,6 +378,18 @@ fn decode(raw: &[u8], raw_len: usize, n: usize, out: &mut Vec<Record>) -> Result
             },
         );
         fill(n, thread);
+    }
+    if n_syscalls > 0 {
+        let mut values = syscalls.chunks_exact(4);
+        for_each_marked(
+            tags,
+            |t| t & TAG_SYSCALL != 0,
+            |i| {
+                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                    r.syscall = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+            },
+        );
     }
     Ok(())
 }
@@ -633,11 +676,11 @@ impl<R: Read> TraceReader<R> {
             .into());
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(TraceError::at(
                 8,
                 format!(
-                    "unsupported trace version {version} (this cachecolor reads version {VERSION})"
+                    "unsupported trace version {version} (this cachecolor reads versions {MIN_VERSION} to {VERSION})"
                 ),
             )
             .into());
@@ -872,7 +915,7 @@ impl<R: Read> TraceReader<R> {
             )));
         }
         self.raw.extend_from_slice(&[0u8; 8]);
-        decode(&self.raw, raw_len, n, buf)
+        decode(&self.raw, raw_len, n, self.version, buf)
             .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
         self.blocks += 1;
         self.records += n as u64;
@@ -928,9 +971,40 @@ mod tests {
                     size: [1, 4, 8, 64, 300, 65535][i % 6],
                     kind,
                     privileged: i % 7 == 0,
+                    syscall: if i % 21 == 0 {
+                        (i as u32).wrapping_mul(0x9e37_79b9) | 1
+                    } else {
+                        0
+                    },
                 }
             })
             .collect()
+    }
+
+    /// `bytes` (a file with empty metadata) relabelled as `version`, header checksum redone.
+    fn relabel(mut bytes: Vec<u8>, version: u16) -> Vec<u8> {
+        bytes[8..10].copy_from_slice(&version.to_le_bytes());
+        let sum = xxh3_64(&bytes[..FILE_HEADER_FIXED]);
+        bytes[FILE_HEADER_FIXED..FILE_HEADER_FIXED + 8].copy_from_slice(&sum.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn version_1_files_still_read_and_bit_7_is_reserved_there() {
+        let mut plain = sample(3000);
+        plain.iter_mut().for_each(|r| r.syscall = 0);
+        let v1 = relabel(encode_file(&plain, ""), 1);
+        let r = TraceReader::new(&v1[..]).unwrap();
+        assert_eq!(r.version(), 1);
+        assert_eq!(decode_file(&v1).unwrap(), plain);
+        // The same records with syscall identities need version 2.
+        let with = sample(3000);
+        assert!(with.iter().any(|r| r.syscall != 0));
+        assert_eq!(decode_file(&encode_file(&with, "")).unwrap(), with);
+        let err = decode_file(&relabel(encode_file(&with, ""), 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("reserved tag bit"), "{err}");
     }
 
     fn encode_file(records: &[Record], meta: &str) -> Vec<u8> {
@@ -959,7 +1033,7 @@ mod tests {
         let len = raw.len();
         raw.extend_from_slice(&[0; 8]);
         let mut out = Vec::new();
-        decode(&raw, len, records.len(), &mut out).unwrap();
+        decode(&raw, len, records.len(), VERSION, &mut out).unwrap();
         assert_eq!(out, records);
     }
 

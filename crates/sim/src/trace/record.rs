@@ -68,6 +68,41 @@ pub struct Record {
     pub kind: Kind,
     /// True when the reference was made in privileged (kernel) mode.
     pub privileged: bool,
+    /// Syscall identity (the paper's AState stand-in, Nellans et al. section 4.2), set on the
+    /// FIRST record of a privileged run and 0 everywhere else (0 = none). Packing: bits 31-22
+    /// the syscall number (0..=1023), bits 21-0 a hash of its arguments folded to 22 bits
+    /// (`pack_syscall`). A privileged run is a maximal stretch of one thread's records with
+    /// `privileged` set; its length is the sum of their `icount`s.
+    pub syscall: u32,
+}
+
+// The syscall identity lives in what was padding: a record stays 24 bytes.
+const _: () = assert!(std::mem::size_of::<Record>() == 24);
+
+/// Bits of the syscall number in `Record::syscall`.
+pub const SYSCALL_NUMBER_BITS: u32 = 10;
+/// Bits of the argument hash in `Record::syscall`.
+pub const SYSCALL_ARGS_BITS: u32 = 32 - SYSCALL_NUMBER_BITS;
+
+/// Pack a syscall number (taken modulo 1024) and a 64-bit hash of its arguments into the
+/// `Record::syscall` word: number in the top 10 bits, the argument hash XOR-folded to 22 bits
+/// below. The result is never 0 (0 means "no syscall identity"): a word that would be 0 (number
+/// 0 with a folded hash of 0) becomes 1.
+pub fn pack_syscall(number: u32, args_hash: u64) -> u32 {
+    let mask = (1u64 << SYSCALL_ARGS_BITS) - 1;
+    let mut h = args_hash;
+    let mut folded = 0u64;
+    while h != 0 {
+        folded ^= h & mask;
+        h >>= SYSCALL_ARGS_BITS;
+    }
+    let w = ((number & ((1 << SYSCALL_NUMBER_BITS) - 1)) << SYSCALL_ARGS_BITS) | folded as u32;
+    w.max(1)
+}
+
+/// The syscall number of a packed `Record::syscall` word.
+pub fn syscall_number(word: u32) -> u32 {
+    word >> SYSCALL_ARGS_BITS
 }
 
 impl Record {
@@ -80,6 +115,7 @@ impl Record {
             size,
             kind,
             privileged: false,
+            syscall: 0,
         }
     }
 

@@ -12,7 +12,7 @@ seed = 1
 repeat = 2                     # the whole phase list, run twice (default 1)
 
 [[phases]]
-pattern = "zipf"               # uniform | sequential | strided | zipf | harmonic | pointer-chain | mix
+pattern = "zipf"               # uniform | sequential | strided | zipf | harmonic | pointer-chain | mix | syscall-mix
 alpha = 0.9                    # zipf only
 footprint = "64MiB"            # bytes, or a string with a binary unit
 references = 5_000_000
@@ -86,6 +86,12 @@ Patterns (slots `n = floor(footprint / size)`; address = `base + size * slot`):
   scatter) is seeded by `(seed, phase index, part index)`. A mix cannot nest a mix.
   `footprint` of a mix phase, as the API reports it, is the sum of its parts'.
 
+- `syscall-mix`: user computation (ifetches from a user code loop, data uniform over the
+  footprint or zipf with `alpha`) interrupted by privileged runs of system calls, each with a
+  run length set by its number and argument and a kernel code and data footprint of its own
+  (Nellans et al. section 3); the OS side is an `os` table. `syscall_mix.rs` defines it and the
+  trace contract (the first record of a privileged run carries `Record::syscall`).
+
 Randomness and phases (DESIGN.md principle 3):
 - One `SplitMix64::new(seed)` *reference stream* serves every per-reference draw (uniform slots,
   zipf/harmonic ranks, the store coin) across all phases and repetitions: it continues, it is
@@ -108,7 +114,10 @@ empty phase list, and any unknown key when parsing.
 */
 
 mod layout;
+pub mod syscall_mix;
 mod zipf;
+
+pub use syscall_mix::{SyscallMixSpec, SyscallSpec};
 
 #[cfg(test)]
 mod tests;
@@ -178,6 +187,12 @@ pub enum Pattern {
     Mix {
         parts: Vec<MixPart>,
     },
+    /// User computation interrupted by privileged runs (`syscall_mix.rs`): user data uniform
+    /// over the footprint, or zipf with `alpha`; the OS side in `os`.
+    SyscallMix {
+        alpha: Option<f64>,
+        os: Box<SyscallMixSpec>,
+    },
 }
 
 /// One part of a `mix` phase: a (non-mix) pattern over its own footprint, with a weight.
@@ -201,6 +216,7 @@ impl Pattern {
             Pattern::Harmonic => "harmonic",
             Pattern::PointerChain => "pointer-chain",
             Pattern::Mix { .. } => "mix",
+            Pattern::SyscallMix { .. } => "syscall-mix",
         }
     }
 }
@@ -394,10 +410,24 @@ fn check_at(at: &str, p: &PhaseSpec) -> Result<(), ConfigError> {
                 ));
             }
         }
+        Pattern::SyscallMix { alpha, os } => {
+            if let Some(alpha) = alpha {
+                if !(alpha.is_finite() && *alpha > 0.0) {
+                    return Err(ConfigError::new(
+                        field("alpha"),
+                        format!("{alpha} is not allowed: a finite alpha > 0 (zipf user data)"),
+                    ));
+                }
+            }
+            os.check(&field("os"), footprint, size)?;
+        }
         Pattern::Mix { parts } => {
             for (j, part) in parts.iter().enumerate() {
                 let at = format!("{at}.parts[{j}]");
-                if matches!(part.pattern, Pattern::Mix { .. }) {
+                if matches!(
+                    part.pattern,
+                    Pattern::Mix { .. } | Pattern::SyscallMix { .. }
+                ) {
                     return Err(ConfigError::new(
                         format!("{at}.pattern"),
                         "a mix part cannot be a mix itself: give uniform, sequential, strided, \
@@ -440,6 +470,7 @@ enum PatternName {
     Harmonic,
     PointerChain,
     Mix,
+    SyscallMix,
 }
 
 impl PatternName {
@@ -452,6 +483,7 @@ impl PatternName {
             PatternName::Harmonic => "harmonic",
             PatternName::PointerChain => "pointer-chain",
             PatternName::Mix => "mix",
+            PatternName::SyscallMix => "syscall-mix",
         }
     }
 }
@@ -468,6 +500,8 @@ struct RawPhase {
     footprint: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parts: Option<Vec<RawPart>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    os: Option<SyscallMixSpec>,
     #[serde(default = "default_base")]
     base: u64,
     references: u64,
@@ -532,9 +566,9 @@ fn simple_pattern(
         PatternName::Zipf => Pattern::Zipf {
             alpha: alpha.ok_or("alpha: pattern = \"zipf\" needs alpha (a number > 0, e.g. 0.9)")?,
         },
-        PatternName::Mix => {
+        PatternName::Mix | PatternName::SyscallMix => {
             return Err(
-                "pattern: a mix part cannot be a mix itself: give uniform, sequential, strided, \
+                "pattern: a mix part cannot be a mix or syscall-mix: give uniform, sequential, strided, \
                  zipf, harmonic or pointer-chain"
                     .into(),
             )
@@ -551,6 +585,7 @@ fn pattern_parts(p: &Pattern) -> (PatternName, Option<f64>, Option<Size>) {
         Pattern::Harmonic => (PatternName::Harmonic, None, None),
         Pattern::PointerChain => (PatternName::PointerChain, None, None),
         Pattern::Mix { .. } => (PatternName::Mix, None, None),
+        Pattern::SyscallMix { alpha, .. } => (PatternName::SyscallMix, *alpha, None),
     }
 }
 
@@ -584,7 +619,35 @@ impl TryFrom<RawPhase> for PhaseSpec {
                 });
             }
             (Pattern::Mix { parts }, Size(total))
+        } else if r.pattern == PatternName::SyscallMix {
+            if r.parts.is_some() || r.stride.is_some() {
+                return Err(
+                    "pattern = \"syscall-mix\" takes no parts or stride: its user data is \
+                     uniform over footprint (zipf with alpha), its OS side is the os table"
+                        .into(),
+                );
+            }
+            let os = r.os.ok_or(
+                "os: pattern = \"syscall-mix\" needs an os table (user_text, user_run, \
+                 syscalls = [...]; see docs/oscache.md)",
+            )?;
+            let footprint = r
+                .footprint
+                .ok_or("footprint: missing (user data bytes, e.g. \"1MiB\")")?;
+            (
+                Pattern::SyscallMix {
+                    alpha: r.alpha,
+                    os: Box::new(os),
+                },
+                footprint,
+            )
         } else {
+            if r.os.is_some() {
+                return Err(format!(
+                    "os: only pattern = \"syscall-mix\" takes an os table, not \"{}\"",
+                    r.pattern.as_str()
+                ));
+            }
             if r.parts.is_some() {
                 return Err(format!(
                     "parts: only pattern = \"mix\" takes parts, not \"{}\"",
@@ -634,12 +697,17 @@ impl From<PhaseSpec> for RawPhase {
             ),
             _ => (Some(p.footprint), None),
         };
+        let os = match &p.pattern {
+            Pattern::SyscallMix { os, .. } => Some((**os).clone()),
+            _ => None,
+        };
         RawPhase {
             pattern,
             alpha,
             stride,
             footprint,
             parts,
+            os,
             base: p.base,
             references: p.references,
             store_fraction: p.store_fraction,
@@ -685,6 +753,7 @@ enum Gen {
         parts: Vec<MixGen>,
         thresholds: Vec<u64>,
     },
+    SyscallMix(Box<syscall_mix::MixState>),
 }
 
 /// One part of a running mix: its generator, slots, base and walk.
@@ -747,6 +816,9 @@ impl Gen {
                     .collect();
                 Gen::Mix { parts, thresholds }
             }
+            Pattern::SyscallMix { alpha, os } => {
+                Gen::SyscallMix(Box::new(syscall_mix::MixState::new(os, *alpha, slots)))
+            }
         }
     }
 
@@ -767,6 +839,7 @@ impl Gen {
                     q.gen.start_run();
                 }
             }
+            Gen::SyscallMix(m) => m.start_run(),
             _ => {}
         }
     }
@@ -814,7 +887,9 @@ impl Gen {
                 };
                 base + CHAIN_LINE * order[step] as u64
             }
-            Gen::Mix { .. } => unreachable!("a mix part is never a mix (validated)"),
+            Gen::Mix { .. } | Gen::SyscallMix(_) => {
+                unreachable!("a mix part is never a mix or syscall-mix (validated)")
+            }
         }
     }
 }
@@ -893,6 +968,7 @@ impl Workload {
                         size: p.size,
                         kind: Kind::Load,
                         privileged: false,
+                        syscall: 0,
                     },
                     stores,
                 }
@@ -935,6 +1011,19 @@ impl Workload {
         if matches!(self.plans[self.current].gen, Gen::Mix { .. }) {
             return self.generate_mix(n, buf);
         }
+        if matches!(self.plans[self.current].gen, Gen::SyscallMix(_)) {
+            let plan = &mut self.plans[self.current];
+            let store_below = match plan.stores {
+                Stores::Never => None,
+                Stores::Always => Some(u64::MAX),
+                Stores::Below(th) => Some(th),
+            };
+            let (t, base, slots) = (plan.template, plan.base, plan.slots);
+            let Gen::SyscallMix(m) = &mut plan.gen else {
+                unreachable!("checked above")
+            };
+            return m.generate(n, buf, &mut self.rng, t, base, slots, store_below);
+        }
         let plan = &self.plans[self.current];
         // Work on local copies so the generator state stays in registers in the hot loop.
         let mut rng_local = self.rng.clone();
@@ -970,6 +1059,7 @@ impl Workload {
                 base + size * sc.apply(z.sample(r) - 1)
             }),
             Gen::Mix { .. } => unreachable!("generate_mix"),
+            Gen::SyscallMix(_) => unreachable!("generated above"),
             Gen::PointerChain { order, .. } => {
                 let order = order
                     .as_deref()

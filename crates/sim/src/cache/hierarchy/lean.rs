@@ -212,6 +212,7 @@ impl LeanInput for AddrSize<'_> {
             },
             kind: Kind::Load,
             privileged: false,
+            syscall: 0,
         }
     }
     #[inline(always)]
