@@ -124,15 +124,17 @@ fn arb_record() -> impl Strategy<Value = Record> {
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
     )
-        .prop_map(|(addr, thread, icount, size, kind, privileged, syscall)| Record {
-            addr,
-            thread,
-            icount,
-            size,
-            kind: Kind::from_u8(kind).unwrap(),
-            privileged,
-            syscall,
-        })
+        .prop_map(
+            |(addr, thread, icount, size, kind, privileged, syscall)| Record {
+                addr,
+                thread,
+                icount,
+                size,
+                kind: Kind::from_u8(kind).unwrap(),
+                privileged,
+                syscall,
+            },
+        )
 }
 
 // ---------------------------------------------------------------------------------------------

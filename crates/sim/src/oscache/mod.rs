@@ -12,6 +12,6 @@ each to its section.
 Off-load (section 4: the run-length predictor and the OS core) is built on branch `offload`.
 */
 
-pub mod runs;
-pub mod predictor;
 pub mod offload;
+pub mod predictor;
+pub mod runs;

@@ -48,6 +48,7 @@ use crate::config::Size;
 use crate::error::{ConfigError, Error};
 use crate::geometry::CacheGeometry;
 use crate::trace::{Kind, Record, RecordSource};
+use crate::workload::{Workload, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 
 fn d_mig() -> u64 {
@@ -880,5 +881,133 @@ pub fn check_invariants(r: &OffloadResult) -> Vec<String> {
     v
 }
 
+/// The syscall identity carried by the trace (`Record::syscall`, set on a run's first record)
+/// as the AState. A record with an identity inside a privileged stretch starts a new run (two
+/// system calls back to back).
+pub struct SyscallIdentity;
+
+impl RunIdentity for SyscallIdentity {
+    fn astate(&self, first: &Record) -> u64 {
+        first.syscall as u64
+    }
+    fn new_run(&self, _prev: &Record, next: &Record) -> bool {
+        next.syscall != 0
+    }
+}
+
+/// User-mode addresses of user core `u` are moved by `u << 44` so the user cores run separate
+/// processes; privileged (kernel) addresses are shared by every core, as a kernel is.
+struct Relocated<S> {
+    src: S,
+    offset: u64,
+}
+
+impl<S: RecordSource> RecordSource for Relocated<S> {
+    fn next_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, crate::error::TraceError> {
+        let more = self.src.next_block(buf)?;
+        if self.offset != 0 {
+            for r in buf.iter_mut().filter(|r| !r.privileged) {
+                r.addr = r.addr.wrapping_add(self.offset);
+            }
+        }
+        Ok(more)
+    }
+}
+
+/// An off-load config file: `[offload]` (machine and mechanism) and `[workload]` (the synthetic
+/// workload each user core runs; core `u` with seed `seed + u`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OffloadFile {
+    #[serde(default)]
+    pub offload: OffloadConfig,
+    pub workload: WorkloadSpec,
+}
+
+/// Run an off-load config given as a JSON value (from TOML or JSON text); the report as JSON:
+/// `version`, `config`, `mean_ipc`, `makespan`, `os_time_fraction`, `privileged_fraction`,
+/// `user` (per core), `os`, `accuracy` (summed over user cores, with fractions), `phases`,
+/// `max_queue_wait`, `invariants`.
+pub fn run_value(doc: serde_json::Value) -> Result<serde_json::Value, Error> {
+    let file: OffloadFile = serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::new(
+            if path == "." { String::new() } else { path },
+            e.inner().to_string(),
+        )
+    })?;
+    let r = run_file(&file)?;
+    Ok(report_json(&file, &r))
+}
+
+/// Run a parsed off-load config.
+pub fn run_file(file: &OffloadFile) -> Result<OffloadResult, Error> {
+    file.workload
+        .validate()
+        .map_err(|e| ConfigError::new(format!("workload.{}", e.field), e.message))?;
+    let model = OffloadModel::new(&file.offload)?;
+    let threads = (0..file.offload.user_cores as u64)
+        .map(|u| {
+            let mut w = file.workload.clone();
+            w.seed = w.seed.wrapping_add(u);
+            Ok(Relocated {
+                src: Workload::new(&w)?,
+                offset: u << 44,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    model.run(threads, &SyscallIdentity)
+}
+
+/// Run an off-load config given as text (`format` = "toml" or "json").
+pub fn run_text(text: &str, format: &str) -> Result<serde_json::Value, Error> {
+    let doc: serde_json::Value = match format {
+        "json" => serde_json::from_str(text).map_err(|e| ConfigError::new("", e.to_string()))?,
+        "toml" => toml::from_str(text).map_err(|e| ConfigError::new("", e.to_string()))?,
+        f => return Err(ConfigError::new("format", format!("{f:?}: \"toml\" or \"json\"")).into()),
+    };
+    run_value(doc)
+}
+
+/// The JSON report of one run.
+pub fn report_json(file: &OffloadFile, r: &OffloadResult) -> serde_json::Value {
+    use serde_json::json;
+    let acc = r.total_accuracy();
+    let thread: u64 = r.user.iter().map(|u| u.thread_instructions).sum();
+    let privileged: u64 = r.user.iter().map(|u| u.privileged_instructions).sum();
+    let users: Vec<_> = r
+        .user
+        .iter()
+        .map(|u| {
+            let mut v = serde_json::to_value(u).expect("stats serialise");
+            v["ipc"] = json!(u.ipc());
+            v
+        })
+        .collect();
+    let decision: Vec<f64> = (0..acc.triggers.len())
+        .map(|k| acc.decision_fraction(k))
+        .collect();
+    let mut a = serde_json::to_value(&acc).expect("accuracy serialises");
+    a["exact_fraction"] = json!(acc.exact_fraction());
+    a["within_fraction"] = json!(acc.within_fraction());
+    a["decision_fraction"] = json!(decision);
+    json!({
+        "version": crate::VERSION,
+        "config": file,
+        "mean_ipc": r.mean_ipc(),
+        "makespan": r.makespan(),
+        "os_time_fraction": r.os_time_fraction(),
+        "privileged_fraction": if thread == 0 { 0.0 } else { privileged as f64 / thread as f64 },
+        "user": users,
+        "os": r.os,
+        "accuracy": a,
+        "phases": r.phases,
+        "max_queue_wait": r.max_queue_wait,
+        "invariants": r.invariants,
+    })
+}
+
+#[cfg(test)]
+mod scenarios;
 #[cfg(test)]
 mod tests;
