@@ -747,14 +747,11 @@ impl OffloadModel {
         let ret = self.cfg.return_cost();
         let tol = self.cfg.predictor.tolerance;
         let osc = self.os_core();
-        loop {
-            // The unfinished core with the smallest clock (lowest index on ties).
-            let Some(u) = (0..nu)
-                .filter(|&u| !finished[u])
-                .min_by_key(|&u| (clock[u], u))
-            else {
-                break;
-            };
+        // Always the unfinished core with the smallest clock (lowest index on ties).
+        while let Some(u) = (0..nu)
+            .filter(|&u| !finished[u])
+            .min_by_key(|&u| (clock[u], u))
+        {
             let Some(step) = streams[u].next_step(id)? else {
                 finished[u] = true;
                 continue;
