@@ -148,3 +148,26 @@ fn dynamic_n_picks_a_good_trigger_and_is_deterministic() {
     );
     assert!(a.mean_ipc() > worst);
 }
+
+#[test]
+fn direct_mapped_1k_table_is_nearly_as_accurate_as_fully_associative_200() {
+    // Section 4.2: "a direct-mapped RAM structure with 1K entries also provides the same
+    // accuracy". Here the untagged table loses a few points where two frequent identities
+    // alias (web-server: 0.907 vs 0.851 at 1 M records), so the bound is 0.1.
+    for (name, w) in [("web-server", WEB), ("jvm", JVM)] {
+        let fa = run(&file(w, 1_000_000, None, 5000, 1)).total_accuracy();
+        let mut f = file(w, 1_000_000, None, 5000, 1);
+        f.offload.predictor = PredictorConfig {
+            table: super::super::predictor::TableKind::DirectMapped,
+            entries: None,
+            ..Default::default()
+        };
+        let dm = run(&f).total_accuracy();
+        let good = |a: &Accuracy| a.exact_fraction() + a.within_fraction();
+        eprintln!("{name}: FA-200 {:.3} DM-1K {:.3}", good(&fa), good(&dm));
+        assert!(
+            good(&dm) > 0.75 && (good(&fa) - good(&dm)).abs() < 0.1,
+            "{name}"
+        );
+    }
+}
