@@ -63,6 +63,9 @@ def simulate_arrays(
 def simulate_system(text: str, format: str = "toml") -> str:
     """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON."""
 
+def simulate_offload(text: str, format: str = "toml") -> str:
+    """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""
+
 def machine_names() -> list[str]:
     """Every name ``[machine] preset`` accepts: the presets, then "detect"."""
 

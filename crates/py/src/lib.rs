@@ -17,6 +17,7 @@ Long operations release the GIL and re-attach once per block for progress and Ct
 mod analysis;
 mod capture;
 mod errors;
+mod offload;
 mod presets;
 mod simulate;
 mod system;
@@ -53,6 +54,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(offload::simulate_offload, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::profile, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;

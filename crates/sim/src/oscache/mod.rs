@@ -9,10 +9,12 @@ each to its section.
 - The synthetic OS-intensive workloads are the `syscall-mix` workload pattern
   (`workload/syscall_mix.rs`); presets in `examples/oscache/workloads/`.
 
-Off-load (section 4: the run-length predictor and the OS core) is built on branch `offload`.
+Off-load (section 4): `predictor` (the run-length predictor) and `offload` (the OS core).
 */
 
 pub mod model;
+pub mod offload;
+pub mod predictor;
 pub mod runs;
 #[cfg(test)]
 mod tests;
