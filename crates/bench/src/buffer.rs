@@ -134,7 +134,10 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Mapping { ptr: p as *mut u8, len })
+        Ok(Mapping {
+            ptr: p as *mut u8,
+            len,
+        })
     }
     fn addr(&self) -> usize {
         self.ptr as usize
@@ -177,14 +180,18 @@ impl HugeReservation {
         Self::grow_at(std::path::Path::new(NR_HUGEPAGES), extra)
     }
     fn grow_at(path: &std::path::Path, extra: u64) -> Result<HugeReservation, Error> {
-        let old = read_u64(path).ok_or_else(|| Error::Unsupported(format!("cannot read {}", path.display())))?;
+        let old = read_u64(path)
+            .ok_or_else(|| Error::Unsupported(format!("cannot read {}", path.display())))?;
         std::fs::write(path, format!("{}\n", old + extra)).map_err(|e| {
             Error::BadInput(format!(
                 "hugetlb: cannot reserve {extra} huge pages by writing {}: {e} (needs root)",
                 path.display()
             ))
         })?;
-        let guard = HugeReservation { old, path: path.to_path_buf() };
+        let guard = HugeReservation {
+            old,
+            path: path.to_path_buf(),
+        };
         let now = read_u64(path).unwrap_or(old);
         if now < old + extra {
             return Err(Error::BadInput(format!(
@@ -271,9 +278,16 @@ pub struct Buffer {
 impl Buffer {
     /// Allocate `bytes` (rounded up to pages) of kind `kind`; `geom` is the level whose bins the
     /// cache-aware kinds cover.
-    pub fn allocate(kind: BufferKind, bytes: u64, geom: BinGeometry, opts: AllocOptions) -> Result<Buffer, Error> {
+    pub fn allocate(
+        kind: BufferKind,
+        bytes: u64,
+        geom: BinGeometry,
+        opts: AllocOptions,
+    ) -> Result<Buffer, Error> {
         if bytes == 0 {
-            return Err(Error::BadInput("working set: must be at least one cache line".into()));
+            return Err(Error::BadInput(
+                "working set: must be at least one cache line".into(),
+            ));
         }
         match kind {
             BufferKind::Naive => Self::naive(bytes),
@@ -283,7 +297,11 @@ impl Buffer {
                 let hp = huge_page_size();
                 let need = bytes.div_ceil(hp as u64);
                 // hugetlb-contiguous takes a pool to choose from: twice the pages plus two per bin.
-                let pool = if kind == BufferKind::Hugetlb { need } else { 2 * need + 2 * geom.bins(hp) };
+                let pool = if kind == BufferKind::Hugetlb {
+                    need
+                } else {
+                    2 * need + 2 * geom.bins(hp)
+                };
                 let res = hugetlb_pages(pool, hp, opts.reserve_hugepages)?;
                 if kind == BufferKind::Hugetlb {
                     Self::hugetlb(bytes, hp, res)
@@ -298,11 +316,22 @@ impl Buffer {
         let n = bytes.div_ceil(SMALL_PAGE as u64) as usize;
         let len = n * SMALL_PAGE;
         check_memory(len as u64, "the naive buffer")?;
-        let map = Mapping::anon(len, 0).map_err(|e| Error::BadInput(format!("naive buffer: mmap of {len} bytes failed: {e}")))?;
+        let map = Mapping::anon(len, 0).map_err(|e| {
+            Error::BadInput(format!("naive buffer: mmap of {len} bytes failed: {e}"))
+        })?;
         let _ = map.advise(0, len, libc::MADV_NOHUGEPAGE);
         map.touch(0, len, SMALL_PAGE);
         let pages = (0..n).map(|i| map.addr() + i * SMALL_PAGE).collect();
-        let mut b = Buffer { kind: BufferKind::Naive, map, _reservation: None, pages, page_size: SMALL_PAGE, frames: None, frames_note: None, thp_bytes: None };
+        let mut b = Buffer {
+            kind: BufferKind::Naive,
+            map,
+            _reservation: None,
+            pages,
+            page_size: SMALL_PAGE,
+            frames: None,
+            frames_note: None,
+            thp_bytes: None,
+        };
         b.read_frames();
         Ok(b)
     }
@@ -323,14 +352,24 @@ impl Buffer {
         let n = bytes.div_ceil(hp as u64) as usize;
         let len = n * hp;
         check_memory((len + hp) as u64, "the THP buffer")?;
-        let map = Mapping::anon(len + hp, 0).map_err(|e| Error::BadInput(format!("thp buffer: mmap failed: {e}")))?;
+        let map = Mapping::anon(len + hp, 0)
+            .map_err(|e| Error::BadInput(format!("thp buffer: mmap failed: {e}")))?;
         let off = (hp - map.addr() % hp) % hp;
         map.advise(off, len, libc::MADV_HUGEPAGE)
             .map_err(|e| Error::Unsupported(format!("thp: madvise(MADV_HUGEPAGE) failed: {e}")))?;
         map.touch(off, len, SMALL_PAGE);
         let pages: Vec<usize> = (0..n).map(|i| map.addr() + off + i * hp).collect();
         let thp_bytes = smaps_anon_huge(map.addr());
-        let mut b = Buffer { kind: BufferKind::Thp, map, _reservation: None, pages, page_size: hp, frames: None, frames_note: None, thp_bytes };
+        let mut b = Buffer {
+            kind: BufferKind::Thp,
+            map,
+            _reservation: None,
+            pages,
+            page_size: hp,
+            frames: None,
+            frames_note: None,
+            thp_bytes,
+        };
         b.read_frames();
         Ok(b)
     }
@@ -340,14 +379,28 @@ impl Buffer {
         let map = huge_map(n, hp)?;
         map.touch(0, n * hp, hp);
         let pages = (0..n).map(|i| map.addr() + i * hp).collect();
-        let mut b = Buffer { kind: BufferKind::Hugetlb, map, _reservation: res, pages, page_size: hp, frames: None, frames_note: None, thp_bytes: None };
+        let mut b = Buffer {
+            kind: BufferKind::Hugetlb,
+            map,
+            _reservation: res,
+            pages,
+            page_size: hp,
+            frames: None,
+            frames_note: None,
+            thp_bytes: None,
+        };
         b.read_frames();
         Ok(b)
     }
 
     /// Algorithm 4.2.2 over a pool of pages of `page_size` (4 KiB: an anonymous pool; huge: a
     /// hugetlb pool of `huge.0` pages).
-    fn contiguous(bytes: u64, geom: BinGeometry, page_size: usize, huge: Option<(u64, Option<HugeReservation>)>) -> Result<Buffer, Error> {
+    fn contiguous(
+        bytes: u64,
+        geom: BinGeometry,
+        page_size: usize,
+        huge: Option<(u64, Option<HugeReservation>)>,
+    ) -> Result<Buffer, Error> {
         let need = bytes.div_ceil(page_size as u64) as usize;
         let bins = geom.bins(page_size) as usize;
         let small = huge.is_none();
@@ -358,7 +411,9 @@ impl Buffer {
                 let pool = 2 * need + 16 * bins;
                 let len = pool * page_size;
                 check_memory(len as u64, "the contiguous allocator's pool")?;
-                let map = Mapping::anon(len, 0).map_err(|e| Error::BadInput(format!("contiguous pool: mmap of {len} bytes failed: {e}")))?;
+                let map = Mapping::anon(len, 0).map_err(|e| {
+                    Error::BadInput(format!("contiguous pool: mmap of {len} bytes failed: {e}"))
+                })?;
                 let _ = map.advise(0, len, libc::MADV_NOHUGEPAGE);
                 map.touch(0, len, page_size);
                 (map, pool, None, BufferKind::Contiguous)
@@ -399,7 +454,16 @@ impl Buffer {
         }
         let pages = chosen.iter().map(|&i| map.addr() + i * page_size).collect();
         let fr = chosen.iter().map(|&i| frames[i]).collect();
-        Ok(Buffer { kind, map, _reservation: res, pages, page_size, frames: Some(fr), frames_note: None, thp_bytes: None })
+        Ok(Buffer {
+            kind,
+            map,
+            _reservation: res,
+            pages,
+            page_size,
+            frames: Some(fr),
+            frames_note: None,
+            thp_bytes: None,
+        })
     }
 
     fn read_frames(&mut self) {
@@ -542,7 +606,12 @@ pub fn smaps_anon_huge(start: usize) -> Option<u64> {
         }
         if inside {
             if let Some(v) = l.strip_prefix("AnonHugePages:") {
-                return v.split_whitespace().next()?.parse::<u64>().ok().map(|k| k * 1024);
+                return v
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+                    .map(|k| k * 1024);
             }
         }
     }
@@ -553,14 +622,38 @@ pub fn smaps_anon_huge(start: usize) -> Option<u64> {
 mod tests {
     use super::*;
 
-    const L2: BinGeometry = BinGeometry { cache_size: 512 << 10, ways: 8 };
+    const L2: BinGeometry = BinGeometry {
+        cache_size: 512 << 10,
+        ways: 8,
+    };
 
     #[test]
     fn bins_follow_eq_5_1() {
         assert_eq!(L2.bins(4096), 16);
-        assert_eq!(BinGeometry { cache_size: 32 << 10, ways: 8 }.bins(4096), 1);
-        assert_eq!(BinGeometry { cache_size: 32 << 20, ways: 16 }.bins(4096), 512);
-        assert_eq!(BinGeometry { cache_size: 32 << 20, ways: 16 }.bins(2 << 20), 1);
+        assert_eq!(
+            BinGeometry {
+                cache_size: 32 << 10,
+                ways: 8
+            }
+            .bins(4096),
+            1
+        );
+        assert_eq!(
+            BinGeometry {
+                cache_size: 32 << 20,
+                ways: 16
+            }
+            .bins(4096),
+            512
+        );
+        assert_eq!(
+            BinGeometry {
+                cache_size: 32 << 20,
+                ways: 16
+            }
+            .bins(2 << 20),
+            1
+        );
     }
 
     #[test]
@@ -580,7 +673,15 @@ mod tests {
 
     #[test]
     fn naive_buffer_reports_model_and_touches_pages() {
-        let b = Buffer::allocate(BufferKind::Naive, 1 << 20, L2, AllocOptions { reserve_hugepages: false }).unwrap();
+        let b = Buffer::allocate(
+            BufferKind::Naive,
+            1 << 20,
+            L2,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         assert_eq!(b.pages().len(), 256);
         let r = b.bin_report(L2);
         assert_eq!(r.bins, 16);
@@ -596,12 +697,29 @@ mod tests {
     #[test]
     fn contiguous_buffer_has_its_promised_bin_distribution() {
         if !pagemap::pfns_visible() {
-            let e = Buffer::allocate(BufferKind::Contiguous, 1 << 20, L2, AllocOptions { reserve_hugepages: false }).err().unwrap();
+            let e = Buffer::allocate(
+                BufferKind::Contiguous,
+                1 << 20,
+                L2,
+                AllocOptions {
+                    reserve_hugepages: false,
+                },
+            )
+            .err()
+            .unwrap();
             assert!(e.to_string().contains("hidden"), "{e}");
             return;
         }
         // 1 MiB = 256 pages over 16 bins: exactly 16 per bin, pages in color order.
-        let b = Buffer::allocate(BufferKind::Contiguous, 1 << 20, L2, AllocOptions { reserve_hugepages: false }).unwrap();
+        let b = Buffer::allocate(
+            BufferKind::Contiguous,
+            1 << 20,
+            L2,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         let fr = b.frames().unwrap();
         for (k, f) in fr.iter().enumerate() {
             assert_eq!(f % 16, k as u64 % 16);
@@ -611,7 +729,15 @@ mod tests {
         assert_eq!(r.realised_conflicts, Some(256 - 16 * 8));
         assert_eq!(r.realised_conflicts.unwrap() as f64, r.model_k_min);
         // A 3-page buffer: 3 distinct bins, no conflicts.
-        let b = Buffer::allocate(BufferKind::Contiguous, 3 * 4096, L2, AllocOptions { reserve_hugepages: false }).unwrap();
+        let b = Buffer::allocate(
+            BufferKind::Contiguous,
+            3 * 4096,
+            L2,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         assert_eq!(b.bin_report(L2).realised_conflicts, Some(0));
     }
 
@@ -630,7 +756,16 @@ mod tests {
 
     #[test]
     fn too_large_working_set_is_a_clear_error() {
-        let e = Buffer::allocate(BufferKind::Naive, 1 << 50, L2, AllocOptions { reserve_hugepages: false }).err().unwrap();
+        let e = Buffer::allocate(
+            BufferKind::Naive,
+            1 << 50,
+            L2,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("available"), "{e}");
     }
 
@@ -639,6 +774,9 @@ mod tests {
         for k in BufferKind::ALL {
             assert_eq!(BufferKind::parse(k.name()).unwrap(), k);
         }
-        assert!(BufferKind::parse("malloc").unwrap_err().to_string().contains("allowed"));
+        assert!(BufferKind::parse("malloc")
+            .unwrap_err()
+            .to_string()
+            .contains("allowed"));
     }
 }

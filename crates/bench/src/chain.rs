@@ -45,7 +45,13 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    pub const ALL: [Pattern; 5] = [Pattern::Uniform, Pattern::Sequential, Pattern::Strided, Pattern::Zipf, Pattern::Harmonic];
+    pub const ALL: [Pattern; 5] = [
+        Pattern::Uniform,
+        Pattern::Sequential,
+        Pattern::Strided,
+        Pattern::Zipf,
+        Pattern::Harmonic,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Pattern::Uniform => "uniform",
@@ -56,9 +62,15 @@ impl Pattern {
         }
     }
     pub fn parse(s: &str) -> Result<Pattern, Error> {
-        Pattern::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
-            Error::BadInput(format!("pattern: unknown {s:?}; allowed: uniform, sequential, strided, zipf, harmonic"))
-        })
+        Pattern::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                Error::BadInput(format!(
+                    "pattern: unknown {s:?}; allowed: uniform, sequential, strided, zipf, harmonic"
+                ))
+            })
     }
 }
 
@@ -125,7 +137,11 @@ pub fn line_order(pattern: Pattern, lines: usize, alpha: f64, seed: u64) -> Vec<
             (0..lines).map(|k| (k * s) % lines).collect()
         }
         Pattern::Zipf | Pattern::Harmonic => {
-            let a = if pattern == Pattern::Harmonic { 1.0 } else { alpha };
+            let a = if pattern == Pattern::Harmonic {
+                1.0
+            } else {
+                alpha
+            };
             let mut cdf = Vec::with_capacity(lines);
             let mut acc = 0.0;
             for r in 1..=lines {
@@ -167,16 +183,29 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 /// Install a chain over the first `working_set` bytes (whole lines) of the buffer.
-pub fn install(buf: &Buffer, working_set: u64, pattern: Pattern, alpha: f64, seed: u64) -> Result<Chain, Error> {
+pub fn install(
+    buf: &Buffer,
+    working_set: u64,
+    pattern: Pattern,
+    alpha: f64,
+    seed: u64,
+) -> Result<Chain, Error> {
     let lines = (working_set as usize) / LINE;
     if lines == 0 {
-        return Err(Error::BadInput(format!("working set: {working_set} bytes is less than one 64-byte line")));
+        return Err(Error::BadInput(format!(
+            "working set: {working_set} bytes is less than one 64-byte line"
+        )));
     }
     if lines * LINE > buf.bytes() {
-        return Err(Error::BadInput(format!("working set: {working_set} bytes exceed the buffer ({} bytes)", buf.bytes())));
+        return Err(Error::BadInput(format!(
+            "working set: {working_set} bytes exceed the buffer ({} bytes)",
+            buf.bytes()
+        )));
     }
     if buf.span() / 4 > u32::MAX as usize {
-        return Err(Error::BadInput("working set: buffers over 16 GiB cannot be indexed by 4-byte elements".into()));
+        return Err(Error::BadInput(
+            "working set: buffers over 16 GiB cannot be indexed by 4-byte elements".into(),
+        ));
     }
     let order = line_order(pattern, lines, alpha, seed);
     let lpp = buf.page_size() / LINE;
@@ -198,7 +227,11 @@ pub fn install(buf: &Buffer, working_set: u64, pattern: Pattern, alpha: f64, see
         // SAFETY: every slot is inside one of the buffer's pages.
         unsafe { p.add(slots[k] as usize).write_volatile(next) };
     }
-    Ok(Chain { start: slots[0], length: slots.len(), lines: used.iter().filter(|&&u| u > 0).count() })
+    Ok(Chain {
+        start: slots[0],
+        length: slots.len(),
+        lines: used.iter().filter(|&&u| u > 0).count(),
+    })
 }
 
 /// A uniformly random cyclic chain over the 64-byte lines at the given addresses (the probe's
@@ -209,10 +242,14 @@ pub fn install(buf: &Buffer, working_set: u64, pattern: Pattern, alpha: f64, see
 /// Every address must be a writable 4-byte-aligned location at or after `base`, within 16 GiB.
 pub unsafe fn install_lines(base: *mut u8, addrs: &[usize], seed: u64) -> u32 {
     let order = line_order(Pattern::Uniform, addrs.len(), 1.0, seed);
-    let slots: Vec<u32> = order.iter().map(|&k| ((addrs[k] - base as usize) / 4) as u32).collect();
+    let slots: Vec<u32> = order
+        .iter()
+        .map(|&k| ((addrs[k] - base as usize) / 4) as u32)
+        .collect();
     let p = base as *mut u32;
     for k in 0..slots.len() {
-        p.add(slots[k] as usize).write_volatile(slots[(k + 1) % slots.len()]);
+        p.add(slots[k] as usize)
+            .write_volatile(slots[(k + 1) % slots.len()]);
     }
     slots[0]
 }
@@ -237,11 +274,22 @@ mod tests {
     use super::*;
     use crate::buffer::{AllocOptions, BinGeometry, BufferKind};
 
-    const G: BinGeometry = BinGeometry { cache_size: 512 << 10, ways: 8 };
+    const G: BinGeometry = BinGeometry {
+        cache_size: 512 << 10,
+        ways: 8,
+    };
 
     #[test]
     fn every_pattern_is_a_closed_loop_over_the_working_set() {
-        let b = Buffer::allocate(BufferKind::Naive, 256 << 10, G, AllocOptions { reserve_hugepages: false }).unwrap();
+        let b = Buffer::allocate(
+            BufferKind::Naive,
+            256 << 10,
+            G,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         for p in Pattern::ALL {
             let c = install(&b, 200 << 10, p, 1.0, 7).unwrap();
             assert_eq!(c.length, 200 * 16, "{p:?}");
@@ -279,7 +327,15 @@ mod tests {
 
     #[test]
     fn chain_on_scattered_pages_uses_only_those_pages() {
-        let b = Buffer::allocate(BufferKind::Naive, 64 << 10, G, AllocOptions { reserve_hugepages: false }).unwrap();
+        let b = Buffer::allocate(
+            BufferKind::Naive,
+            64 << 10,
+            G,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         let c = install(&b, 64 << 10, Pattern::Uniform, 1.0, 1).unwrap();
         let p = b.base() as *const u32;
         let mut i = c.start;
@@ -289,6 +345,9 @@ mod tests {
             i = unsafe { p.add(i as usize).read() };
         }
         assert!(install(&b, 128 << 10, Pattern::Uniform, 1.0, 1).is_err());
-        assert!(install(&b, 10, Pattern::Uniform, 1.0, 1).unwrap_err().to_string().contains("line"));
+        assert!(install(&b, 10, Pattern::Uniform, 1.0, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("line"));
     }
 }

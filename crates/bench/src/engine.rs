@@ -163,14 +163,19 @@ fn install_handler() -> Result<(), Error> {
     });
     // SAFETY: written once inside call_once, read after it.
     if unsafe { RESULT } != 0 {
-        return Err(Error::Unsupported("engine: cannot install the timer signal handler".into()));
+        return Err(Error::Unsupported(
+            "engine: cannot install the timer signal handler".into(),
+        ));
     }
     Ok(())
 }
 
 /// CLOCK_MONOTONIC now, in ns.
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -189,15 +194,27 @@ impl ThreadTimer {
             sev.sigev_notify_thread_id = libc::gettid();
             let mut t: libc::timer_t = std::mem::zeroed();
             if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut t) != 0 {
-                return Err(Error::Unsupported(format!("engine: timer_create failed: {}", std::io::Error::last_os_error())));
+                return Err(Error::Unsupported(format!(
+                    "engine: timer_create failed: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             let spec = libc::itimerspec {
-                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 },
-                it_value: libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as _, tv_nsec: (deadline_ns % 1_000_000_000) as _ },
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                },
+                it_value: libc::timespec {
+                    tv_sec: (deadline_ns / 1_000_000_000) as _,
+                    tv_nsec: (deadline_ns % 1_000_000_000) as _,
+                },
             };
             if libc::timer_settime(t, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut()) != 0 {
                 libc::timer_delete(t);
-                return Err(Error::Unsupported(format!("engine: timer_settime failed: {}", std::io::Error::last_os_error())));
+                return Err(Error::Unsupported(format!(
+                    "engine: timer_settime failed: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             Ok(ThreadTimer(t))
         }
@@ -211,11 +228,25 @@ impl Drop for ThreadTimer {
     }
 }
 
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// One measured run.
 #[derive(Debug, Clone, Copy)]
 pub struct Run {
     pub accesses: u64,
     pub elapsed_ns: u64,
+    /// CPU time of the thread over the run: on a shared machine the wall-clock time includes
+    /// the time other tasks held the core, the CPU time does not.
+    pub cpu_ns: u64,
     /// The slot the chase ended on (keeps the loads observable).
     pub last: u32,
 }
@@ -223,6 +254,9 @@ pub struct Run {
 impl Run {
     pub fn ns_per_access(&self) -> f64 {
         self.elapsed_ns as f64 / self.accesses.max(1) as f64
+    }
+    pub fn cpu_ns_per_access(&self) -> f64 {
+        self.cpu_ns as f64 / self.accesses.max(1) as f64
     }
     pub fn accesses_per_second(&self) -> f64 {
         self.accesses as f64 * 1e9 / self.elapsed_ns.max(1) as f64
@@ -234,22 +268,36 @@ impl Run {
 ///
 /// # Safety
 /// `base` must hold a closed chain through `start` (every element a valid slot).
-pub unsafe fn chase_until(base: *const u32, start: u32, deadline_ns: u64, before: &mut dyn FnMut(), after: &mut dyn FnMut()) -> Result<Run, Error> {
+pub unsafe fn chase_until(
+    base: *const u32,
+    start: u32,
+    deadline_ns: u64,
+    before: &mut dyn FnMut(),
+    after: &mut dyn FnMut(),
+) -> Result<Run, Error> {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         install_handler()?;
         let mut last = 0u32;
         let _timer = ThreadTimer::arm(deadline_ns)?;
         before();
+        let c0 = thread_cpu_ns();
         let t0 = now_ns();
         let n = cc_chase_timed(base, start, 1, &mut last);
         let t1 = now_ns();
+        let c1 = thread_cpu_ns();
         after();
-        Ok(Run { accesses: n, elapsed_ns: t1 - t0, last })
+        Ok(Run {
+            accesses: n,
+            elapsed_ns: t1 - t0,
+            cpu_ns: c1 - c0,
+            last,
+        })
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         before();
+        let c0 = thread_cpu_ns();
         let t0 = now_ns();
         let mut i = start;
         let mut n = 0u64;
@@ -260,8 +308,14 @@ pub unsafe fn chase_until(base: *const u32, start: u32, deadline_ns: u64, before
             n += 4096;
         }
         let t1 = now_ns();
+        let c1 = thread_cpu_ns();
         after();
-        Ok(Run { accesses: n, elapsed_ns: t1 - t0, last: i })
+        Ok(Run {
+            accesses: n,
+            elapsed_ns: t1 - t0,
+            cpu_ns: c1 - c0,
+            last: i,
+        })
     }
 }
 
@@ -270,7 +324,13 @@ pub unsafe fn chase_until(base: *const u32, start: u32, deadline_ns: u64, before
 /// # Safety
 /// As `chase_until`.
 pub unsafe fn chase_for(base: *const u32, start: u32, dur: Duration) -> Result<Run, Error> {
-    chase_until(base, start, now_ns() + dur.as_nanos() as u64, &mut || {}, &mut || {})
+    chase_until(
+        base,
+        start,
+        now_ns() + dur.as_nanos() as u64,
+        &mut || {},
+        &mut || {},
+    )
 }
 
 /// Exactly `n` loads from `start`; returns the run with the final slot.
@@ -278,6 +338,7 @@ pub unsafe fn chase_for(base: *const u32, start: u32, dur: Duration) -> Result<R
 /// # Safety
 /// As `chase_until`.
 pub unsafe fn chase_count(base: *const u32, start: u32, n: u64) -> Run {
+    let c0 = thread_cpu_ns();
     let t0 = now_ns();
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     let last = cc_chase_count(base, start, n);
@@ -289,7 +350,13 @@ pub unsafe fn chase_count(base: *const u32, start: u32, n: u64) -> Run {
         }
         i
     };
-    Run { accesses: n, elapsed_ns: now_ns() - t0, last }
+    let elapsed_ns = now_ns() - t0;
+    Run {
+        accesses: n,
+        elapsed_ns,
+        cpu_ns: thread_cpu_ns() - c0,
+        last,
+    }
 }
 
 /// The CPUs this process may run on (its affinity mask).
@@ -300,7 +367,9 @@ pub fn allowed_cpus() -> Vec<usize> {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return vec![0];
         }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
 }
 
@@ -326,7 +395,10 @@ impl Pin {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(Error::Unsupported(format!("core: cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error())));
+                return Err(Error::Unsupported(format!(
+                    "core: cannot pin to CPU {cpu}: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             Ok(Pin { old })
         }
@@ -349,7 +421,11 @@ pub fn cpu_list(cpus: &[usize]) -> String {
         while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
             j += 1;
         }
-        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
         i = j + 1;
     }
     out.join(",")
@@ -362,8 +438,19 @@ mod tests {
     use crate::chain::{install, Pattern};
 
     fn small() -> (Buffer, crate::chain::Chain) {
-        let g = BinGeometry { cache_size: 32 << 10, ways: 8 };
-        let b = Buffer::allocate(BufferKind::Naive, 16 << 10, g, AllocOptions { reserve_hugepages: false }).unwrap();
+        let g = BinGeometry {
+            cache_size: 32 << 10,
+            ways: 8,
+        };
+        let b = Buffer::allocate(
+            BufferKind::Naive,
+            16 << 10,
+            g,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        )
+        .unwrap();
         let c = install(&b, 16 << 10, Pattern::Uniform, 1.0, 5).unwrap();
         (b, c)
     }
@@ -377,8 +464,14 @@ mod tests {
         let base = b.base() as *const u32;
         unsafe {
             assert_eq!(chase_count(base, c.start, c.length as u64).last, c.start);
-            assert_ne!(chase_count(base, c.start, c.length as u64 - 1).last, c.start);
-            assert_eq!(chase_count(base, c.start, 3 * c.length as u64).last, c.start);
+            assert_ne!(
+                chase_count(base, c.start, c.length as u64 - 1).last,
+                c.start
+            );
+            assert_eq!(
+                chase_count(base, c.start, 3 * c.length as u64).last,
+                c.start
+            );
             let mut i = c.start;
             for _ in 0..37 {
                 i = base.add(i as usize).read();
@@ -404,7 +497,16 @@ mod tests {
         // A deadline already in the past: the first signal may land before the loop; the
         // periodic re-fire still ends it.
         let (b, c) = small();
-        let r = unsafe { chase_until(b.base() as *const u32, c.start, now_ns() - 1_000_000, &mut || {}, &mut || {}).unwrap() };
+        let r = unsafe {
+            chase_until(
+                b.base() as *const u32,
+                c.start,
+                now_ns() - 1_000_000,
+                &mut || {},
+                &mut || {},
+            )
+            .unwrap()
+        };
         assert!(r.accesses >= 1);
     }
 
@@ -414,20 +516,40 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn compiled_loop_has_exactly_one_load() {
         let exe = std::env::current_exe().unwrap();
-        let Ok(out) = std::process::Command::new("objdump").args(["-d", "--no-show-raw-insn"]).arg(&exe).output() else {
+        let Ok(out) = std::process::Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(&exe)
+            .output()
+        else {
             eprintln!("objdump not found: loop disassembly check skipped");
             return;
         };
         let text = String::from_utf8_lossy(&out.stdout);
-        for (begin, end) in [("<cc_chase_loop_begin>:", "<cc_chase_loop_end>:"), ("<cc_chase_count_begin>:", "<cc_chase_count_end>:")] {
-            let a = text.find(begin).unwrap_or_else(|| panic!("{begin} not in the binary"));
+        for (begin, end) in [
+            ("<cc_chase_loop_begin>:", "<cc_chase_loop_end>:"),
+            ("<cc_chase_count_begin>:", "<cc_chase_count_end>:"),
+        ] {
+            let a = text
+                .find(begin)
+                .unwrap_or_else(|| panic!("{begin} not in the binary"));
             let b = a + text[a..].find(end).unwrap();
-            let body: Vec<&str> = text[a + begin.len()..b].lines().map(str::trim).filter(|l| l.contains(":\t")).collect();
+            let body: Vec<&str> = text[a + begin.len()..b]
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.contains(":\t"))
+                .collect();
             let mem: Vec<&&str> = body.iter().filter(|l| l.contains('(')).collect();
             assert_eq!(mem.len(), 1, "{begin}: {body:?}");
-            assert!(mem[0].contains("mov") && mem[0].contains("(%rdi,%rax,4)"), "{mem:?}");
+            assert!(
+                mem[0].contains("mov") && mem[0].contains("(%rdi,%rax,4)"),
+                "{mem:?}"
+            );
             let back = body.last().unwrap();
-            assert!((back.contains("jne") || back.contains("jnz")) && back.contains(begin.trim_end_matches(':')), "{body:?}");
+            assert!(
+                (back.contains("jne") || back.contains("jnz"))
+                    && back.contains(begin.trim_end_matches(':')),
+                "{body:?}"
+            );
             assert!(body.len() <= 4, "{body:?}");
         }
     }

@@ -23,7 +23,12 @@ pub fn frames(addr: usize, pages: usize, page_size: usize) -> Result<Vec<Option<
     frames_from(&f, addr, pages, page_size)
 }
 
-fn frames_from(f: &File, addr: usize, pages: usize, page_size: usize) -> Result<Vec<Option<u64>>, Error> {
+fn frames_from(
+    f: &File,
+    addr: usize,
+    pages: usize,
+    page_size: usize,
+) -> Result<Vec<Option<u64>>, Error> {
     let base_vpn = (addr / 4096) as u64;
     let step = (page_size / 4096).max(1) as u64;
     let mut out = Vec::with_capacity(pages);
@@ -33,7 +38,11 @@ fn frames_from(f: &File, addr: usize, pages: usize, page_size: usize) -> Result<
         f.read_exact_at(&mut buf, vpn * 8)
             .map_err(|e| Error::Unsupported(format!("cannot read /proc/self/pagemap: {e}")))?;
         let e = u64::from_le_bytes(buf[..8].try_into().unwrap());
-        out.push(if e & PRESENT != 0 { Some(e & PFN_MASK) } else { None });
+        out.push(if e & PRESENT != 0 {
+            Some(e & PFN_MASK)
+        } else {
+            None
+        });
     }
     Ok(out)
 }
@@ -92,7 +101,10 @@ mod tests {
             let vf = visible_frames(a, 8, 4096).unwrap();
             assert!(vf.iter().all(|&p| p != 0));
         } else {
-            assert!(visible_frames(a, 8, 4096).unwrap_err().to_string().contains("hidden"));
+            assert!(visible_frames(a, 8, 4096)
+                .unwrap_err()
+                .to_string()
+                .contains("hidden"));
         }
     }
 }

@@ -71,18 +71,78 @@ pub struct EventSpec {
 }
 
 pub const EVENTS: [EventSpec; 12] = [
-    EventSpec { name: "cycles", type_: PERF_TYPE_HARDWARE, config: 0, group: "core" },
-    EventSpec { name: "instructions", type_: PERF_TYPE_HARDWARE, config: 1, group: "core" },
-    EventSpec { name: "l1d-loads", type_: PERF_TYPE_HW_CACHE, config: hw_cache(0, false), group: "l1d" },
-    EventSpec { name: "l1d-load-misses", type_: PERF_TYPE_HW_CACHE, config: hw_cache(0, true), group: "l1d" },
-    EventSpec { name: "llc-loads", type_: PERF_TYPE_HW_CACHE, config: hw_cache(2, false), group: "llc" },
-    EventSpec { name: "llc-load-misses", type_: PERF_TYPE_HW_CACHE, config: hw_cache(2, true), group: "llc" },
-    EventSpec { name: "cache-references", type_: PERF_TYPE_HARDWARE, config: 2, group: "cache" },
-    EventSpec { name: "cache-misses", type_: PERF_TYPE_HARDWARE, config: 3, group: "cache" },
-    EventSpec { name: "dtlb-loads", type_: PERF_TYPE_HW_CACHE, config: hw_cache(3, false), group: "tlb" },
-    EventSpec { name: "dtlb-load-misses", type_: PERF_TYPE_HW_CACHE, config: hw_cache(3, true), group: "tlb" },
-    EventSpec { name: "task-clock", type_: PERF_TYPE_SOFTWARE, config: 1, group: "sw" },
-    EventSpec { name: "page-faults", type_: PERF_TYPE_SOFTWARE, config: 2, group: "sw" },
+    EventSpec {
+        name: "cycles",
+        type_: PERF_TYPE_HARDWARE,
+        config: 0,
+        group: "core",
+    },
+    EventSpec {
+        name: "instructions",
+        type_: PERF_TYPE_HARDWARE,
+        config: 1,
+        group: "core",
+    },
+    EventSpec {
+        name: "l1d-loads",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(0, false),
+        group: "l1d",
+    },
+    EventSpec {
+        name: "l1d-load-misses",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(0, true),
+        group: "l1d",
+    },
+    EventSpec {
+        name: "llc-loads",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(2, false),
+        group: "llc",
+    },
+    EventSpec {
+        name: "llc-load-misses",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(2, true),
+        group: "llc",
+    },
+    EventSpec {
+        name: "cache-references",
+        type_: PERF_TYPE_HARDWARE,
+        config: 2,
+        group: "cache",
+    },
+    EventSpec {
+        name: "cache-misses",
+        type_: PERF_TYPE_HARDWARE,
+        config: 3,
+        group: "cache",
+    },
+    EventSpec {
+        name: "dtlb-loads",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(3, false),
+        group: "tlb",
+    },
+    EventSpec {
+        name: "dtlb-load-misses",
+        type_: PERF_TYPE_HW_CACHE,
+        config: hw_cache(3, true),
+        group: "tlb",
+    },
+    EventSpec {
+        name: "task-clock",
+        type_: PERF_TYPE_SOFTWARE,
+        config: 1,
+        group: "sw",
+    },
+    EventSpec {
+        name: "page-faults",
+        type_: PERF_TYPE_SOFTWARE,
+        config: 2,
+        group: "sw",
+    },
 ];
 
 /// The outcome of probing one event on its own.
@@ -95,14 +155,28 @@ pub struct EventStatus {
 }
 
 fn open(spec: &EventSpec, group_fd: i32) -> Result<i32, std::io::Error> {
-    let mut a = Attr { type_: spec.type_, size: std::mem::size_of::<Attr>() as u32, config: spec.config, ..Default::default() };
+    let mut a = Attr {
+        type_: spec.type_,
+        size: std::mem::size_of::<Attr>() as u32,
+        config: spec.config,
+        ..Default::default()
+    };
     a.read_format = FORMAT_GROUP | FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING;
     a.flags = if group_fd < 0 { FLAG_DISABLED } else { 0 };
     if spec.type_ != PERF_TYPE_SOFTWARE {
         a.flags |= FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV;
     }
     // SAFETY: attr is a valid perf_event_attr prefix; pid 0 = this thread, cpu -1 = any.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &a as *const Attr, 0, -1, group_fd, 0u64) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &a as *const Attr,
+            0,
+            -1,
+            group_fd,
+            0u64,
+        )
+    };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -110,7 +184,11 @@ fn open(spec: &EventSpec, group_fd: i32) -> Result<i32, std::io::Error> {
 }
 
 fn paranoid() -> Option<i32> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").ok()?.trim().parse().ok()
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Classify an open error.
@@ -131,7 +209,11 @@ pub fn classify(name: &str, err: &std::io::Error) -> EventStatus {
         libc::ENOSYS => ("not supported", "perf_event_open is not available in this kernel".into()),
         _ => ("not supported", format!("perf_event_open: {err}")),
     };
-    EventStatus { name: name.to_string(), status: status.into(), detail: Some(detail) }
+    EventStatus {
+        name: name.to_string(),
+        status: status.into(),
+        detail: Some(detail),
+    }
 }
 
 /// Probe every event on its own (open, close).
@@ -142,7 +224,11 @@ pub fn probe_events() -> Vec<EventStatus> {
             Ok(fd) => {
                 // SAFETY: fd from perf_event_open.
                 unsafe { libc::close(fd) };
-                EventStatus { name: e.name.into(), status: "supported".into(), detail: None }
+                EventStatus {
+                    name: e.name.into(),
+                    status: "supported".into(),
+                    detail: None,
+                }
             }
             Err(err) => classify(e.name, &err),
         })
@@ -182,7 +268,9 @@ impl Counters {
         for g in names {
             let mut cur: Option<Group> = None;
             for e in EVENTS.iter().filter(|e| e.group == g) {
-                let Some(st) = statuses.iter_mut().find(|s| s.name == e.name) else { continue };
+                let Some(st) = statuses.iter_mut().find(|s| s.name == e.name) else {
+                    continue;
+                };
                 if st.status != "supported" {
                     continue;
                 }
@@ -190,10 +278,18 @@ impl Counters {
                 match open(e, leader) {
                     Ok(fd) => match cur.as_mut() {
                         Some(c) => c.members.push((e.name, fd)),
-                        None => cur = Some(Group { leader: fd, members: vec![(e.name, fd)] }),
+                        None => {
+                            cur = Some(Group {
+                                leader: fd,
+                                members: vec![(e.name, fd)],
+                            })
+                        }
                     },
                     Err(_) => match open(e, -1) {
-                        Ok(fd) => groups.push(Group { leader: fd, members: vec![(e.name, fd)] }),
+                        Ok(fd) => groups.push(Group {
+                            leader: fd,
+                            members: vec![(e.name, fd)],
+                        }),
                         Err(err) => *st = classify(e.name, &err),
                     },
                 }
@@ -228,14 +324,24 @@ impl Counters {
         for g in &self.groups {
             let mut buf = vec![0u64; 3 + g.members.len()];
             // SAFETY: reading into a buffer of the right size.
-            let n = unsafe { libc::read(g.leader, buf.as_mut_ptr() as *mut libc::c_void, buf.len() * 8) };
+            let n = unsafe {
+                libc::read(
+                    g.leader,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len() * 8,
+                )
+            };
             if n < 24 {
                 continue;
             }
             let (enabled, running) = (buf[1], buf[2]);
             for (k, (name, _)) in g.members.iter().enumerate() {
                 let raw = buf[3 + k];
-                let frac = if enabled > 0 { running as f64 / enabled as f64 } else { 0.0 };
+                let frac = if enabled > 0 {
+                    running as f64 / enabled as f64
+                } else {
+                    0.0
+                };
                 out.push(Reading {
                     name: name.to_string(),
                     value: (running > 0).then(|| raw as f64 * enabled as f64 / running as f64),
@@ -269,7 +375,10 @@ mod tests {
         let st = probe_events();
         assert_eq!(st.len(), EVENTS.len());
         for s in &st {
-            assert!(["supported", "not supported", "no permission"].contains(&s.status.as_str()), "{s:?}");
+            assert!(
+                ["supported", "not supported", "no permission"].contains(&s.status.as_str()),
+                "{s:?}"
+            );
             if s.status != "supported" {
                 assert!(s.detail.is_some());
             }
@@ -285,9 +394,14 @@ mod tests {
         let r = c.read();
         // Only supported events produce readings.
         for x in &r {
-            assert!(st.iter().any(|s| s.name == x.name && s.status == "supported"));
+            assert!(st
+                .iter()
+                .any(|s| s.name == x.name && s.status == "supported"));
         }
-        if st.iter().any(|s| s.name == "task-clock" && s.status == "supported") {
+        if st
+            .iter()
+            .any(|s| s.name == "task-clock" && s.status == "supported")
+        {
             let tc = r.iter().find(|x| x.name == "task-clock").unwrap();
             assert!(tc.value.unwrap() > 0.0);
             let pf = r.iter().find(|x| x.name == "page-faults").unwrap();
@@ -301,6 +415,9 @@ mod tests {
         let s = classify("cycles", &e);
         assert_eq!(s.status, "no permission");
         assert!(s.detail.unwrap().contains("perf_event_paranoid"));
-        assert_eq!(classify("cycles", &std::io::Error::from_raw_os_error(libc::ENOENT)).status, "not supported");
+        assert_eq!(
+            classify("cycles", &std::io::Error::from_raw_os_error(libc::ENOENT)).status,
+            "not supported"
+        );
     }
 }

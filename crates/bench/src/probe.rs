@@ -18,7 +18,9 @@
 //! N lines at one page offset (same L1 set) versus spread offsets must show a conflict, or the
 //! probe says it cannot judge.
 //!
-//! Each arm is measured `reps` times, alternating, for a few milliseconds each; the verdict on a
+//! Each arm is measured `reps` times, alternating, for a few milliseconds each, as CPU time per
+//! access (the thread's CPU clock: on a shared machine the wall clock also counts the time slices
+//! other tasks take, which alias with millisecond-long arms); the verdict on a
 //! comparison (pure function `judge`, unit-tested on synthetic latencies) uses the ratio of the
 //! medians and how consistently the paired repetitions agree.
 
@@ -39,7 +41,7 @@ pub const AGREE: f64 = 0.8;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Comparison {
-    /// ns per access, same-set (one color) arm, one value per repetition.
+    /// CPU ns per access, same-set (one color) arm, one value per repetition.
     pub same: Vec<f64>,
     /// ns per access, spread arm.
     pub spread: Vec<f64>,
@@ -62,7 +64,12 @@ pub fn judge(same: &[f64], spread: &[f64]) -> Comparison {
     } else {
         None
     };
-    Comparison { same: same.to_vec(), spread: spread.to_vec(), ratio, effect }
+    Comparison {
+        same: same.to_vec(),
+        spread: spread.to_vec(),
+        ratio,
+        effect,
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,19 +133,32 @@ fn log2(x: u64) -> u32 {
 }
 
 /// Measure two arms of line addresses in one mapping, alternating.
-fn compare(base: *mut u8, same: &[usize], spread: &[usize], cfg: &ProbeConfig) -> Result<Comparison, Error> {
+fn compare(
+    base: *mut u8,
+    same: &[usize],
+    spread: &[usize],
+    cfg: &ProbeConfig,
+) -> Result<Comparison, Error> {
     let dur = std::time::Duration::from_secs_f64(cfg.duration_ms / 1e3);
+    // The arms may share a line (e.g. the spread arm's first line is the same arm's): the spread
+    // chain lives in the line's second 4-byte slot so the two chains never overwrite each other.
+    let spread4: Vec<usize> = spread.iter().map(|a| a + 4).collect();
     // SAFETY: the caller's addresses are line starts inside the mapping at base.
-    let (s0, s1) = unsafe { (chain::install_lines(base, same, 11), chain::install_lines(base, spread, 13)) };
+    let (s0, s1) = unsafe {
+        (
+            chain::install_lines(base, same, 11),
+            chain::install_lines(base, &spread4, 13),
+        )
+    };
     let mut a = Vec::new();
     let mut b = Vec::new();
     for _ in 0..cfg.reps {
         // SAFETY: chains installed above.
         unsafe {
             engine::chase_count(base as *const u32, s0, 4 * same.len() as u64);
-            a.push(engine::chase_for(base as *const u32, s0, dur)?.ns_per_access());
+            a.push(engine::chase_for(base as *const u32, s0, dur)?.cpu_ns_per_access());
             engine::chase_count(base as *const u32, s1, 4 * spread.len() as u64);
-            b.push(engine::chase_for(base as *const u32, s1, dur)?.ns_per_access());
+            b.push(engine::chase_for(base as *const u32, s1, dur)?.cpu_ns_per_access());
         }
     }
     Ok(judge(&a, &b))
@@ -150,12 +170,27 @@ const OFFSET: usize = 5 * 64;
 /// spread offsets.
 fn control(l1: &HostCache, cfg: &ProbeConfig) -> Result<Comparison, Error> {
     let n = 4 * l1.ways as usize;
-    let g = BinGeometry { cache_size: l1.size, ways: l1.ways as u64 };
-    let buf = Buffer::allocate(BufferKind::Naive, (n * SMALL_PAGE) as u64, g, AllocOptions { reserve_hugepages: false })?;
+    let g = BinGeometry {
+        cache_size: l1.size,
+        ways: l1.ways as u64,
+    };
+    let buf = Buffer::allocate(
+        BufferKind::Naive,
+        (n * SMALL_PAGE) as u64,
+        g,
+        AllocOptions {
+            reserve_hugepages: false,
+        },
+    )?;
     let w = (l1.size / l1.ways as u64) as usize;
     let sets_in_page = (w.min(SMALL_PAGE) / 64).max(1);
     let same: Vec<usize> = buf.pages().iter().map(|&p| p + OFFSET).collect();
-    let spread: Vec<usize> = buf.pages().iter().enumerate().map(|(k, &p)| p + (k % sets_in_page) * 64).collect();
+    let spread: Vec<usize> = buf
+        .pages()
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| p + (k % sets_in_page) * 64)
+        .collect();
     compare(buf.base(), &same, &spread, cfg)
 }
 
@@ -168,8 +203,18 @@ fn test_4k(lv: &HostCache, lower_w: u64, cfg: &ProbeConfig) -> Result<Comparison
     let n = 4 * lv.ways as usize;
     // A pool with ~3N pages of each color.
     let pool_pages = (3 * n * colors).max(4096);
-    let g = BinGeometry { cache_size: lv.size, ways: lv.ways as u64 };
-    let buf = Buffer::allocate(BufferKind::Naive, (pool_pages * SMALL_PAGE) as u64, g, AllocOptions { reserve_hugepages: false })?;
+    let g = BinGeometry {
+        cache_size: lv.size,
+        ways: lv.ways as u64,
+    };
+    let buf = Buffer::allocate(
+        BufferKind::Naive,
+        (pool_pages * SMALL_PAGE) as u64,
+        g,
+        AllocOptions {
+            reserve_hugepages: false,
+        },
+    )?;
     let frames = pagemap::visible_frames(buf.pages()[0], buf.pages().len(), SMALL_PAGE)?;
     let mut by_color: Vec<Vec<usize>> = vec![Vec::new(); colors];
     for (i, &f) in frames.iter().enumerate() {
@@ -177,11 +222,16 @@ fn test_4k(lv: &HostCache, lower_w: u64, cfg: &ProbeConfig) -> Result<Comparison
     }
     let c = (0..colors).max_by_key(|&c| by_color[c].len()).unwrap();
     if by_color[c].len() < n {
-        return Err(Error::Unsupported(format!("the pool holds only {} pages of one color, {n} needed", by_color[c].len())));
+        return Err(Error::Unsupported(format!(
+            "the pool holds only {} pages of one color, {n} needed",
+            by_color[c].len()
+        )));
     }
     let same: Vec<usize> = by_color[c][..n].iter().map(|p| p + OFFSET).collect();
     // Spread: colors with the same lower-level color as c, round-robin.
-    let peers: Vec<usize> = (0..colors).filter(|&k| k % lower_colors == c % lower_colors).collect();
+    let peers: Vec<usize> = (0..colors)
+        .filter(|&k| k % lower_colors == c % lower_colors)
+        .collect();
     let mut used = vec![0usize; colors];
     let mut spread = Vec::with_capacity(n);
     let mut k = 0;
@@ -198,20 +248,30 @@ fn test_4k(lv: &HostCache, lower_w: u64, cfg: &ProbeConfig) -> Result<Comparison
         }
     }
     if spread.len() < n {
-        return Err(Error::Unsupported("the pool does not hold enough pages of spread colors".into()));
+        return Err(Error::Unsupported(
+            "the pool does not hold enough pages of spread colors".into(),
+        ));
     }
     compare(buf.base(), &same, &spread, cfg)
 }
 
 /// 2 MiB pages: bits [12, 21) chosen by the offset inside each huge page.
-fn test_2m(lv: &HostCache, lower_w: u64, huge: &Buffer, cfg: &ProbeConfig) -> Result<Comparison, Error> {
+fn test_2m(
+    lv: &HostCache,
+    lower_w: u64,
+    huge: &Buffer,
+    cfg: &ProbeConfig,
+) -> Result<Comparison, Error> {
     let hp = huge.page_size();
     let w = (lv.size / lv.ways as u64) as usize;
     let n = 4 * lv.ways as usize;
     let step = (lower_w as usize).max(SMALL_PAGE);
     let m = (w / step).max(1);
     if w > hp {
-        return Err(Error::Unsupported(format!("way size {} KiB exceeds the huge page: bits above 21 not reachable", w >> 10)));
+        return Err(Error::Unsupported(format!(
+            "way size {} KiB exceeds the huge page: bits above 21 not reachable",
+            w >> 10
+        )));
     }
     if n * w > huge.bytes() {
         return Err(Error::Unsupported("huge-page region too small".into()));
@@ -238,59 +298,126 @@ pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: 
         }
     }
     let colored: Vec<&LevelProbe> = levels.iter().filter(|l| l.colors > 1).collect();
-    let eff: Vec<String> = colored.iter().filter(|l| l.color_effective == Some(true)).map(|l| format!("{}: {} colors effective", l.name, l.colors)).collect();
-    let eff2: Vec<String> = colored.iter().filter(|l| l.color_effective != Some(true) && l.color_effective_2m == Some(true)).map(|l| format!("{}: index bits {}..{} effective within 2 MiB pages", l.name, l.index_bits.0, l.index_bits.1)).collect();
-    if !eff.is_empty() || !eff2.is_empty() {
-        let mut v = eff;
-        v.extend(eff2);
-        return v.join("; ");
-    }
     if colored.is_empty() {
         return "page color cannot matter here: every level has one 4 KiB color".into();
     }
-    let all_null = colored.iter().all(|l| l.color_effective == Some(false) || (l.color_effective.is_none() && l.color_effective_2m == Some(false)));
-    if all_null {
-        let why = if hypervisor {
-            "likely a VM whose host maps guest memory with 4 KiB pages"
-        } else {
-            "the cache index may be hashed, or the frames not what pagemap reports"
-        };
+    let eff4: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective == Some(true))
+        .map(|l| format!("{}: {} colors effective", l.name, l.colors))
+        .collect();
+    let eff2: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective != Some(true) && l.color_effective_2m == Some(true))
+        .map(|l| {
+            format!(
+                "{} index bits {}..{}",
+                l.name, l.index_bits.0, l.index_bits.1
+            )
+        })
+        .collect();
+    let huge_clause = if eff2.is_empty() {
+        String::new()
+    } else {
+        format!("; within 2 MiB pages: {} effective (some guest memory is physically contiguous at 2 MiB)", eff2.join(", "))
+    };
+    if !eff4.is_empty() {
+        return format!("{}{huge_clause}", eff4.join("; "));
+    }
+    let why = if hypervisor {
+        "likely a VM whose host maps guest memory with 4 KiB pages"
+    } else {
+        "the cache index may be hashed, or the frames not what pagemap reports"
+    };
+    if colored.iter().all(|l| l.color_effective == Some(false)) {
+        return format!("page color has no measurable effect here ({why}){huge_clause}");
+    }
+    // 4 KiB colors not (all) tested, e.g. frame numbers hidden: judge from the 2 MiB test.
+    if !eff2.is_empty() {
+        return format!("4 KiB page colors not tested everywhere{huge_clause}");
+    }
+    if colored.iter().all(|l| {
+        l.color_effective == Some(false)
+            || (l.color_effective.is_none() && l.color_effective_2m == Some(false))
+    }) {
         return format!("page color has no measurable effect here ({why})");
     }
-    let und: Vec<String> = colored.iter().filter(|l| l.color_effective.is_none() && l.color_effective_2m.is_none()).map(|l| l.name.clone()).collect();
-    format!("undetermined for {}: {}", und.join(", "), "see each level's notes")
+    let und: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective.is_none())
+        .map(|l| l.name.clone())
+        .collect();
+    format!(
+        "undetermined for {}: see each level's notes",
+        und.join(", ")
+    )
 }
 
 /// Run the probe.
 pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
     if cfg.reps < 3 || !(cfg.duration_ms > 0.0) {
-        return Err(Error::BadInput("reps: at least 3; duration_ms: positive".into()));
+        return Err(Error::BadInput(
+            "reps: at least 3; duration_ms: positive".into(),
+        ));
     }
     let t0 = engine::now_ns();
-    let caches: Vec<HostCache> = host_caches().into_iter().filter(|c| c.kind != "Instruction").collect();
+    let caches: Vec<HostCache> = host_caches()
+        .into_iter()
+        .filter(|c| c.kind != "Instruction")
+        .collect();
     if caches.is_empty() {
-        return Err(Error::Unsupported("sysfs describes no caches (/sys/devices/system/cpu/cpu0/cache)".into()));
+        return Err(Error::Unsupported(
+            "sysfs describes no caches (/sys/devices/system/cpu/cpu0/cache)".into(),
+        ));
     }
     let cpus = engine::allowed_cpus();
     let core = cfg.core.unwrap_or(*cpus.last().unwrap_or(&0));
     let _pin = Pin::to(core)?;
     let mach = machine();
-    let ctl = caches.iter().find(|c| c.level == 1).map(|l1| control(l1, cfg)).transpose()?;
+    let ctl = caches
+        .iter()
+        .find(|c| c.level == 1)
+        .map(|l1| control(l1, cfg))
+        .transpose()?;
     // A huge-page region for the 2 MiB tests: enough for the largest level's N lines.
     let mut huge_note = None;
     let huge = if cfg.huge {
-        let need = caches.iter().map(|c| 4 * c.ways as u64 * (c.size / c.ways as u64)).max().unwrap_or(0).max(4 << 20);
-        let g = BinGeometry { cache_size: 1 << 20, ways: 1 };
-        let r = Buffer::allocate(BufferKind::Thp, need, g, AllocOptions { reserve_hugepages: false });
+        let need = caches
+            .iter()
+            .map(|c| 4 * c.ways as u64 * (c.size / c.ways as u64))
+            .max()
+            .unwrap_or(0)
+            .max(4 << 20);
+        let g = BinGeometry {
+            cache_size: 1 << 20,
+            ways: 1,
+        };
+        let r = Buffer::allocate(
+            BufferKind::Thp,
+            need,
+            g,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        );
         match r {
             Ok(b) if smaps_anon_huge(b.base() as usize).unwrap_or(0) >= b.bytes() as u64 => Some(b),
-            Ok(_) | Err(_) => match Buffer::allocate(BufferKind::Hugetlb, need, g, AllocOptions { reserve_hugepages: cfg.reserve_hugepages }) {
-                Ok(b) => Some(b),
-                Err(e) => {
-                    huge_note = Some(format!("2 MiB test skipped: THP did not give huge pages and hugetlb failed: {e}"));
-                    None
+            Ok(_) | Err(_) => {
+                match Buffer::allocate(
+                    BufferKind::Hugetlb,
+                    need,
+                    g,
+                    AllocOptions {
+                        reserve_hugepages: cfg.reserve_hugepages,
+                    },
+                ) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        huge_note = Some(format!("2 MiB test skipped: THP did not give huge pages and hugetlb failed: {e}"));
+                        None
+                    }
                 }
-            },
+            }
         }
     } else {
         None
@@ -324,7 +451,8 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
                     Err(e) => p.notes.push(format!("4 KiB test not run: {e}")),
                 }
             } else {
-                p.notes.push(format!("4 KiB test not run: {}", pagemap::PFN_HIDDEN));
+                p.notes
+                    .push(format!("4 KiB test not run: {}", pagemap::PFN_HIDDEN));
             }
             match &huge {
                 Some(h) => match test_2m(lv, lower_w, h, cfg) {
@@ -334,7 +462,11 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
                     }
                     Err(e) => p.notes.push(format!("2 MiB test not run: {e}")),
                 },
-                None => p.notes.push(huge_note.clone().unwrap_or_else(|| "2 MiB test not asked".into())),
+                None => p.notes.push(
+                    huge_note
+                        .clone()
+                        .unwrap_or_else(|| "2 MiB test not asked".into()),
+                ),
             }
         }
         lower_w = w;
@@ -342,7 +474,15 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
     }
     drop(huge);
     let verdict = verdict(ctl.as_ref(), &levels, mach.hypervisor);
-    Ok(ProbeResult { schema: "cachecolor-probe/1", verdict, control: ctl, levels, machine: mach, core, seconds: (engine::now_ns() - t0) as f64 / 1e9 })
+    Ok(ProbeResult {
+        schema: "cachecolor-probe/1",
+        verdict,
+        control: ctl,
+        levels,
+        machine: mach,
+        core,
+        seconds: (engine::now_ns() - t0) as f64 / 1e9,
+    })
 }
 
 #[cfg(test)]
@@ -350,7 +490,18 @@ mod tests {
     use super::*;
 
     fn lp(name: &str, colors: u64, e4: Option<bool>, e2: Option<bool>) -> LevelProbe {
-        LevelProbe { name: name.into(), size: 0, ways: 8, index_bits: (6, 16), colors, color_effective: e4, color_effective_2m: e2, test_4k: None, test_2m: None, notes: vec![] }
+        LevelProbe {
+            name: name.into(),
+            size: 0,
+            ways: 8,
+            index_bits: (6, 16),
+            colors,
+            color_effective: e4,
+            color_effective_2m: e2,
+            test_4k: None,
+            test_2m: None,
+            notes: vec![],
+        }
     }
 
     #[test]
@@ -359,7 +510,10 @@ mod tests {
         let c = judge(&[4.1, 3.9, 4.4, 4.0, 5.2], &[1.3, 1.4, 1.2, 1.3, 1.5]);
         assert_eq!(c.effect, Some(true));
         // No effect: the arms overlap.
-        let c = judge(&[1.31, 1.29, 1.40, 1.33, 1.28], &[1.30, 1.35, 1.27, 1.36, 1.30]);
+        let c = judge(
+            &[1.31, 1.29, 1.40, 1.33, 1.28],
+            &[1.30, 1.35, 1.27, 1.36, 1.30],
+        );
         assert_eq!(c.effect, Some(false));
         // One noisy outlier on a null: still no effect.
         let c = judge(&[1.3, 1.3, 9.0, 1.3, 1.3], &[1.3, 1.3, 1.3, 1.3, 1.3]);
@@ -375,28 +529,60 @@ mod tests {
     #[test]
     fn verdict_positive_case() {
         let ctl = judge(&[4.0; 5], &[1.3; 5]);
-        let levels = [lp("L1D", 1, None, None), lp("L2", 16, Some(true), Some(true)), lp("L3", 512, Some(true), None)];
-        assert_eq!(verdict(Some(&ctl), &levels, false), "L2: 16 colors effective; L3: 512 colors effective");
-        // Only with huge pages.
-        let levels = [lp("L1D", 1, None, None), lp("L2", 16, Some(false), Some(true))];
-        assert_eq!(verdict(Some(&ctl), &levels, true), "L2: index bits 6..16 effective within 2 MiB pages");
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(true), Some(true)),
+            lp("L3", 512, Some(true), None),
+        ];
+        assert_eq!(
+            verdict(Some(&ctl), &levels, false),
+            "L2: 16 colors effective; L3: 512 colors effective"
+        );
+        // 4 KiB colors do nothing, but 2 MiB pages reach the index bits.
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(false), Some(true)),
+        ];
+        let v = verdict(Some(&ctl), &levels, true);
+        assert!(
+            v.starts_with("page color has no measurable effect here (likely a VM"),
+            "{v}"
+        );
+        assert!(
+            v.contains("within 2 MiB pages: L2 index bits 6..16 effective"),
+            "{v}"
+        );
+        // Frames hidden, 2 MiB effective.
+        let levels = [lp("L2", 16, None, Some(true))];
+        assert!(verdict(Some(&ctl), &levels, false).contains("L2 index bits 6..16 effective"));
     }
 
     #[test]
     fn verdict_null_case_and_failed_control() {
         let ctl = judge(&[4.0; 5], &[1.3; 5]);
-        let levels = [lp("L1D", 1, None, None), lp("L2", 16, Some(false), Some(false)), lp("L3", 512, Some(false), Some(false))];
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(false), Some(false)),
+            lp("L3", 512, Some(false), Some(false)),
+        ];
         let v = verdict(Some(&ctl), &levels, true);
-        assert!(v.starts_with("page color has no measurable effect here (likely a VM"), "{v}");
+        assert!(
+            v.starts_with("page color has no measurable effect here (likely a VM"),
+            "{v}"
+        );
         // PFNs hidden (4 KiB undetermined) but the 2 MiB test null: still a null verdict.
         let levels = [lp("L2", 16, None, Some(false))];
-        assert!(verdict(Some(&ctl), &levels, true).starts_with("page color has no measurable effect"));
+        assert!(
+            verdict(Some(&ctl), &levels, true).starts_with("page color has no measurable effect")
+        );
         // Nothing could be tested.
         let levels = [lp("L2", 16, None, None)];
         assert!(verdict(Some(&ctl), &levels, true).starts_with("undetermined for L2"));
         // The control shows nothing: nothing else is believed.
         let bad = judge(&[1.3; 5], &[1.3; 5]);
         let levels = [lp("L2", 16, Some(true), None)];
-        assert!(verdict(Some(&bad), &levels, true).starts_with("undetermined: the L1 positive control"));
+        assert!(
+            verdict(Some(&bad), &levels, true).starts_with("undetermined: the L1 positive control")
+        );
     }
 }

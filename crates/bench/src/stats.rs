@@ -17,7 +17,8 @@ pub fn t975(df: usize) -> f64 {
     }
     let z: f64 = 1.959_964;
     let n = df as f64;
-    z + (z.powi(3) + z) / (4.0 * n) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * n * n)
+    z + (z.powi(3) + z) / (4.0 * n)
+        + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * n * n)
 }
 
 /// Summary of repeated measurements.
@@ -37,7 +38,14 @@ pub struct Summary {
 pub fn summarize(xs: &[f64]) -> Summary {
     let n = xs.len();
     if n == 0 {
-        return Summary { n, mean: f64::NAN, sd: f64::NAN, ci95: f64::NAN, min: f64::NAN, max: f64::NAN };
+        return Summary {
+            n,
+            mean: f64::NAN,
+            sd: f64::NAN,
+            ci95: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+        };
     }
     let mean = xs.iter().sum::<f64>() / n as f64;
     let sd = if n > 1 {
@@ -45,10 +53,21 @@ pub fn summarize(xs: &[f64]) -> Summary {
     } else {
         0.0
     };
-    let ci95 = if n > 1 { t975(n - 1) * sd / (n as f64).sqrt() } else { f64::NAN };
+    let ci95 = if n > 1 {
+        t975(n - 1) * sd / (n as f64).sqrt()
+    } else {
+        f64::NAN
+    };
     let min = xs.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    Summary { n, mean, sd, ci95, min, max }
+    Summary {
+        n,
+        mean,
+        sd,
+        ci95,
+        min,
+        max,
+    }
 }
 
 /// Median (NaN for no samples).

@@ -83,14 +83,27 @@ pub fn find_level(caches: &[HostCache], name: &str) -> Result<HostCache, Error> 
         "L2" => 2,
         "L3" => 3,
         "L4" => 4,
-        _ => return Err(Error::BadInput(format!("level: unknown {name:?}; allowed: L1, L2, L3"))),
+        _ => {
+            return Err(Error::BadInput(format!(
+                "level: unknown {name:?}; allowed: L1, L2, L3"
+            )))
+        }
     };
-    caches.iter().find(|c| c.level == n && c.kind != "Instruction").cloned().ok_or_else(|| {
-        Error::BadInput(format!(
-            "level: this machine reports no {name} data cache (sysfs lists: {})",
-            caches.iter().filter(|c| c.kind != "Instruction").map(level_name).collect::<Vec<_>>().join(", ")
-        ))
-    })
+    caches
+        .iter()
+        .find(|c| c.level == n && c.kind != "Instruction")
+        .cloned()
+        .ok_or_else(|| {
+            Error::BadInput(format!(
+                "level: this machine reports no {name} data cache (sysfs lists: {})",
+                caches
+                    .iter()
+                    .filter(|c| c.kind != "Instruction")
+                    .map(level_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
 }
 
 pub fn level_name(c: &HostCache) -> String {
@@ -104,7 +117,9 @@ pub fn level_name(c: &HostCache) -> String {
 /// The thesis's 16 sizes over [0.5 C, 1.5 C], in whole lines.
 pub fn sweep_sizes(cache: u64, points: usize) -> Vec<u64> {
     let p = points.max(2) as u64;
-    (0..p).map(|i| ((cache / 2 + i * cache / (p - 1)) / 64).max(1) * 64).collect()
+    (0..p)
+        .map(|i| ((cache / 2 + i * cache / (p - 1)) / 64).max(1) * 64)
+        .collect()
 }
 
 /// Progress of a long run; the hook may stop it by returning an error (Ctrl-C).
@@ -136,6 +151,10 @@ pub struct Point {
     pub max: f64,
     pub accesses_per_second: f64,
     pub trials: Vec<f64>,
+    /// The same from the thread's CPU time (time slices taken by other tasks excluded).
+    pub cpu_ns_per_access: f64,
+    pub cpu_ci95: f64,
+    pub cpu_trials: Vec<f64>,
     /// Only the events that were available, per access (software events too).
     pub counters: std::collections::BTreeMap<String, CounterSummary>,
     /// Realised bin conflicts (K) of each trial's buffer, when frames were visible.
@@ -157,7 +176,13 @@ pub struct LevelInfo {
 
 impl From<&HostCache> for LevelInfo {
     fn from(c: &HostCache) -> Self {
-        LevelInfo { name: level_name(c), size: c.size, ways: c.ways, line_size: c.line_size, shared_by: c.shared_by }
+        LevelInfo {
+            name: level_name(c),
+            size: c.size,
+            ways: c.ways,
+            line_size: c.line_size,
+            shared_by: c.shared_by,
+        }
     }
 }
 
@@ -176,15 +201,26 @@ pub struct Machine {
 pub fn machine() -> Machine {
     let caches = host_caches();
     Machine {
-        caches: caches.iter().filter(|c| c.kind != "Instruction").map(LevelInfo::from).collect(),
+        caches: caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .map(LevelInfo::from)
+            .collect(),
         cpus: engine::allowed_cpus(),
-        hypervisor: std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.lines().any(|l| (l.starts_with("flags") || l.starts_with("Features")) && l.split_whitespace().any(|w| w == "hypervisor"))),
+        hypervisor: std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| {
+            s.lines().any(|l| {
+                (l.starts_with("flags") || l.starts_with("Features"))
+                    && l.split_whitespace().any(|w| w == "hypervisor")
+            })
+        }),
         thp: crate::buffer::thp_mode(),
         huge_page_size: crate::buffer::huge_page_size(),
         pfns_visible: crate::pagemap::pfns_visible(),
         // SAFETY: geteuid has no preconditions.
         root: unsafe { libc::geteuid() } == 0,
-        loadavg: std::fs::read_to_string("/proc/loadavg").ok().map(|s| s.trim().to_string()),
+        loadavg: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .map(|s| s.trim().to_string()),
     }
 }
 
@@ -215,11 +251,15 @@ fn validate(cfg: &BenchConfig) -> Result<(BufferKind, Pattern), Error> {
         return Err(Error::BadInput("points: must be at least 2".into()));
     }
     if !(cfg.alpha > 0.0) {
-        return Err(Error::BadInput("alpha: the Zipf exponent must be positive".into()));
+        return Err(Error::BadInput(
+            "alpha: the Zipf exponent must be positive".into(),
+        ));
     }
     if let Some(s) = &cfg.sizes {
         if s.is_empty() || s.iter().any(|&b| b < 64) {
-            return Err(Error::BadInput("sizes: give at least one size, each at least 64 bytes".into()));
+            return Err(Error::BadInput(
+                "sizes: give at least one size, each at least 64 bytes".into(),
+            ));
         }
     }
     Ok((kind, pat))
@@ -230,35 +270,59 @@ pub fn run_sweep(cfg: &BenchConfig, hook: Hook) -> Result<BenchResult, Error> {
     let (kind, pattern) = validate(cfg)?;
     let caches = host_caches();
     let level = find_level(&caches, &cfg.level)?;
-    let geom = BinGeometry { cache_size: level.size, ways: level.ways as u64 };
+    let geom = BinGeometry {
+        cache_size: level.size,
+        ways: level.ways as u64,
+    };
     let cpus = engine::allowed_cpus();
     let core = cfg.core.unwrap_or(*cpus.last().unwrap_or(&0));
     let _pin = Pin::to(core)?;
-    let sizes = cfg.sizes.clone().unwrap_or_else(|| sweep_sizes(level.size, cfg.points));
+    let sizes = cfg
+        .sizes
+        .clone()
+        .unwrap_or_else(|| sweep_sizes(level.size, cfg.points));
     let mut notes = Vec::new();
-    let statuses = if cfg.counters { pmu::probe_events() } else { Vec::new() };
+    let statuses = if cfg.counters {
+        pmu::probe_events()
+    } else {
+        Vec::new()
+    };
     let counters = Counters::open(&statuses);
-    let unsupported: Vec<&str> = statuses.iter().filter(|s| s.status == "not supported").map(|s| s.name.as_str()).collect();
+    let unsupported: Vec<&str> = statuses
+        .iter()
+        .filter(|s| s.status == "not supported")
+        .map(|s| s.name.as_str())
+        .collect();
     if !unsupported.is_empty() {
-        notes.push(format!("not supported here (reported as missing, not 0): {}", unsupported.join(", ")));
+        notes.push(format!(
+            "not supported here (reported as missing, not 0): {}",
+            unsupported.join(", ")
+        ));
     }
     if let Some(s) = statuses.iter().find(|s| s.status == "no permission") {
         notes.push(s.detail.clone().unwrap_or_default());
     }
-    let opts = AllocOptions { reserve_hugepages: cfg.reserve_hugepages };
+    let opts = AllocOptions {
+        reserve_hugepages: cfg.reserve_hugepages,
+    };
     let total = sizes.len() * cfg.trials;
     let mut points = Vec::new();
     let dur_ns = (cfg.duration_ms * 1e6) as u64;
     for (pi, &ws) in sizes.iter().enumerate() {
         let mut ns = Vec::new();
+        let mut cpu = Vec::new();
         let mut aps = Vec::new();
         let mut conflicts: Vec<u64> = Vec::new();
         let mut conflicts_ok = true;
-        let mut counter_vals: std::collections::BTreeMap<String, (Vec<f64>, bool)> = Default::default();
+        let mut counter_vals: std::collections::BTreeMap<String, (Vec<f64>, bool)> =
+            Default::default();
         let mut first_bins = None;
         for t in 0..cfg.trials {
             let buf = Buffer::allocate(kind, ws, geom, opts)?;
-            let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add((pi * 10_007 + t) as u64);
+            let seed = cfg
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add((pi * 10_007 + t) as u64);
             let ch = chain::install(&buf, ws, pattern, cfg.alpha, seed)?;
             let base = buf.base() as *const u32;
             // Warm-up: one loop of the chain (bounded).
@@ -266,8 +330,17 @@ pub fn run_sweep(cfg: &BenchConfig, hook: Hook) -> Result<BenchResult, Error> {
             unsafe { engine::chase_count(base, ch.start, (ch.length as u64).min(4 << 20)) };
             let deadline = engine::now_ns() + dur_ns;
             // SAFETY: as above.
-            let run = unsafe { engine::chase_until(base, ch.start, deadline, &mut || counters.enable(), &mut || counters.disable())? };
+            let run = unsafe {
+                engine::chase_until(
+                    base,
+                    ch.start,
+                    deadline,
+                    &mut || counters.enable(),
+                    &mut || counters.disable(),
+                )?
+            };
             ns.push(run.ns_per_access());
+            cpu.push(run.cpu_ns_per_access());
             aps.push(run.accesses_per_second());
             for r in counters.read() {
                 let e = counter_vals.entry(r.name.clone()).or_default();
@@ -286,21 +359,29 @@ pub fn run_sweep(cfg: &BenchConfig, hook: Hook) -> Result<BenchResult, Error> {
             }
             drop(buf);
             let line = format!(
-                "{} {} {}: {} KiB trial {}/{}: {:.2} ns/access",
+                "{} {} {}: {} KiB trial {}/{}: {:.2} ns/access ({:.2} on-CPU)",
                 level_name(&level),
                 kind,
                 pattern.name(),
                 ws >> 10,
                 t + 1,
                 cfg.trials,
-                run.ns_per_access()
+                run.ns_per_access(),
+                run.cpu_ns_per_access()
             );
-            hook(&Progress { done: pi * cfg.trials + t + 1, total, line: &line })?;
+            hook(&Progress {
+                done: pi * cfg.trials + t + 1,
+                total,
+                line: &line,
+            })?;
         }
         let s: Summary = summarize(&ns);
         let bins = first_bins.expect("at least one trial");
         if !conflicts_ok && pi == 0 {
-            notes.push(format!("bin distributions unavailable: {}", bins.note.clone().unwrap_or_default()));
+            notes.push(format!(
+                "bin distributions unavailable: {}",
+                bins.note.clone().unwrap_or_default()
+            ));
         }
         points.push(Point {
             working_set_bytes: ws,
@@ -311,12 +392,22 @@ pub fn run_sweep(cfg: &BenchConfig, hook: Hook) -> Result<BenchResult, Error> {
             max: s.max,
             accesses_per_second: summarize(&aps).mean,
             trials: ns,
+            cpu_ns_per_access: summarize(&cpu).mean,
+            cpu_ci95: summarize(&cpu).ci95,
+            cpu_trials: cpu,
             counters: counter_vals
                 .into_iter()
                 .filter(|(_, (v, _))| !v.is_empty())
                 .map(|(k, (v, m))| {
                     let s = summarize(&v);
-                    (k, CounterSummary { per_access: s.mean, ci95: s.ci95, multiplexed: m })
+                    (
+                        k,
+                        CounterSummary {
+                            per_access: s.mean,
+                            ci95: s.ci95,
+                            multiplexed: m,
+                        },
+                    )
                 })
                 .collect(),
             realised_conflicts: conflicts_ok.then_some(conflicts),
@@ -400,18 +491,29 @@ pub fn run_corun(cfg: &CorunConfig, hook: Hook) -> Result<CorunResult, Error> {
     let kind = BufferKind::parse(&cfg.buffer)?;
     let pattern = Pattern::parse(&cfg.pattern)?;
     if cfg.trials == 0 || !(cfg.duration_ms > 0.0) {
-        return Err(Error::BadInput("trials and duration_ms: must be positive".into()));
+        return Err(Error::BadInput(
+            "trials and duration_ms: must be positive".into(),
+        ));
     }
     let caches = host_caches();
     let level = find_level(&caches, &cfg.level)?;
-    let geom = BinGeometry { cache_size: level.size, ways: level.ways as u64 };
+    let geom = BinGeometry {
+        cache_size: level.size,
+        ways: level.ways as u64,
+    };
     let ws = cfg.working_set_bytes.unwrap_or(level.size / 2) / 64 * 64;
     let cpus = engine::allowed_cpus();
     let n_max = cfg.max_cores.unwrap_or(cpus.len());
     if n_max == 0 || n_max > cpus.len() {
-        return Err(Error::BadInput(format!("max_cores: {n_max} cores asked, {} available ({})", cpus.len(), engine::cpu_list(&cpus))));
+        return Err(Error::BadInput(format!(
+            "max_cores: {n_max} cores asked, {} available ({})",
+            cpus.len(),
+            engine::cpu_list(&cpus)
+        )));
     }
-    let opts = AllocOptions { reserve_hugepages: cfg.reserve_hugepages };
+    let opts = AllocOptions {
+        reserve_hugepages: cfg.reserve_hugepages,
+    };
     let dur_ns = (cfg.duration_ms * 1e6) as u64;
     let mut points = Vec::new();
     let total = n_max * cfg.trials;
@@ -429,7 +531,13 @@ pub fn run_corun(cfg: &CorunConfig, hook: Hook) -> Result<CorunResult, Error> {
                             let setup = (|| {
                                 let pin = Pin::to(cpu)?;
                                 let buf = Buffer::allocate(kind, ws, geom, opts)?;
-                                let ch = chain::install(&buf, ws, pattern, 1.0, cfg.seed + (t * 64 + k) as u64)?;
+                                let ch = chain::install(
+                                    &buf,
+                                    ws,
+                                    pattern,
+                                    1.0,
+                                    cfg.seed + (t * 64 + k) as u64,
+                                )?;
                                 Ok::<_, Error>((pin, buf, ch))
                             })();
                             barrier.wait();
@@ -437,29 +545,75 @@ pub fn run_corun(cfg: &CorunConfig, hook: Hook) -> Result<CorunResult, Error> {
                             let (_pin, buf, ch) = setup?;
                             let d = deadline.load(std::sync::atomic::Ordering::SeqCst);
                             // SAFETY: chain installed in buf, alive here.
-                            unsafe { engine::chase_until(buf.base() as *const u32, ch.start, d, &mut || {}, &mut || {}) }
+                            unsafe {
+                                engine::chase_until(
+                                    buf.base() as *const u32,
+                                    ch.start,
+                                    d,
+                                    &mut || {},
+                                    &mut || {},
+                                )
+                            }
                         })
                     })
                     .collect();
                 barrier.wait();
-                deadline.store(engine::now_ns() + dur_ns, std::sync::atomic::Ordering::SeqCst);
+                deadline.store(
+                    engine::now_ns() + dur_ns,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 barrier.wait();
-                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported("co-run thread panicked".into())))).collect()
+                hs.into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::Unsupported("co-run thread panicked".into()))
+                        })
+                    })
+                    .collect()
             });
             let mut per = Vec::new();
             for r in results {
                 per.push(r?.ns_per_access());
             }
-            let line = format!("co-run {n} cores, trial {}/{}: {:?} ns/access", t + 1, cfg.trials, per.iter().map(|x| (x * 100.0).round() / 100.0).collect::<Vec<_>>());
+            let line = format!(
+                "co-run {n} cores, trial {}/{}: {:?} ns/access",
+                t + 1,
+                cfg.trials,
+                per.iter()
+                    .map(|x| (x * 100.0).round() / 100.0)
+                    .collect::<Vec<_>>()
+            );
             trials.push(per);
-            hook(&Progress { done: (n - 1) * cfg.trials + t + 1, total, line: &line })?;
+            hook(&Progress {
+                done: (n - 1) * cfg.trials + t + 1,
+                total,
+                line: &line,
+            })?;
         }
         let all: Vec<f64> = trials.iter().flatten().copied().collect();
         let s = summarize(&all);
-        let tot = trials.iter().map(|p| p.iter().map(|ns| 1e9 / ns).sum::<f64>()).sum::<f64>() / trials.len() as f64;
-        points.push(CorunPoint { cores: n, ns_per_access: s.mean, ci95: s.ci95, total_accesses_per_second: tot, trials });
+        let tot = trials
+            .iter()
+            .map(|p| p.iter().map(|ns| 1e9 / ns).sum::<f64>())
+            .sum::<f64>()
+            / trials.len() as f64;
+        points.push(CorunPoint {
+            cores: n,
+            ns_per_access: s.mean,
+            ci95: s.ci95,
+            total_accesses_per_second: tot,
+            trials,
+        });
     }
-    Ok(CorunResult { schema: "cachecolor-corun/1", config: cfg.clone(), level: LevelInfo::from(&level), working_set_bytes: ws, cpus: cpus[..n_max].to_vec(), points, machine: machine() })
+    Ok(CorunResult {
+        schema: "cachecolor-corun/1",
+        config: cfg.clone(),
+        level: LevelInfo::from(&level),
+        working_set_bytes: ws,
+        cpus: cpus[..n_max].to_vec(),
+        points,
+        machine: machine(),
+    })
 }
 
 #[cfg(test)]
@@ -472,7 +626,10 @@ mod tests {
         assert_eq!(s.len(), 16);
         assert_eq!(s[0], 16 << 10);
         assert_eq!(s[15], 48 << 10);
-        assert!(s[7] < 32 << 10 && s[8] > 32 << 10, "the 8th point is the last that fits");
+        assert!(
+            s[7] < 32 << 10 && s[8] > 32 << 10,
+            "the 8th point is the last that fits"
+        );
         assert!(s.iter().all(|x| x % 64 == 0));
     }
 
@@ -488,7 +645,12 @@ mod tests {
             assert_eq!(p.trials.len(), 2);
             assert!(p.ns_per_access > 0.0 && p.ci95.is_finite());
             for name in p.counters.keys() {
-                assert!(r.pmu.iter().any(|s| &s.name == name && s.status == "supported"), "{name}");
+                assert!(
+                    r.pmu
+                        .iter()
+                        .any(|s| &s.name == name && s.status == "supported"),
+                    "{name}"
+                );
             }
         }
         let v = serde_json::to_value(&r).unwrap();
@@ -499,16 +661,28 @@ mod tests {
     fn bad_inputs_are_clear() {
         let mut c = cfg("L1");
         c.core = Some(4096);
-        assert!(run_sweep(&c, &mut |_| Ok(())).unwrap_err().to_string().contains("does not exist"));
+        assert!(run_sweep(&c, &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
         let mut c = cfg("L1");
         c.sizes = Some(vec![1 << 50]);
-        assert!(run_sweep(&c, &mut |_| Ok(())).unwrap_err().to_string().contains("available"));
+        assert!(run_sweep(&c, &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string()
+            .contains("available"));
         let mut c = cfg("L9");
         c.level = "L9".into();
-        assert!(run_sweep(&c, &mut |_| Ok(())).unwrap_err().to_string().contains("allowed"));
+        assert!(run_sweep(&c, &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string()
+            .contains("allowed"));
         let mut c = cfg("L1");
         c.buffer = "malloc".into();
-        assert!(run_sweep(&c, &mut |_| Ok(())).unwrap_err().to_string().contains("allowed"));
+        assert!(run_sweep(&c, &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string()
+            .contains("allowed"));
         assert!(serde_json::from_str::<BenchConfig>(r#"{"level":"L1","trails":3}"#).is_err());
     }
 
@@ -526,7 +700,10 @@ mod tests {
 
     #[test]
     fn corun_runs_every_core_count() {
-        let c: CorunConfig = serde_json::from_str(r#"{"level": "L1", "working_set_bytes": 8192, "trials": 1, "duration_ms": 2}"#).unwrap();
+        let c: CorunConfig = serde_json::from_str(
+            r#"{"level": "L1", "working_set_bytes": 8192, "trials": 1, "duration_ms": 2}"#,
+        )
+        .unwrap();
         let r = run_corun(&c, &mut |_| Ok(())).unwrap();
         assert_eq!(r.points.len(), engine::allowed_cpus().len());
         for (i, p) in r.points.iter().enumerate() {
