@@ -106,7 +106,7 @@ def test_corun_runs_each_core_count(run_cli, tmp_path):
 
 def test_bad_input_is_clear_and_changes_nothing(run_cli):
     before = nr_hugepages()
-    r = run_cli("bench", "--level", "L1", "--sizes", "64TiB", "--trials", "1")
+    r = run_cli("bench", "--level", "L1", "--sizes", "65536GiB", "--trials", "1")
     assert r.returncode == 2 and "available" in r.stderr, r.stderr
     r = run_cli("bench", "--level", "L1", "--core", "4095", "--trials", "1")
     assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
@@ -126,7 +126,10 @@ def _as_nobody(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not (ROOT and SETPRIV), reason="needs root and setpriv to drop privileges")
-def test_without_root_frames_are_hidden_and_said_so(tmp_path):
+def test_without_root_frames_are_hidden_and_said_so():
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="cc-nobody-", dir="/tmp"))  # pytest's tmp is 0700
     tmp_path.chmod(0o777)
     r = _as_nobody(["bench", "--level", "L2", "--buffer", "contiguous", "--trials", "1", "--points", "2"], tmp_path)
     assert r.returncode == 1, r.stderr

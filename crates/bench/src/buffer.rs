@@ -446,10 +446,15 @@ impl Buffer {
         }
         // Return the unused part of the pool (4 KiB pools; hugetlb pages stay in the pool).
         if small {
-            for (i, u) in used.iter().enumerate() {
-                if !u {
-                    let _ = map.advise(i * page_size, page_size, libc::MADV_DONTNEED);
+            let mut i = 0;
+            while i < pool {
+                if used[i] {
+                    i += 1;
+                    continue;
                 }
+                let j = (i..pool).find(|&j| used[j]).unwrap_or(pool);
+                let _ = map.advise(i * page_size, (j - i) * page_size, libc::MADV_DONTNEED);
+                i = j;
             }
         }
         let pages = chosen.iter().map(|&i| map.addr() + i * page_size).collect();
@@ -502,18 +507,31 @@ impl Buffer {
         self.frames.as_deref()
     }
 
-    /// The bin distribution achieved for `geom` and the binomial model's expectation.
-    pub fn bin_report(&self, geom: BinGeometry) -> BinReport {
+    /// Pages per bin of `geom` (None when frames are hidden).
+    pub fn pages_per_bin(&self, geom: BinGeometry) -> Option<Vec<u64>> {
         let bins = geom.bins(self.page_size);
-        let pages = self.pages.len() as u64;
-        let model = expected_conflicts(pages, bins, geom.ways);
-        let per_bin = self.frames.as_ref().map(|fr| {
+        self.frames.as_ref().map(|fr| {
             let mut h = vec![0u64; bins as usize];
             for &f in fr {
                 h[color_of(f, self.page_size, bins) as usize] += 1;
             }
             h
-        });
+        })
+    }
+
+    /// The realised conflicts K for `geom` (cheap; None when frames are hidden).
+    pub fn realised_conflicts(&self, geom: BinGeometry) -> Option<u64> {
+        self.pages_per_bin(geom)
+            .map(|h| realised_conflicts(&h, geom.ways))
+    }
+
+    /// The bin distribution achieved for `geom` and the binomial model's expectation (the
+    /// model's exact SD is O(pages²): call it once per working set, not per trial).
+    pub fn bin_report(&self, geom: BinGeometry) -> BinReport {
+        let bins = geom.bins(self.page_size);
+        let pages = self.pages.len() as u64;
+        let model = expected_conflicts(pages, bins, geom.ways);
+        let per_bin = self.pages_per_bin(geom);
         BinReport {
             page_size: self.page_size,
             bins,
@@ -544,11 +562,8 @@ pub fn pick_cache_contiguous(frames: &[u64], page_size: usize, bins: usize) -> O
     }
     let mut out = Vec::with_capacity(frames.len());
     let mut idx = 0;
-    loop {
-        match by_color[idx].pop_front() {
-            Some(i) => out.push(i),
-            None => break,
-        }
+    while let Some(i) = by_color[idx].pop_front() {
+        out.push(i);
         idx = (idx + 1) % bins;
     }
     if out.is_empty() {

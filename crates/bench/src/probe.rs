@@ -355,7 +355,7 @@ pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: 
 
 /// Run the probe.
 pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
-    if cfg.reps < 3 || !(cfg.duration_ms > 0.0) {
+    if cfg.reps < 3 || cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
         return Err(Error::BadInput(
             "reps: at least 3; duration_ms: positive".into(),
         ));

@@ -244,13 +244,13 @@ fn validate(cfg: &BenchConfig) -> Result<(BufferKind, Pattern), Error> {
     if cfg.trials == 0 {
         return Err(Error::BadInput("trials: must be at least 1".into()));
     }
-    if !(cfg.duration_ms > 0.0 && cfg.duration_ms <= 60_000.0) {
+    if cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 || cfg.duration_ms > 60_000.0 {
         return Err(Error::BadInput("duration_ms: must be in (0, 60000]".into()));
     }
     if cfg.points < 2 && cfg.sizes.is_none() {
         return Err(Error::BadInput("points: must be at least 2".into()));
     }
-    if !(cfg.alpha > 0.0) {
+    if cfg.alpha.is_nan() || cfg.alpha <= 0.0 {
         return Err(Error::BadInput(
             "alpha: the Zipf exponent must be positive".into(),
         ));
@@ -349,13 +349,12 @@ pub fn run_sweep(cfg: &BenchConfig, hook: Hook) -> Result<BenchResult, Error> {
                 }
                 e.1 |= r.multiplexed;
             }
-            let br = buf.bin_report(geom);
-            match br.realised_conflicts {
+            match buf.realised_conflicts(geom) {
                 Some(k) => conflicts.push(k),
                 None => conflicts_ok = false,
             }
             if first_bins.is_none() {
-                first_bins = Some(br);
+                first_bins = Some(buf.bin_report(geom));
             }
             drop(buf);
             let line = format!(
@@ -490,7 +489,7 @@ pub struct CorunResult {
 pub fn run_corun(cfg: &CorunConfig, hook: Hook) -> Result<CorunResult, Error> {
     let kind = BufferKind::parse(&cfg.buffer)?;
     let pattern = Pattern::parse(&cfg.pattern)?;
-    if cfg.trials == 0 || !(cfg.duration_ms > 0.0) {
+    if cfg.trials == 0 || cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
         return Err(Error::BadInput(
             "trials and duration_ms: must be positive".into(),
         ));
