@@ -1,7 +1,50 @@
 /*!
-Cachetest (thesis chapter 4): the real-hardware benchmark and page-color probe. Issue 7 builds
-it; this crate holds only host facts the simulator's presets need today.
+Cachetest (thesis chapter 4, `004_b94baa2235a39050.txt`): the real-hardware pointer-chasing
+benchmark and the page-color probe.
+
+Modules, named for what they model:
+- `engine`: the execution engine (4.2.1): a one-load-per-iteration pointer chase in assembly,
+  time-bounded by a timer signal that clears a register flag, or count-bounded; core pinning.
+- `buffer`: the buffer allocators (4.2.2): naive, cache-aware contiguous (Algorithm 4.2.2),
+  THP, hugetlb (with reservation restored on drop), hugetlb + contiguous; bin reports against
+  the binomial model of 3.2 (`cachecolor_sim::analysis::bins`).
+- `pagemap`: virtual page -> frame numbers from /proc/self/pagemap.
+- `chain`: the distribution generator (4.2.3): uniform, sequential, strided, zipf, harmonic.
+- `pmu`: the PMU provider (4.2.4) on perf_event_open, each event probed on its own.
+- `stats`: means and 95% confidence intervals (Student t).
+- `sweep`: working-set sweeps (4.3.2-4.3.4) and synchronised co-runs (Figure 2.5).
+- `probe`: does page color matter here, and which bits index each level.
+- sysfs cache discovery (`host_caches`, below), also used by the simulator's presets.
 */
+
+pub mod buffer;
+pub mod chain;
+pub mod engine;
+pub mod pagemap;
+pub mod pmu;
+pub mod probe;
+pub mod stats;
+pub mod sweep;
+
+/// Errors of the benchmark: bad input (the user can fix the request), something this machine
+/// or this process cannot do, or an interruption (Ctrl-C through the caller's hook).
+#[derive(Debug)]
+pub enum Error {
+    BadInput(String),
+    Unsupported(String),
+    Interrupted,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::BadInput(m) | Error::Unsupported(m) => f.write_str(m),
+            Error::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// One cache level as the host's sysfs describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

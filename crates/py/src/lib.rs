@@ -11,10 +11,12 @@ Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs,
 `system.rs` (whole-system runs), `presets.rs` (machine presets and `detect`),
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches),
-`analysis.rs` (miss-rate curves, per-set stack distance profiles).
+`analysis.rs` (miss-rate curves, per-set stack distance profiles), `bench.rs` (Cachetest:
+sweeps, co-runs, the page-color probe).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
 mod analysis;
+mod bench;
 mod capture;
 mod errors;
 mod offload;
@@ -61,5 +63,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate::page_profile, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::expected_conflicts, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_corun, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_environment, m)?)?;
     Ok(())
 }

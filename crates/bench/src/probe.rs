@@ -1,0 +1,588 @@
+//! `cachecolor probe`: does page color matter on this machine, and which address bits index
+//! each level's sets? (thesis 2.3.2 / 3.1-3.2 for the bins, 4.2.2 for frames from pagemap.)
+//!
+//! For a level of size C, associativity A and line 64, the way size is W = C / A: addresses that
+//! differ by multiples of W fall in one set, so the index bits are [6, log2 W), and a 4 KiB page
+//! fixes bits [0, 12): the level has W / 4096 page colors. The probe chases N = 4A lines (a
+//! random cyclic chain) placed at one page offset in pages of:
+//!
+//! - one color (all N lines in one set: N > A, so they miss if color is real), versus
+//! - spread colors (round-robin over the level's colors, the lower level's color held fixed so
+//!   both arms miss the lower levels alike): at most N / colors lines per set, they hit.
+//!
+//! Colors are taken from frame numbers (`/proc/self/pagemap`, root only) for 4 KiB pages, and
+//! from the offset inside 2 MiB pages (THP, or hugetlb if pages are free) for huge pages, whose
+//! bits [12, 21) are physical in the guest. Inside a VM both are guest-physical: if the host backs
+//! the guest with 4 KiB pages, no guest-side choice reaches the host's index bits and the test
+//! shows no difference. The L1 data cache (one color here: W = 4 KiB) is the positive control:
+//! N lines at one page offset (same L1 set) versus spread offsets must show a conflict, or the
+//! probe says it cannot judge.
+//!
+//! Each arm is measured `reps` times, alternating, for a few milliseconds each, as CPU time per
+//! access (the thread's CPU clock: on a shared machine the wall clock also counts the time slices
+//! other tasks take, which alias with millisecond-long arms); the verdict on a
+//! comparison (pure function `judge`, unit-tested on synthetic latencies) uses the ratio of the
+//! medians and how consistently the paired repetitions agree.
+
+use serde::Serialize;
+
+use crate::buffer::{smaps_anon_huge, AllocOptions, BinGeometry, Buffer, BufferKind, SMALL_PAGE};
+use crate::engine::{self, Pin};
+use crate::stats::median;
+use crate::sweep::{level_name, machine, Machine};
+use crate::{chain, host_caches, pagemap, Error, HostCache};
+
+/// A clear effect: the same-color arm at least this much slower (median ratio).
+pub const EFFECT_RATIO: f64 = 1.20;
+/// No measurable effect: the median ratio below this.
+pub const NULL_RATIO: f64 = 1.08;
+/// Share of paired repetitions that must agree with an effect.
+pub const AGREE: f64 = 0.8;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Comparison {
+    /// CPU ns per access, same-set (one color) arm, one value per repetition.
+    pub same: Vec<f64>,
+    /// ns per access, spread arm.
+    pub spread: Vec<f64>,
+    pub ratio: f64,
+    /// true: conflict measured; false: no measurable effect; None: ambiguous.
+    pub effect: Option<bool>,
+}
+
+/// The verdict on one comparison (pure: the synthetic-data tests drive it).
+pub fn judge(same: &[f64], spread: &[f64]) -> Comparison {
+    let ratio = median(same) / median(spread);
+    let n = same.len().min(spread.len());
+    let agree = (0..n).filter(|&i| same[i] > spread[i] * 1.05).count() as f64 / n.max(1) as f64;
+    let effect = if !ratio.is_finite() || n == 0 {
+        None
+    } else if ratio >= EFFECT_RATIO && agree >= AGREE {
+        Some(true)
+    } else if ratio < NULL_RATIO {
+        Some(false)
+    } else {
+        None
+    };
+    Comparison {
+        same: same.to_vec(),
+        spread: spread.to_vec(),
+        ratio,
+        effect,
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelProbe {
+    /// "L1D", "L2", "L3".
+    pub name: String,
+    pub size: u64,
+    pub ways: u32,
+    /// Index bits [6, top) as sysfs implies (way size W = C / A).
+    pub index_bits: (u32, u32),
+    /// 4 KiB page colors (W / 4096).
+    pub colors: u64,
+    /// 4 KiB page colors matter (true / false), or undetermined (None).
+    pub color_effective: Option<bool>,
+    /// The same with 2 MiB pages (physical bits [12, 21) chosen by offset).
+    pub color_effective_2m: Option<bool>,
+    pub test_4k: Option<Comparison>,
+    pub test_2m: Option<Comparison>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeResult {
+    pub schema: &'static str,
+    pub verdict: String,
+    pub control: Option<Comparison>,
+    pub levels: Vec<LevelProbe>,
+    pub machine: Machine,
+    pub core: usize,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    #[serde(default = "d_reps")]
+    pub reps: usize,
+    #[serde(default = "d_ms")]
+    pub duration_ms: f64,
+    #[serde(default)]
+    pub core: Option<usize>,
+    /// Also test 2 MiB pages.
+    #[serde(default = "d_true")]
+    pub huge: bool,
+    #[serde(default)]
+    pub reserve_hugepages: bool,
+}
+
+fn d_reps() -> usize {
+    7
+}
+fn d_ms() -> f64 {
+    3.0
+}
+fn d_true() -> bool {
+    true
+}
+
+fn log2(x: u64) -> u32 {
+    63 - x.max(1).leading_zeros()
+}
+
+/// Measure two arms of line addresses in one mapping, alternating.
+fn compare(
+    base: *mut u8,
+    same: &[usize],
+    spread: &[usize],
+    cfg: &ProbeConfig,
+) -> Result<Comparison, Error> {
+    let dur = std::time::Duration::from_secs_f64(cfg.duration_ms / 1e3);
+    // The arms may share a line (e.g. the spread arm's first line is the same arm's): the spread
+    // chain lives in the line's second 4-byte slot so the two chains never overwrite each other.
+    let spread4: Vec<usize> = spread.iter().map(|a| a + 4).collect();
+    // SAFETY: the caller's addresses are line starts inside the mapping at base.
+    let (s0, s1) = unsafe {
+        (
+            chain::install_lines(base, same, 11),
+            chain::install_lines(base, &spread4, 13),
+        )
+    };
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..cfg.reps {
+        // SAFETY: chains installed above.
+        unsafe {
+            engine::chase_count(base as *const u32, s0, 4 * same.len() as u64);
+            a.push(engine::chase_for(base as *const u32, s0, dur)?.cpu_ns_per_access());
+            engine::chase_count(base as *const u32, s1, 4 * spread.len() as u64);
+            b.push(engine::chase_for(base as *const u32, s1, dur)?.cpu_ns_per_access());
+        }
+    }
+    Ok(judge(&a, &b))
+}
+
+const OFFSET: usize = 5 * 64;
+
+/// L1 positive control: N lines at one page offset in distinct pages versus the same pages at
+/// spread offsets.
+fn control(l1: &HostCache, cfg: &ProbeConfig) -> Result<Comparison, Error> {
+    let n = 4 * l1.ways as usize;
+    let g = BinGeometry {
+        cache_size: l1.size,
+        ways: l1.ways as u64,
+    };
+    let buf = Buffer::allocate(
+        BufferKind::Naive,
+        (n * SMALL_PAGE) as u64,
+        g,
+        AllocOptions {
+            reserve_hugepages: false,
+        },
+    )?;
+    let w = (l1.size / l1.ways as u64) as usize;
+    let sets_in_page = (w.min(SMALL_PAGE) / 64).max(1);
+    let same: Vec<usize> = buf.pages().iter().map(|&p| p + OFFSET).collect();
+    let spread: Vec<usize> = buf
+        .pages()
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| p + (k % sets_in_page) * 64)
+        .collect();
+    compare(buf.base(), &same, &spread, cfg)
+}
+
+/// 4 KiB pages chosen by frame number: one color versus spread colors with the lower level's
+/// color fixed.
+fn test_4k(lv: &HostCache, lower_w: u64, cfg: &ProbeConfig) -> Result<Comparison, Error> {
+    let w = lv.size / lv.ways as u64;
+    let colors = (w / SMALL_PAGE as u64).max(1) as usize;
+    let lower_colors = (lower_w / SMALL_PAGE as u64).max(1) as usize;
+    let n = 4 * lv.ways as usize;
+    // A pool with ~3N pages of each color.
+    let pool_pages = (3 * n * colors).max(4096);
+    let g = BinGeometry {
+        cache_size: lv.size,
+        ways: lv.ways as u64,
+    };
+    let buf = Buffer::allocate(
+        BufferKind::Naive,
+        (pool_pages * SMALL_PAGE) as u64,
+        g,
+        AllocOptions {
+            reserve_hugepages: false,
+        },
+    )?;
+    let frames = pagemap::visible_frames(buf.pages()[0], buf.pages().len(), SMALL_PAGE)?;
+    let mut by_color: Vec<Vec<usize>> = vec![Vec::new(); colors];
+    for (i, &f) in frames.iter().enumerate() {
+        by_color[(f % colors as u64) as usize].push(buf.pages()[i]);
+    }
+    let c = (0..colors).max_by_key(|&c| by_color[c].len()).unwrap();
+    if by_color[c].len() < n {
+        return Err(Error::Unsupported(format!(
+            "the pool holds only {} pages of one color, {n} needed",
+            by_color[c].len()
+        )));
+    }
+    let same: Vec<usize> = by_color[c][..n].iter().map(|p| p + OFFSET).collect();
+    // Spread: colors with the same lower-level color as c, round-robin.
+    let peers: Vec<usize> = (0..colors)
+        .filter(|&k| k % lower_colors == c % lower_colors)
+        .collect();
+    let mut used = vec![0usize; colors];
+    let mut spread = Vec::with_capacity(n);
+    let mut k = 0;
+    let mut misses = 0;
+    while spread.len() < n && misses < peers.len() {
+        let col = peers[k % peers.len()];
+        k += 1;
+        if let Some(&p) = by_color[col].get(used[col] + if col == c { n } else { 0 }) {
+            used[col] += 1;
+            spread.push(p + OFFSET);
+            misses = 0;
+        } else {
+            misses += 1;
+        }
+    }
+    if spread.len() < n {
+        return Err(Error::Unsupported(
+            "the pool does not hold enough pages of spread colors".into(),
+        ));
+    }
+    compare(buf.base(), &same, &spread, cfg)
+}
+
+/// 2 MiB pages: bits [12, 21) chosen by the offset inside each huge page.
+fn test_2m(
+    lv: &HostCache,
+    lower_w: u64,
+    huge: &Buffer,
+    cfg: &ProbeConfig,
+) -> Result<Comparison, Error> {
+    let hp = huge.page_size();
+    let w = (lv.size / lv.ways as u64) as usize;
+    let n = 4 * lv.ways as usize;
+    let step = (lower_w as usize).max(SMALL_PAGE);
+    let m = (w / step).max(1);
+    if w > hp {
+        return Err(Error::Unsupported(format!(
+            "way size {} KiB exceeds the huge page: bits above 21 not reachable",
+            w >> 10
+        )));
+    }
+    if n * w > huge.bytes() {
+        return Err(Error::Unsupported("huge-page region too small".into()));
+    }
+    let addr = |k: usize, spread: bool| {
+        let off = k * w;
+        huge.pages()[off / hp] + off % hp + OFFSET + if spread { (k % m) * step } else { 0 }
+    };
+    let same: Vec<usize> = (0..n).map(|k| addr(k, false)).collect();
+    let spread: Vec<usize> = (0..n).map(|k| addr(k, true)).collect();
+    compare(huge.base(), &same, &spread, cfg)
+}
+
+/// The verdict sentence from the per-level results.
+pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: bool) -> String {
+    match control.map(|c| c.effect) {
+        None => return "undetermined: the L1 positive control could not run".into(),
+        Some(Some(true)) => {}
+        Some(_) => {
+            return format!(
+                "undetermined: the L1 positive control showed no clear conflict (ratio {:.2}); the machine is too noisy to judge",
+                control.unwrap().ratio
+            )
+        }
+    }
+    let colored: Vec<&LevelProbe> = levels.iter().filter(|l| l.colors > 1).collect();
+    if colored.is_empty() {
+        return "page color cannot matter here: every level has one 4 KiB color".into();
+    }
+    let eff4: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective == Some(true))
+        .map(|l| format!("{}: {} colors effective", l.name, l.colors))
+        .collect();
+    let eff2: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective != Some(true) && l.color_effective_2m == Some(true))
+        .map(|l| {
+            format!(
+                "{} index bits {}..{}",
+                l.name, l.index_bits.0, l.index_bits.1
+            )
+        })
+        .collect();
+    let huge_clause = if eff2.is_empty() {
+        String::new()
+    } else {
+        format!("; within 2 MiB pages: {} effective (some guest memory is physically contiguous at 2 MiB)", eff2.join(", "))
+    };
+    if !eff4.is_empty() {
+        return format!("{}{huge_clause}", eff4.join("; "));
+    }
+    let why = if hypervisor {
+        "likely a VM whose host maps guest memory with 4 KiB pages"
+    } else {
+        "the cache index may be hashed, or the frames not what pagemap reports"
+    };
+    if colored.iter().all(|l| l.color_effective == Some(false)) {
+        return format!("page color has no measurable effect here ({why}){huge_clause}");
+    }
+    // 4 KiB colors not (all) tested, e.g. frame numbers hidden: judge from the 2 MiB test.
+    if !eff2.is_empty() {
+        return format!("4 KiB page colors not tested everywhere{huge_clause}");
+    }
+    if colored.iter().all(|l| {
+        l.color_effective == Some(false)
+            || (l.color_effective.is_none() && l.color_effective_2m == Some(false))
+    }) {
+        return format!("page color has no measurable effect here ({why})");
+    }
+    let und: Vec<String> = colored
+        .iter()
+        .filter(|l| l.color_effective.is_none())
+        .map(|l| l.name.clone())
+        .collect();
+    format!(
+        "undetermined for {}: see each level's notes",
+        und.join(", ")
+    )
+}
+
+/// Run the probe.
+pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
+    if cfg.reps < 3 || cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
+        return Err(Error::BadInput(
+            "reps: at least 3; duration_ms: positive".into(),
+        ));
+    }
+    let t0 = engine::now_ns();
+    let caches: Vec<HostCache> = host_caches()
+        .into_iter()
+        .filter(|c| c.kind != "Instruction")
+        .collect();
+    if caches.is_empty() {
+        return Err(Error::Unsupported(
+            "sysfs describes no caches (/sys/devices/system/cpu/cpu0/cache)".into(),
+        ));
+    }
+    let cpus = engine::allowed_cpus();
+    let core = cfg.core.unwrap_or(*cpus.last().unwrap_or(&0));
+    let _pin = Pin::to(core)?;
+    let mach = machine();
+    let ctl = caches
+        .iter()
+        .find(|c| c.level == 1)
+        .map(|l1| control(l1, cfg))
+        .transpose()?;
+    // A huge-page region for the 2 MiB tests: enough for the largest level's N lines.
+    let mut huge_note = None;
+    let huge = if cfg.huge {
+        let need = caches
+            .iter()
+            .map(|c| 4 * c.ways as u64 * (c.size / c.ways as u64))
+            .max()
+            .unwrap_or(0)
+            .max(4 << 20);
+        let g = BinGeometry {
+            cache_size: 1 << 20,
+            ways: 1,
+        };
+        let r = Buffer::allocate(
+            BufferKind::Thp,
+            need,
+            g,
+            AllocOptions {
+                reserve_hugepages: false,
+            },
+        );
+        match r {
+            Ok(b) if smaps_anon_huge(b.base() as usize).unwrap_or(0) >= b.bytes() as u64 => Some(b),
+            Ok(_) | Err(_) => {
+                match Buffer::allocate(
+                    BufferKind::Hugetlb,
+                    need,
+                    g,
+                    AllocOptions {
+                        reserve_hugepages: cfg.reserve_hugepages,
+                    },
+                ) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        huge_note = Some(format!("2 MiB test skipped: THP did not give huge pages and hugetlb failed: {e}"));
+                        None
+                    }
+                }
+            }
+        }
+    } else {
+        None
+    };
+    let mut levels = Vec::new();
+    let mut lower_w = 64u64;
+    for lv in &caches {
+        let w = lv.size / lv.ways as u64;
+        let colors = (w / SMALL_PAGE as u64).max(1);
+        let mut p = LevelProbe {
+            name: level_name(lv),
+            size: lv.size,
+            ways: lv.ways,
+            index_bits: (log2(lv.line_size as u64), log2(w)),
+            colors,
+            color_effective: None,
+            color_effective_2m: None,
+            test_4k: None,
+            test_2m: None,
+            notes: Vec::new(),
+        };
+        if colors == 1 {
+            p.notes.push("one 4 KiB color: the index lies inside the page offset, page placement cannot change the set (this level is the positive control)".into());
+        } else {
+            if mach.pfns_visible {
+                match test_4k(lv, lower_w, cfg) {
+                    Ok(c) => {
+                        p.color_effective = c.effect;
+                        p.test_4k = Some(c);
+                    }
+                    Err(e) => p.notes.push(format!("4 KiB test not run: {e}")),
+                }
+            } else {
+                p.notes
+                    .push(format!("4 KiB test not run: {}", pagemap::PFN_HIDDEN));
+            }
+            match &huge {
+                Some(h) => match test_2m(lv, lower_w, h, cfg) {
+                    Ok(c) => {
+                        p.color_effective_2m = c.effect;
+                        p.test_2m = Some(c);
+                    }
+                    Err(e) => p.notes.push(format!("2 MiB test not run: {e}")),
+                },
+                None => p.notes.push(
+                    huge_note
+                        .clone()
+                        .unwrap_or_else(|| "2 MiB test not asked".into()),
+                ),
+            }
+        }
+        lower_w = w;
+        levels.push(p);
+    }
+    drop(huge);
+    let verdict = verdict(ctl.as_ref(), &levels, mach.hypervisor);
+    Ok(ProbeResult {
+        schema: "cachecolor-probe/1",
+        verdict,
+        control: ctl,
+        levels,
+        machine: mach,
+        core,
+        seconds: (engine::now_ns() - t0) as f64 / 1e9,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lp(name: &str, colors: u64, e4: Option<bool>, e2: Option<bool>) -> LevelProbe {
+        LevelProbe {
+            name: name.into(),
+            size: 0,
+            ways: 8,
+            index_bits: (6, 16),
+            colors,
+            color_effective: e4,
+            color_effective_2m: e2,
+            test_4k: None,
+            test_2m: None,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn judge_on_synthetic_latencies() {
+        // A conflict: 3x slower in every repetition, with noise.
+        let c = judge(&[4.1, 3.9, 4.4, 4.0, 5.2], &[1.3, 1.4, 1.2, 1.3, 1.5]);
+        assert_eq!(c.effect, Some(true));
+        // No effect: the arms overlap.
+        let c = judge(
+            &[1.31, 1.29, 1.40, 1.33, 1.28],
+            &[1.30, 1.35, 1.27, 1.36, 1.30],
+        );
+        assert_eq!(c.effect, Some(false));
+        // One noisy outlier on a null: still no effect.
+        let c = judge(&[1.3, 1.3, 9.0, 1.3, 1.3], &[1.3, 1.3, 1.3, 1.3, 1.3]);
+        assert_eq!(c.effect, Some(false));
+        // A medium, inconsistent difference: undetermined.
+        let c = judge(&[1.5, 1.0, 1.6, 1.0, 1.5], &[1.0, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(c.effect, None);
+        // Effect by ratio but the repetitions disagree: undetermined.
+        let c = judge(&[3.0, 3.0, 3.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(c.effect, None);
+    }
+
+    #[test]
+    fn verdict_positive_case() {
+        let ctl = judge(&[4.0; 5], &[1.3; 5]);
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(true), Some(true)),
+            lp("L3", 512, Some(true), None),
+        ];
+        assert_eq!(
+            verdict(Some(&ctl), &levels, false),
+            "L2: 16 colors effective; L3: 512 colors effective"
+        );
+        // 4 KiB colors do nothing, but 2 MiB pages reach the index bits.
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(false), Some(true)),
+        ];
+        let v = verdict(Some(&ctl), &levels, true);
+        assert!(
+            v.starts_with("page color has no measurable effect here (likely a VM"),
+            "{v}"
+        );
+        assert!(
+            v.contains("within 2 MiB pages: L2 index bits 6..16 effective"),
+            "{v}"
+        );
+        // Frames hidden, 2 MiB effective.
+        let levels = [lp("L2", 16, None, Some(true))];
+        assert!(verdict(Some(&ctl), &levels, false).contains("L2 index bits 6..16 effective"));
+    }
+
+    #[test]
+    fn verdict_null_case_and_failed_control() {
+        let ctl = judge(&[4.0; 5], &[1.3; 5]);
+        let levels = [
+            lp("L1D", 1, None, None),
+            lp("L2", 16, Some(false), Some(false)),
+            lp("L3", 512, Some(false), Some(false)),
+        ];
+        let v = verdict(Some(&ctl), &levels, true);
+        assert!(
+            v.starts_with("page color has no measurable effect here (likely a VM"),
+            "{v}"
+        );
+        // PFNs hidden (4 KiB undetermined) but the 2 MiB test null: still a null verdict.
+        let levels = [lp("L2", 16, None, Some(false))];
+        assert!(
+            verdict(Some(&ctl), &levels, true).starts_with("page color has no measurable effect")
+        );
+        // Nothing could be tested.
+        let levels = [lp("L2", 16, None, None)];
+        assert!(verdict(Some(&ctl), &levels, true).starts_with("undetermined for L2"));
+        // The control shows nothing: nothing else is believed.
+        let bad = judge(&[1.3; 5], &[1.3; 5]);
+        let levels = [lp("L2", 16, Some(true), None)];
+        assert!(
+            verdict(Some(&bad), &levels, true).starts_with("undetermined: the L1 positive control")
+        );
+    }
+}

@@ -1,0 +1,259 @@
+"""Cachetest on real hardware (thesis chapter 4): working-set sweeps, co-runs, the page-color probe.
+
+The measuring happens in Rust (``crates/bench``: a one-load-per-iteration assembly pointer
+chase, pinned to a core, with the GIL released); this module turns its JSON into pandas frames
+and plots with 95% confidence bands.
+
+- ``bench(level, buffer, pattern, trials, ...)`` -> ``Sweep`` (``.doc`` the JSON document with
+  ``points``, each with ``working_set_bytes``, ``ns_per_access`` (mean), ``ci95`` and the
+  counters that were available; ``.frame`` one row per point; ``.knee()``).
+- ``corun(...)`` -> dict (synchronised co-runs over 1..N cores on a shared level, Figure 2.5).
+- ``probe(...)`` -> dict with ``verdict`` and ``levels`` (``name``, ``color_effective``).
+- ``environment()`` -> dict: each PMU event probed on its own, the machine's facts.
+- ``plot_sweeps(sweeps, out)``: ns per access against working set, one panel per level, one line
+  per buffer with its 95% CI band, the sysfs cache size marked.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from . import _core
+
+LEVELS = ("L1", "L2", "L3")
+BUFFERS = ("naive", "contiguous", "thp", "hugetlb", "hugetlb-contiguous")
+PATTERNS = ("uniform", "sequential", "strided", "zipf", "harmonic")
+
+# Knee: the first working set whose mean latency exceeds the in-cache plateau (mean of the points
+# at or below 0.8 C) by this factor.
+KNEE_RISE = 1.15
+
+
+def environment() -> dict:
+    """Each PMU event probed on its own (``pmu``: name, status, detail) and the machine facts."""
+    return json.loads(_core.bench_environment())
+
+
+class Sweep:
+    """One sweep's result: ``doc`` (the JSON document), ``frame`` (pandas, one row per point)."""
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    @property
+    def level(self) -> dict:
+        return self.doc["level"]
+
+    @property
+    def buffer(self) -> str:
+        return self.doc["config"]["buffer"]
+
+    @property
+    def frame(self) -> Any:
+        import pandas as pd
+
+        rows = []
+        for p in self.doc["points"]:
+            row = {k: p.get(k) for k in ("working_set_bytes", "ns_per_access", "ci95", "sd", "min", "max", "accesses_per_second",
+                                         "cpu_ns_per_access", "cpu_ci95")}
+            row["level"] = self.doc["level"]["name"]
+            row["buffer"] = self.doc["config"]["buffer"]
+            row["pattern"] = self.doc["config"]["pattern"]
+            row["trials"] = len(p["trials"])
+            if p.get("realised_conflicts") is not None:
+                row["realised_conflicts_mean"] = sum(p["realised_conflicts"]) / len(p["realised_conflicts"])
+            row["model_k_avg"] = p["model_k_avg"]
+            for name, c in p["counters"].items():
+                row[f"{name}_per_access"] = c["per_access"]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def knee(self) -> dict:
+        """Where the latency leaves the in-cache plateau, against the sysfs size."""
+        return knee(self.doc)
+
+    def __repr__(self) -> str:
+        return f"Sweep({self.level['name']}, {self.buffer}, {len(self.doc['points'])} points)"
+
+
+def knee(doc: dict, key: Optional[str] = None) -> dict:
+    """``{"cache_bytes", "plateau_ns", "knee_bytes" (or None), "knee_over_cache", "text"}``.
+
+    The plateau is the mean latency of the points at or below 0.8 of the level's size; the knee
+    is the first working set whose mean exceeds it by ``KNEE_RISE`` and stays above it. ``key``:
+    the latency to use, by default the on-CPU ``cpu_ns_per_access`` when the document has it
+    (the wall clock on a shared machine also counts other tasks' time slices), else
+    ``ns_per_access``."""
+    size = doc["level"]["size"]
+    pts = doc["points"]
+    if key is None:
+        key = "cpu_ns_per_access" if pts and pts[0].get("cpu_ns_per_access") is not None else "ns_per_access"
+    pts = [dict(p, ns_per_access=p[key]) for p in pts]
+    inside = [p["ns_per_access"] for p in pts if p["working_set_bytes"] <= 0.8 * size]
+    if not inside:
+        return {"cache_bytes": size, "plateau_ns": None, "knee_bytes": None, "knee_over_cache": None,
+                "text": "no point below 0.8 C: no plateau to measure a knee from"}
+    plateau = sum(inside) / len(inside)
+    found = None
+    for i, p in enumerate(pts):
+        if all(q["ns_per_access"] > KNEE_RISE * plateau for q in pts[i:]):
+            found = p["working_set_bytes"]
+            break
+    name = doc["level"]["name"]
+    if found is None:
+        text = f"{name}: no knee within 0.5-1.5x the sysfs size ({size >> 10} KiB): latency stays within {KNEE_RISE:.2f}x of {plateau:.2f} ns"
+    else:
+        text = f"{name}: knee at {found >> 10} KiB = {found / size:.2f} x the sysfs size ({size >> 10} KiB)"
+    return {"cache_bytes": size, "plateau_ns": plateau, "knee_bytes": found,
+            "knee_over_cache": None if found is None else found / size, "text": text}
+
+
+def bench(
+    level: str,
+    buffer: str = "naive",
+    pattern: str = "uniform",
+    trials: int = 20,
+    duration_ms: float = 25.0,
+    points: int = 16,
+    sizes: Optional[Sequence[int]] = None,
+    core: Optional[int] = None,
+    seed: int = 1,
+    alpha: float = 1.0,
+    reserve_hugepages: bool = False,
+    counters: bool = True,
+    progress: Optional[Callable[[int, int, str], None]] = None,
+) -> Sweep:
+    """A working-set sweep over a cache level (16 sizes over 0.5-1.5x its sysfs size), ``trials``
+    fresh buffers per size, each chased for ``duration_ms``. ``progress(done, total, line)`` is
+    called after every trial. Raises ``ConfigError`` for bad input, ``CachecolorError`` for what
+    this machine cannot do (e.g. frames hidden for ``contiguous``), ``KeyboardInterrupt`` on Ctrl-C
+    (after releasing every buffer and hugetlb reservation)."""
+    cfg: dict = {"level": level, "buffer": buffer, "pattern": pattern, "trials": trials, "duration_ms": duration_ms,
+                 "points": points, "seed": seed, "alpha": alpha, "reserve_hugepages": reserve_hugepages, "counters": counters}
+    if sizes is not None:
+        cfg["sizes"] = [int(s) for s in sizes]
+    if core is not None:
+        cfg["core"] = core
+    return Sweep(json.loads(_core.bench_sweep(json.dumps(cfg), progress)))
+
+
+def corun(
+    level: str = "L3",
+    buffer: str = "naive",
+    pattern: str = "uniform",
+    working_set_bytes: Optional[int] = None,
+    max_cores: Optional[int] = None,
+    trials: int = 20,
+    duration_ms: float = 25.0,
+    seed: int = 1,
+    reserve_hugepages: bool = False,
+    progress: Optional[Callable[[int, int, str], None]] = None,
+) -> dict:
+    """Synchronised co-runs of 1..N cores, each with its own buffer over the shared ``level``
+    (default per-thread working set: half the level). Returns the JSON document (``points``: one
+    per core count with ``ns_per_access``, ``ci95``, ``total_accesses_per_second``)."""
+    cfg: dict = {"level": level, "buffer": buffer, "pattern": pattern, "trials": trials, "duration_ms": duration_ms,
+                 "seed": seed, "reserve_hugepages": reserve_hugepages}
+    if working_set_bytes is not None:
+        cfg["working_set_bytes"] = int(working_set_bytes)
+    if max_cores is not None:
+        cfg["max_cores"] = max_cores
+    return json.loads(_core.bench_corun(json.dumps(cfg), progress))
+
+
+def probe(reps: int = 7, duration_ms: float = 3.0, core: Optional[int] = None, huge: bool = True,
+          reserve_hugepages: bool = False) -> dict:
+    """Does page color matter here? Returns ``verdict`` (a sentence), ``control`` (the L1
+    positive control) and ``levels`` (``name``, ``colors``, ``color_effective``: True, False or
+    None, ``color_effective_2m``, the measured comparisons and notes)."""
+    cfg: dict = {"reps": reps, "duration_ms": duration_ms, "huge": huge, "reserve_hugepages": reserve_hugepages}
+    if core is not None:
+        cfg["core"] = core
+    return json.loads(_core.bench_probe(json.dumps(cfg)))
+
+
+def load(path: str) -> Sweep:
+    """A sweep written by ``cachecolor bench --json``."""
+    with open(path, encoding="utf-8") as f:
+        return Sweep(json.load(f))
+
+
+def plot_sweeps(sweeps: Iterable[Sweep], out: Optional[str] = None) -> Any:
+    """One panel per level: mean ns per access against working set (KiB), one line per buffer
+    with its 95% confidence band, the sysfs size as a dashed line (Figures 4.7-4.9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweeps = list(sweeps)
+    levels: list[str] = []
+    for s in sweeps:
+        if s.level["name"] not in levels:
+            levels.append(s.level["name"])
+    fig, axes = plt.subplots(1, len(levels), figsize=(5 * len(levels), 4), squeeze=False)
+    for ax, name in zip(axes[0], levels):
+        size = None
+        for s in (s for s in sweeps if s.level["name"] == name):
+            f = s.frame
+            x = f["working_set_bytes"] / 1024
+            y = f["ns_per_access"]
+            ci = f["ci95"].fillna(0)
+            (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{s.buffer}: wall clock")
+            ax.fill_between(x, y - ci, y + ci, color=line.get_color(), alpha=0.25)
+            if f["cpu_ns_per_access"].notna().all():
+                yc, cc = f["cpu_ns_per_access"], f["cpu_ci95"].fillna(0)
+                ax.plot(x, yc, ls="--", marker="x", ms=3, color=line.get_color(), label=f"{s.buffer}: on-CPU")
+                ax.fill_between(x, yc - cc, yc + cc, color=line.get_color(), alpha=0.15)
+            size = s.level["size"]
+        if size:
+            ax.axvline(size / 1024, color="grey", ls="--", lw=1, label=f"sysfs {name} = {size >> 10} KiB")
+        ax.set_title(f"{name}: mean ns per access, 95% CI (uniform chase)")
+        ax.set_xlabel("working set (KiB)")
+        ax.set_ylabel("ns per access")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if out:
+        fig.savefig(out, dpi=120)
+    return fig
+
+
+def plot_corun(doc: dict, out: Optional[str] = None) -> Any:
+    """Per-thread ns per access and total throughput against the number of co-running cores."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = doc["points"]
+    n = [p["cores"] for p in pts]
+    fig, ax = plt.subplots(figsize=(5, 4))
+    y = [p["ns_per_access"] for p in pts]
+    ci = [p["ci95"] or 0 for p in pts]
+    ax.errorbar(n, y, yerr=ci, marker="o", capsize=3)
+    ax.set_xlabel("co-running cores")
+    ax.set_ylabel("ns per access (per thread), 95% CI")
+    ax.set_title(f"co-run over {doc['level']['name']}: {doc['working_set_bytes'] >> 10} KiB each")
+    ax.set_xticks(n)
+    fig.tight_layout()
+    if out:
+        fig.savefig(out, dpi=120)
+    return fig
+
+
+def markdown_table(sweeps: Sequence[Sweep]) -> str:
+    """Sweeps of one level side by side: working set, then per buffer the mean wall-clock and
+    on-CPU ns per access with their 95% CI half-widths (docs/cachetest.md's tables)."""
+    sweeps = list(sweeps)
+    head = "| working set (KiB) | " + " | ".join(f"{s.buffer} wall | {s.buffer} on-CPU" for s in sweeps) + " |"
+    sep = "|---:|" + "---:|---:|" * len(sweeps)
+    rows = [head, sep]
+    for i, p in enumerate(sweeps[0].doc["points"]):
+        cells = [f"{p['working_set_bytes'] / 1024:.0f}"]
+        for s in sweeps:
+            q = s.doc["points"][i]
+            cells.append(f"{q['ns_per_access']:.2f} ± {q['ci95'] or 0:.2f}")
+            cells.append(f"{q['cpu_ns_per_access']:.2f} ± {q['cpu_ci95'] or 0:.2f}")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
