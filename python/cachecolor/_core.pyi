@@ -66,6 +66,18 @@ def simulate_system(text: str, format: str = "toml") -> str:
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""
 
+def bench_sweep(config: str, progress: _Progress | None = None) -> str:
+    """Cachetest working-set sweep on this machine (``sweep::BenchConfig`` as JSON); the result as JSON."""
+
+def bench_corun(config: str, progress: _Progress | None = None) -> str:
+    """Cachetest synchronised co-run over 1..N cores (``sweep::CorunConfig`` as JSON); the result as JSON."""
+
+def bench_probe(config: str) -> str:
+    """The page-color probe (``probe::ProbeConfig`` as JSON); the verdict and levels as JSON."""
+
+def bench_environment() -> str:
+    """Each PMU event probed on its own, and the machine facts, as JSON."""
+
 def machine_names() -> list[str]:
     """Every name ``[machine] preset`` accepts: the presets, then "detect"."""
 
