@@ -1226,16 +1226,11 @@ impl System {
                     }
                     // A lazy move is a fault too: out of memory in the new colors, the policy
                     // may widen them (COLORIS 3.2, ALLOC_COLORS on running out of memory).
-                    Err(MemoryError::OutOfFrames { .. })
-                        if !retried && !allowed.is_full() && self.widen_colors(pid) =>
-                    {
+                    Err(e @ MemoryError::OutOfFrames { .. }) if !retried => {
                         retried = true;
                         allowed = self
-                            .policy
-                            .as_mut()
-                            .expect("policy present")
-                            .allowed_colors(pid, vpn)
-                            .clone();
+                            .widened_colors(pid, vpn, &allowed)
+                            .ok_or_else(|| oom(&e))?;
                     }
                     Err(e) => return Err(oom(&e)),
                 }
@@ -1254,16 +1249,11 @@ impl System {
                 Ok(pfn) => break pfn,
                 // Out of memory in the process's colors: the policy may widen them (COLORIS
                 // section 3.2, ALLOC_COLORS on running out of memory); then retry once.
-                Err(MemoryError::OutOfFrames { .. })
-                    if !retried && !allowed.is_full() && self.widen_colors(pid) =>
-                {
+                Err(e @ MemoryError::OutOfFrames { .. }) if !retried => {
                     retried = true;
                     allowed = self
-                        .policy
-                        .as_mut()
-                        .expect("policy present")
-                        .allowed_colors(pid, vpn)
-                        .clone();
+                        .widened_colors(pid, vpn, &allowed)
+                        .ok_or_else(|| oom(&e))?;
                 }
                 Err(e) => return Err(oom(&e)),
             }
@@ -1281,12 +1271,14 @@ impl System {
         Ok(Translation { pfn, huge: false })
     }
 
-    /// The fault path ran out of frames in `pid`'s colors: may the policy widen them?
-    fn widen_colors(&mut self, pid: usize) -> bool {
-        self.policy
-            .as_mut()
-            .expect("policy present")
-            .out_of_colors(pid)
+    /// The fault path ran out of frames in `allowed`, `pid`'s colors for `vpn`: the colors to
+    /// retry with if the policy widened them (`Policy::out_of_colors`), else `None`.
+    fn widened_colors(&mut self, pid: usize, vpn: u64, allowed: &ColorSet) -> Option<ColorSet> {
+        let policy = self.policy.as_mut().expect("policy present");
+        if allowed.is_full() || !policy.out_of_colors(pid) {
+            return None;
+        }
+        Some(policy.allowed_colors(pid, vpn).clone())
     }
 
     /// Move small page `vpn` of `pid` to a new frame of one of `allowed` colors: allocate,
