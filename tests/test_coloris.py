@@ -17,7 +17,7 @@ EX = ROOT / "examples" / "coloris"
 
 
 def test_report_tables_and_assignment_plot(tmp_path):
-    runs = report.run_matrix([EX / "recolor-c1.toml"], ["coloris"])
+    runs = report.run_matrix([EX / "recolor-c1.toml", *sorted(EX.glob("recolor-c5-*.toml"))], ["coloris"])
     runs += report.run_matrix([EX / "overhead-buddy.toml", EX / "overhead-pool.toml"], ["linux"])
     text, written = report.write_report(runs, tmp_path)
     for title in ("Table 1", "Table 3", "Figure 9", "Table 4", "Table 5"):
@@ -28,6 +28,11 @@ def test_report_tables_and_assignment_plot(tmp_path):
     table5 = dict(t5)["COLORIS Table 5: stable color assignments"]
     sizes = eval(table5["C1"][0])  # "(small,medium,hungry,skewed)" colors at the end
     assert sum(sizes) == 64 and sizes[2] > 16
+    # C5: four single-program runs, each alone with the whole cache, joined into one column.
+    assert table5["C5"][0] == "(64,64,64,64)"
+    ipc = dict(t5)["COLORIS Table 3: IPC (instructions retired per cycle)"].set_index("process")
+    assert ipc.loc["hungry", "C5"] > ipc.loc["hungry", "C1"]
+    assert ipc.loc["total", "C5"] == pytest.approx(ipc.loc[["small", "medium", "hungry", "skewed"], "C5"].sum())
     t1 = dict(t5)["COLORIS Table 1: allocator overhead (cycles)"]
     assert (t1["difference_pct"].abs() < 1.0).all()
     run = next(r for r in runs if r.policy == "coloris" and "recolor" in r.config)

@@ -22,7 +22,8 @@ def _stem(run: Run) -> str:
 
 
 def _label(stem: str) -> str:
-    """recolor-c1-selective -> C1; recolor-c6-win1 -> C6.WIN=1."""
+    """recolor-c1-selective -> C1; recolor-c6-win1 -> C6.WIN=1; recolor-c5-hungry -> C5 (C5 is
+    one config per program, each alone with the whole cache: their runs share the column)."""
     parts = stem.split("-")[1:]
     name = parts[0].upper()
     for p in parts[1:]:
@@ -147,22 +148,32 @@ def table5(runs: list[Run]) -> Any:
     rows = []
     for r in _recolor_runs(runs):
         pr = r.result.policy_report or {}
-        sizes = tuple(len(p["colors"]) for p in pr.get("processes", []))
-        rows.append(
-            {
-                "expansion": _expansion(r),
-                "seed": "-" if r.seed is None else r.seed,
-                "config": _label(_stem(r)),
-                "assignment": str(sizes).replace(" ", ""),
-            }
-        )
+        for p in pr.get("processes", []):
+            rows.append(
+                {
+                    "expansion": _expansion(r),
+                    "seed": "-" if r.seed is None else r.seed,
+                    "config": _label(_stem(r)),
+                    "process": p["name"],
+                    "colors": len(p["colors"]),
+                }
+            )
     if not rows:
         return pd.DataFrame()
-    return (
-        pd.DataFrame(rows)
-        .pivot_table(index=["expansion", "seed"], columns="config", values="assignment", aggfunc="first")
-        .reset_index()
-    )
+    # One tuple per (expansion, seed, config), in the processes' order of appearance over all
+    # runs: C1-C4 and C6 list their four processes in config order; C5's four single-process
+    # runs then appear in the same order as long as C1 (or any four-process run) came first.
+    order = {n: i for i, n in enumerate(dict.fromkeys(r["process"] for r in rows))}
+    f = pd.DataFrame(rows)
+    f["rank"] = f["process"].map(order)
+
+    def tuple_of(g: Any) -> str:
+        return "(" + ",".join(str(c) for c in g.sort_values("rank")["colors"]) + ")"
+
+    cells = f.groupby(["expansion", "seed", "config"]).apply(tuple_of, include_groups=False)
+    return cells.rename("assignment").reset_index().pivot_table(
+        index=["expansion", "seed"], columns="config", values="assignment", aggfunc="first"
+    ).reset_index()
 
 
 def overcommit(runs: list[Run]) -> Any:

@@ -169,6 +169,65 @@ fn c1_assignments_are_stable_across_seeds() {
     }
 }
 
+/// Section 4.3, C5 of Table 2: "every benchmark ran alone with full cache space access", the
+/// reference the partitioned runs are read against. Alone with all 64 colors (the config's
+/// `colors`, which the Page Color Manager honours) and thresholds that never fire, each program
+/// keeps its colors, nothing is recolored, and none runs slower or misses more in the LLC than
+/// under C3's static quarter of the cache; the cache-hungry one gains the most.
+#[test]
+fn c5_alone_with_the_whole_cache_bounds_the_partitioned_runs() {
+    let c3 = run_with(
+        include_str!("../../../../../../examples/coloris/recolor-c3.toml"),
+        "coloris",
+        None,
+    );
+    let alone = [
+        (
+            "small",
+            include_str!("../../../../../../examples/coloris/recolor-c5-small.toml"),
+        ),
+        (
+            "medium",
+            include_str!("../../../../../../examples/coloris/recolor-c5-medium.toml"),
+        ),
+        (
+            "hungry",
+            include_str!("../../../../../../examples/coloris/recolor-c5-hungry.toml"),
+        ),
+        (
+            "skewed",
+            include_str!("../../../../../../examples/coloris/recolor-c5-skewed.toml"),
+        ),
+    ];
+    assert_eq!(final_colors(&c3), [16, 16, 16, 16]);
+    let mut gains = Vec::new();
+    for (name, text) in alone {
+        let r = run_with(text, "coloris", None);
+        assert_eq!(r.processes.len(), 1);
+        assert_eq!(final_colors(&r), [64], "{name} keeps the whole cache");
+        assert_eq!(pages_recolored(&r), 0, "{name}");
+        let (a, p) = (process(&r, name), process(&c3, name));
+        assert_eq!(a.instructions, p.instructions, "{name}: the same program");
+        eprintln!(
+            "{name}: IPC alone {:.4} vs C3 {:.4}; LLC miss rate {:.3} vs {:.3}",
+            a.ipc, p.ipc, a.llc_miss_rate, p.llc_miss_rate
+        );
+        // Within 0.1%: a program that fits in its quarter (`medium`) runs the same either way.
+        assert!(
+            a.ipc >= 0.999 * p.ipc,
+            "{name}: {} alone vs {}",
+            a.ipc,
+            p.ipc
+        );
+        assert!(a.llc_miss_rate <= p.llc_miss_rate + 1e-9, "{name}");
+        gains.push((name, a.ipc / p.ipc));
+    }
+    let hungry = process(&c3, "hungry");
+    assert!(hungry.llc_miss_rate > 0.65);
+    let best = gains.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(best.0, "hungry", "{gains:?}");
+}
+
 /// Section 4.2 (Figures 7, 8): with page coloring the cache-sensitive foreground keeps close
 /// to its run alone (S) under a heavy background; without, it varies much more from F.
 #[test]
