@@ -5,7 +5,7 @@ A system config (TOML) has ``[machine]`` (``preset``, ``chips``, ``[machine.hier
 its ``cores`` per chip and levels, ``[machine.tlb]``, ``[machine.mmu]``, ``[machine.timing]``),
 ``[memory]`` (``ram``, ``allocator``), ``[policy]`` (``name``), ``[scheduler]`` (``time_slice``,
 ``tick``, ``balance``), ``[pmu]`` (``counters``, ``events``, ``[pmu.sampling]``) and
-``[[processes]]`` (``name``, ``colors``, ``pin``, ``huge_pages``, ``[[processes.threads]]`` with
+``[[processes]]`` (``name``, ``colors``, ``pin``, ``huge_pages``, ``start``, ``[[processes.threads]]`` with
 a ``workload`` or a ``trace``). See ``examples/os/`` and docs/system.md.
 """
 

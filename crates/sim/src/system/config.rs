@@ -90,6 +90,15 @@ pub struct ProcessConfig {
     /// of the huge-page size), as `madvise(MADV_HUGEPAGE)` regions are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub huge_pages: Option<Vec<[u64; 2]>>,
+    /// Cycle at which the process is created (default 0: at the start). Until then it has no
+    /// address space, its threads are in no run queue and the policy has not heard of it
+    /// (COLORIS section 4.4 starts its programs ten seconds apart).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub start: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn default_slice() -> u64 {

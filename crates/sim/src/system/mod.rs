@@ -84,6 +84,17 @@ struct Process {
     huge: Vec<(u64, u64)>,
     /// Exact counts at the previous tick.
     last_tick: EventCounts,
+    /// Cycle at which it is created (`ProcessConfig::start`).
+    start: u64,
+    /// What it starts with, until it starts (`System::start_process`).
+    arrival: Option<Arrival>,
+}
+
+/// A process configured to start later: what `System::start_process` needs to create it.
+struct Arrival {
+    colors: Option<ColorSet>,
+    pin: Option<Vec<usize>>,
+    sources: Vec<Box<dyn RecordSource + Send>>,
 }
 
 struct Core {
@@ -149,6 +160,11 @@ pub struct System {
     batch: Vec<Record>,
     batch_marks: Vec<Mark>,
     batch_served: Vec<u8>,
+    /// Processes not started yet, by start cycle (then pid).
+    arrivals: VecDeque<usize>,
+    /// Page-table shape of every address space, and the next core an unpinned thread gets.
+    mmu: crate::mmu::PageTableConfig,
+    next_core: usize,
 }
 
 /// What an access of a batched burst is, for charging it once its level is known.
@@ -366,21 +382,25 @@ impl System {
             batch: Vec::new(),
             batch_marks: Vec::new(),
             batch_served: Vec::new(),
+            arrivals: VecDeque::new(),
+            mmu: m.mmu.clone(),
+            next_core: 0,
         };
-        let mut next_core = 0;
         for (pid, p) in config.processes.iter().enumerate() {
-            sys.add_process(pid, p, &m.mmu, &mut next_core)?;
+            sys.add_process(pid, p)?;
         }
+        let mut later: Vec<usize> = (0..sys.processes.len())
+            .filter(|&pid| sys.processes[pid].arrival.is_some())
+            .collect();
+        later.sort_by_key(|&pid| (sys.processes[pid].start, pid));
+        sys.arrivals = later.into();
         Ok(sys)
     }
 
-    fn add_process(
-        &mut self,
-        pid: usize,
-        p: &ProcessConfig,
-        mmu: &crate::mmu::PageTableConfig,
-        next_core: &mut usize,
-    ) -> Result<(), Error> {
+    /// Check process `pid`'s config and open its threads' sources; create it now if it starts
+    /// at cycle 0 (in config order, as every process did before `start` existed), else leave
+    /// it for `run` to create at its start.
+    fn add_process(&mut self, pid: usize, p: &ProcessConfig) -> Result<(), Error> {
         let cores = self.cores.len();
         let colors = self.memory.colors();
         let field = |k: &str| format!("processes[{pid}].{k}");
@@ -431,23 +451,7 @@ impl System {
             }
             huge.push((a >> self.page_shift, b >> self.page_shift));
         }
-        let placement = self
-            .policy
-            .as_mut()
-            .expect("policy present")
-            .process_created(&ProcessInfo {
-                pid,
-                name: p.name.clone(),
-                colors: colors_set,
-                pinned: p.pin.clone(),
-            });
-        let pin = placement.pin.or_else(|| p.pin.clone());
-        let page_size = 1u64 << self.page_shift;
-        let space =
-            AddressSpace::new(pid as u32, mmu, &mut self.memory, page_size).map_err(|e| {
-                ConfigError::new("memory.ram", format!("no frame for page tables: {e}"))
-            })?;
-        let mut tids = Vec::new();
+        let mut sources = Vec::with_capacity(p.threads.len());
         for (t, tc) in p.threads.iter().enumerate() {
             let source: Box<dyn RecordSource + Send> = match (&tc.workload, &tc.trace) {
                 (Some(w), None) => Box::new(Workload::new(w).map_err(|e| {
@@ -465,16 +469,74 @@ impl System {
                     .into())
                 }
             };
+            sources.push(source);
+        }
+        self.processes.push(Process {
+            name: p.name.clone(),
+            space: None,
+            threads_left: 0,
+            threads: Vec::new(),
+            frames: 0,
+            huge_pages: 0,
+            recolors: 0,
+            lazy_recolors: 0,
+            pages_per_color: vec![0; colors as usize],
+            kernel: [[0; 2]; PATHS],
+            huge,
+            last_tick: EventCounts::default(),
+            start: p.start,
+            arrival: Some(Arrival {
+                colors: colors_set,
+                pin: p.pin.clone(),
+                sources,
+            }),
+        });
+        if p.start == 0 {
+            self.start_process(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Create process `pid` (at its start): the policy places it, it gets its address space,
+    /// and its threads join their cores' run queues. An idle core that takes one of its threads
+    /// waits (idle) until the start.
+    fn start_process(&mut self, pid: usize) -> Result<(), Error> {
+        let a = self.processes[pid].arrival.take().expect("started once");
+        let placement = self
+            .policy
+            .as_mut()
+            .expect("policy present")
+            .process_created(&ProcessInfo {
+                pid,
+                name: self.processes[pid].name.clone(),
+                colors: a.colors,
+                pinned: a.pin.clone(),
+            });
+        let pin = placement.pin.or(a.pin);
+        let page_size = 1u64 << self.page_shift;
+        let space =
+            AddressSpace::new(pid as u32, &self.mmu, &mut self.memory, page_size).map_err(|e| {
+                ConfigError::new("memory.ram", format!("no frame for page tables: {e}"))
+            })?;
+        let start_milli = self.processes[pid].start * 1000;
+        let cores = self.cores.len();
+        let mut tids = Vec::with_capacity(a.sources.len());
+        for (t, source) in a.sources.into_iter().enumerate() {
             let core = match &pin {
                 Some(pin) => pin[t % pin.len()],
                 None => {
-                    let c = *next_core % cores;
-                    *next_core += 1;
+                    let c = self.next_core % cores;
+                    self.next_core += 1;
                     c
                 }
             };
+            let c = &mut self.cores[core];
+            if c.current.is_none() && c.queue.is_empty() && c.clock_milli < start_milli {
+                c.idle_milli += start_milli - c.clock_milli;
+                c.clock_milli = start_milli;
+            }
             let tid = self.threads.len();
-            self.cores[core].queue.push_back(tid);
+            c.queue.push_back(tid);
             tids.push(tid);
             self.threads.push(Thread {
                 pid,
@@ -487,20 +549,10 @@ impl System {
                 tally: Tally::default(),
             });
         }
-        self.processes.push(Process {
-            name: p.name.clone(),
-            space: Some(space),
-            threads_left: tids.len(),
-            threads: tids,
-            frames: 0,
-            huge_pages: 0,
-            recolors: 0,
-            lazy_recolors: 0,
-            pages_per_color: vec![0; colors as usize],
-            kernel: [[0; 2]; PATHS],
-            huge,
-            last_tick: EventCounts::default(),
-        });
+        let p = &mut self.processes[pid];
+        p.space = Some(space);
+        p.threads_left = tids.len();
+        p.threads = tids;
         Ok(())
     }
 
@@ -513,6 +565,22 @@ impl System {
             let next = (0..self.cores.len())
                 .filter(|&c| self.cores[c].current.is_some() || !self.cores[c].queue.is_empty())
                 .min_by_key(|&c| (self.cores[c].clock_milli, c));
+            // A process whose start the busy cores have all reached (or that nothing else
+            // precedes) starts now.
+            if let Some(&pid) = self.arrivals.front() {
+                let start = self.processes[pid].start * 1000;
+                if next.is_none_or(|c| self.cores[c].clock_milli >= start) {
+                    // Ticks before its start do not see it (with every core idle, none fired).
+                    while self.next_tick <= start {
+                        let at = self.next_tick;
+                        self.tick(Some(next.unwrap_or(0)), at);
+                        self.next_tick += self.tick_milli;
+                    }
+                    self.arrivals.pop_front();
+                    self.start_process(pid)?;
+                    continue;
+                }
+            }
             let Some(core) = next else {
                 // The last interval, cut where the run ended.
                 let end = self.cores.iter().map(|c| c.clock_milli).max().unwrap_or(0);
@@ -783,6 +851,9 @@ impl System {
                 llc_mpki: per_kilo(interval.get(Event::LlcMisses), ins),
                 frames: p.space.as_ref().map_or(0, |s| s.mapped_pages()),
             });
+            if p.arrival.is_some() {
+                continue; // not started: the policy has not heard of it yet
+            }
             processes.push(ProcessCounts {
                 pid,
                 alive: p.threads_left > 0,

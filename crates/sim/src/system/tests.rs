@@ -838,3 +838,94 @@ fn a_lazy_move_out_of_frames_in_its_colors_asks_the_policy_to_widen_them() {
     let e = s.run().unwrap_err().to_string();
     assert!(e.contains("uniform") && e.contains("out of"), "{e}");
 }
+
+/// `start`: a process is created at its start cycle, not before (COLORIS section 4.4 starts its
+/// programs ten seconds apart). Until then the policy has not heard of it (no `process_created`,
+/// not in a tick's processes), its threads run nothing, and a core with nothing else to do waits
+/// idle for it; processes are created in start order, whatever their order in the config.
+#[test]
+fn a_process_starts_at_its_start_cycle_and_the_policy_hears_of_it_then() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Debug, Default)]
+    struct Seen {
+        /// (pid, time of the last tick before its creation)
+        created: Vec<(usize, u64)>,
+        /// (tick time, pids in the tick)
+        ticks: Vec<(u64, Vec<usize>)>,
+    }
+    #[derive(Debug)]
+    struct Watch(ColorSet, Arc<Mutex<Seen>>);
+    impl Policy for Watch {
+        fn name(&self) -> &'static str {
+            "test-watch"
+        }
+        fn process_created(&mut self, p: &ProcessInfo) -> policy::Placement {
+            let mut s = self.1.lock().unwrap();
+            let at = s.ticks.last().map_or(0, |t| t.0);
+            s.created.push((p.pid, at));
+            policy::Placement::default()
+        }
+        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+            &self.0
+        }
+        fn tick(&mut self, _k: &mut dyn policy::Kernel, t: &Tick) {
+            let pids = t.processes.iter().map(|p| p.pid).collect();
+            self.1.lock().unwrap().ticks.push((t.now, pids));
+        }
+    }
+    let process = |name: &str, seed: u64, refs: u64, start: u64| {
+        format!("[[processes]]\nname = \"{name}\"\nstart = {start}\n[[processes.threads]]\nworkload = {{ seed = {seed}, phases = [{{ pattern = \"uniform\", footprint = \"64KiB\", references = {refs}, base = {} }}] }}\n", 0x1000_0000 * (seed + 1))
+    };
+    let base = include_str!("../../../../examples/os/colors-overlap.toml");
+    let machine = &base[..base.find("[[processes]]").unwrap()];
+    let makespan = |r: &SystemReport| r.cores.iter().map(|c| c.cycles).fold(0.0, f64::max);
+
+    // `late` is first in the config but starts at 3 M cycles; `early` runs from 0.
+    let start = 3_000_000;
+    let text = format!(
+        "{machine}{}{}",
+        process("late", 1, 400_000, start),
+        process("early", 0, 400_000, 0)
+    );
+    let mut cfg = config(&text);
+    cfg.scheduler.tick = 250_000;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let r = run_with(&cfg, Box::new(Watch(ColorSet::all(16), seen.clone())));
+    let seen = seen.lock().unwrap();
+    let (late, early) = (&r.processes[0], &r.processes[1]);
+    assert_eq!((late.instructions, early.instructions), (400_000, 400_000));
+    assert!(makespan(&r) > start as f64 + late.cycles - 1.0);
+    // Created in start order, `late` right after the tick at its start.
+    assert_eq!(seen.created, [(1, 0), (0, start)], "{seen:?}");
+    for (t, pids) in &seen.ticks {
+        let want: &[usize] = if *t <= start { &[1] } else { &[0, 1] };
+        assert_eq!(pids, want, "tick at {t}");
+    }
+    assert!(seen.ticks.iter().any(|(t, _)| *t > start), "{seen:?}");
+    // The time series: nothing of `late` in the intervals up to its start.
+    let first_busy = |i: usize| {
+        r.intervals
+            .iter()
+            .find(|iv| iv.processes[i].instructions > 0)
+            .map(|iv| iv.time)
+            .unwrap()
+    };
+    assert_eq!(first_busy(1), 250_000);
+    assert_eq!(first_busy(0), start + 250_000);
+
+    // Started after everything else has finished: it runs from its start on an idle machine.
+    let text = format!(
+        "{machine}{}{}",
+        process("early", 0, 20_000, 0),
+        process("late", 1, 20_000, 50_000_000)
+    );
+    let (r, free, total) = run(&text);
+    assert_eq!(free, total);
+    let late = &r.processes[1];
+    let end = 50_000_000.0 + late.cycles;
+    assert!(
+        (makespan(&r) - end).abs() < 1.0,
+        "{} vs {end}",
+        makespan(&r)
+    );
+}
