@@ -184,7 +184,7 @@ def overcommit(runs: list[Run]) -> Any:
     for r in runs:
         if not _stem(r).startswith("overcommit"):
             continue
-        row: dict[str, Any] = {"policy": r.policy, "seed": r.seed}
+        row: dict[str, Any] = {"config": _stem(r), "policy": r.policy, "seed": r.seed}
         for p in _procs(r):
             row[p["name"]] = p["ipc"]
         row["total"] = sum(p["ipc"] for p in _procs(r))

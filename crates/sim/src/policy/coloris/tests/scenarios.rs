@@ -383,6 +383,39 @@ fn overcommitted_coloris_is_no_worse_than_linux() {
     assert!(ipc(&c) >= 0.98 * ipc(&l), "{} vs {}", ipc(&c), ipc(&l));
     assert!(final_colors(&c)[6] > 16, "the hungry one got colors");
     assert_eq!(final_colors(&c)[4], 16, "QoS (0, 100): no recoloring");
+
+    // The paper's staggered launch (`start`, 1 M cycles apart in launch order): each program is
+    // created when the ones before it are running, still gets its group's core (process i and
+    // i + 4 on core i) and section, and COLORIS stays no worse than Linux.
+    let text = include_str!("../../../../../../examples/coloris/overcommit-staggered.toml");
+    let (c, l) = (
+        run_with(text, "coloris", None),
+        run_with(text, "linux", None),
+    );
+    let cores: Vec<u64> = c.policy_report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["core"].as_u64().unwrap())
+        .collect();
+    eprintln!(
+        "staggered, summed IPC: coloris {:.4}, linux {:.4}; colors {:?}; cores {cores:?}",
+        ipc(&c),
+        ipc(&l),
+        final_colors(&c)
+    );
+    assert_eq!(cores, [0, 1, 2, 3, 0, 1, 2, 3]);
+    assert!(ipc(&c) >= 0.98 * ipc(&l), "{} vs {}", ipc(&c), ipc(&l));
+    assert!(final_colors(&c)[6] > 16, "the hungry one got colors");
+    // The last program starts 7 M cycles in: its first instructions are in no earlier interval.
+    let first = |r: &SystemReport, i: usize| {
+        r.intervals
+            .iter()
+            .find(|iv| iv.processes[i].instructions > 0)
+            .unwrap()
+            .time
+    };
+    assert!(first(&c, 7) > 7_000_000 && first(&l, 7) > 7_000_000);
 }
 
 /// Section 4.1 (Table 1): the color pool with every color allowed runs as fast as buddy.
