@@ -93,6 +93,16 @@ def test_probe_json(run_cli, tmp_path):
         assert lv["color_effective"] in (True, False, None)
         if lv["colors"] == 1:
             assert lv["color_effective"] is None
+        scan = lv["bit_scan"]
+        if scan is not None:
+            assert len(scan["ns"]) == len(scan["bits"]) and all(len(v) == 3 for v in scan["ns"])
+            assert scan["top_bit"] is None or scan["bits"][0] <= scan["top_bit"] <= scan["bits"][-1]
+            assert scan["agrees_with_sysfs"] == (None if scan["top_bit"] is None else scan["top_bit"] == lv["index_bits"][1])
+        else:
+            assert any("stride scan not run" in n for n in lv["notes"]), lv["notes"]
+    # The L1 scan needs only virtual addresses, so it always runs (whether the step is clean
+    # depends on the machine's noise: the synthetic cases are the Rust unit test).
+    assert doc["levels"][0]["bit_scan"] is not None
     assert doc["control"] is not None
 
 

@@ -737,6 +737,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
             return "not run" if t is None else f"ratio {t['ratio']:.2f} -> {t['effect']}"
         print(f"{lv['name']:>4}: {lv['size'] >> 10} KiB {lv['ways']}-way, index bits {lv['index_bits'][0]}..{lv['index_bits'][1]}, "
               f"{lv['colors']} colors; 4 KiB pages: {fmt(lv['test_4k'])}; 2 MiB pages: {fmt(lv['test_2m'])}")
+        scan = lv.get("bit_scan")
+        if scan is not None:
+            steps = ", ".join(f"{b}:{sorted(v)[len(v) // 2]:.1f}" for b, v in zip(scan["bits"], scan["ns"]))
+            found = "no clean step" if scan["top_bit"] is None else (
+                f"index bits {lv['index_bits'][0]}..{scan['top_bit']} "
+                f"({'as sysfs says' if scan['agrees_with_sysfs'] else 'NOT as sysfs says'})")
+            print(f"      stride scan, {scan['lines']} lines, ns per access by stride bit: {steps} -> {found}")
         for n in lv["notes"]:
             print(f"      note: {n}")
     print(f"verdict: {doc['verdict']}  ({doc['seconds']:.1f} s)")

@@ -18,6 +18,14 @@
 //! N lines at one page offset (same L1 set) versus spread offsets must show a conflict, or the
 //! probe says it cannot judge.
 //!
+//! Which bits index each level is then measured, not taken from sysfs (`BitScan`): 2A lines at a
+//! stride of 2^b bytes share every address bit below b, so while b is below the level's top index
+//! bit they spread over 2^(top - b) sets and fit, and from b = top on they all fall in one set and
+//! miss. Latency per access against b jumps at the top index bit. The scan runs from the lower
+//! level's top bit (below it the lines hit there) up to what one 2 MiB page holds: the L1 scan
+//! needs only virtual addresses (its index lies in the page offset), the others physically
+//! contiguous memory, which only a huge page gives.
+//!
 //! Each arm is measured `reps` times, alternating, for a few milliseconds each, as CPU time per
 //! access (the thread's CPU clock: on a shared machine the wall clock also counts the time slices
 //! other tasks take, which alias with millisecond-long arms); the verdict on a
@@ -88,7 +96,37 @@ pub struct LevelProbe {
     pub color_effective_2m: Option<bool>,
     pub test_4k: Option<Comparison>,
     pub test_2m: Option<Comparison>,
+    /// The index bits as measured by the stride scan.
+    pub bit_scan: Option<BitScan>,
     pub notes: Vec<String>,
+}
+
+/// The stride scan of one level: CPU ns per access of `lines` lines at a stride of 2^bit bytes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BitScan {
+    pub lines: usize,
+    pub bits: Vec<u32>,
+    /// One value per repetition, per bit.
+    pub ns: Vec<Vec<f64>>,
+    /// The measured top index bit (index bits [6, top)): the stride from which the lines stop
+    /// fitting; None if latency shows no single clear step.
+    pub top_bit: Option<u32>,
+    /// Whether sysfs's way size says the same (None when nothing was measured).
+    pub agrees_with_sysfs: Option<bool>,
+}
+
+/// The top index bit from a stride scan (pure: the synthetic-data tests drive it): the first bit
+/// whose median latency is `EFFECT_RATIO` times the first bit's and from which every larger
+/// stride stays that slow, with every smaller stride below it. None without such a clean step.
+pub fn index_top(bits: &[u32], ns: &[Vec<f64>]) -> Option<u32> {
+    let m: Vec<f64> = ns.iter().map(|v| median(v)).collect();
+    let base = *m.first()?;
+    if !(base.is_finite() && base > 0.0) {
+        return None;
+    }
+    let slow = |x: f64| x >= EFFECT_RATIO * base;
+    let i = (1..m.len()).find(|&i| m[i..].iter().all(|&x| slow(x)))?;
+    m[..i].iter().all(|&x| !slow(x)).then(|| bits[i])
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -285,6 +323,58 @@ fn test_2m(
     compare(huge.base(), &same, &spread, cfg)
 }
 
+/// Stride scan of one level (see the module comment): `2 * ways` lines from `base` at strides
+/// 2^lo ..= 2^hi, repetitions interleaved over the strides so drift hits them alike. Each stride's
+/// chain lives in its own 4-byte slot of the lines, so the chains never overwrite each other.
+fn bit_scan(
+    base: *mut u8,
+    bytes: usize,
+    lv: &HostCache,
+    lo: u32,
+    hi: u32,
+    sysfs_top: u32,
+    cfg: &ProbeConfig,
+) -> Result<BitScan, Error> {
+    let n = 2 * lv.ways as usize;
+    let bits: Vec<u32> = (lo..=hi).collect();
+    if bits.len() < 2 || bits.len() > 15 || n << hi > bytes - OFFSET - 64 {
+        return Err(Error::Unsupported(format!(
+            "cannot scan bits {lo}..={hi} with {n} lines in {} KiB",
+            bytes >> 10
+        )));
+    }
+    let dur = std::time::Duration::from_secs_f64(cfg.duration_ms / 1e3);
+    let starts: Vec<u32> = bits
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let addrs: Vec<usize> = (0..n)
+                .map(|k| base as usize + OFFSET + (k << b) + 4 * (i + 1))
+                .collect();
+            // SAFETY: every address lies inside the mapping (checked above), 4-byte aligned.
+            unsafe { chain::install_lines(base, &addrs, 17 + b as u64) }
+        })
+        .collect();
+    let mut ns = vec![Vec::with_capacity(cfg.reps); bits.len()];
+    for _ in 0..cfg.reps {
+        for (i, &s0) in starts.iter().enumerate() {
+            // SAFETY: chains installed above.
+            unsafe {
+                engine::chase_count(base as *const u32, s0, 4 * n as u64);
+                ns[i].push(engine::chase_for(base as *const u32, s0, dur)?.cpu_ns_per_access());
+            }
+        }
+    }
+    let top_bit = index_top(&bits, &ns);
+    Ok(BitScan {
+        lines: n,
+        agrees_with_sysfs: top_bit.map(|t| t == sysfs_top),
+        bits,
+        ns,
+        top_bit,
+    })
+}
+
 /// The verdict sentence from the per-level results.
 pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: bool) -> String {
     match control.map(|c| c.effect) {
@@ -437,8 +527,60 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
             color_effective_2m: None,
             test_4k: None,
             test_2m: None,
+            bit_scan: None,
             notes: Vec::new(),
         };
+        // The stride scan: from the lower level's top bit to two past sysfs's (or what one huge
+        // page holds). L1 needs virtual addresses only; the others a huge page.
+        let top = log2(w);
+        let lo = if lv.level == 1 {
+            log2(lv.line_size as u64)
+        } else {
+            log2(lower_w)
+        };
+        let n = 2 * lv.ways as usize;
+        let scan = if lv.level == 1 {
+            let hi = top + 2;
+            Buffer::allocate(
+                BufferKind::Naive,
+                ((n << hi) + 2 * SMALL_PAGE) as u64,
+                BinGeometry {
+                    cache_size: lv.size,
+                    ways: lv.ways as u64,
+                },
+                AllocOptions {
+                    reserve_hugepages: false,
+                },
+            )
+            .and_then(|b| bit_scan(b.base(), b.bytes(), lv, lo, hi, top, cfg))
+        } else if let Some(h) = &huge {
+            let room = log2((h.page_size() / n) as u64);
+            let hi = (top + 2).min(room - 1);
+            if hi <= lo {
+                Err(Error::Unsupported(format!(
+                    "{n} lines at a stride above 2^{lo} do not fit in one 2 MiB page"
+                )))
+            } else {
+                bit_scan(h.pages()[0] as *mut u8, h.page_size(), lv, lo, hi, top, cfg)
+            }
+        } else {
+            Err(Error::Unsupported(
+                "no huge page for physically contiguous lines".into(),
+            ))
+        };
+        match scan {
+            Ok(b) => {
+                if b.top_bit.is_none() {
+                    p.notes.push(format!(
+                        "stride scan over bits {}..={}: no clean step (physical bits not contiguous to the cache, or noise)",
+                        b.bits[0],
+                        b.bits.last().unwrap()
+                    ));
+                }
+                p.bit_scan = Some(b);
+            }
+            Err(e) => p.notes.push(format!("stride scan not run: {e}")),
+        }
         if colors == 1 {
             p.notes.push("one 4 KiB color: the index lies inside the page offset, page placement cannot change the set (this level is the positive control)".into());
         } else {
@@ -500,8 +642,33 @@ mod tests {
             color_effective_2m: e2,
             test_4k: None,
             test_2m: None,
+            bit_scan: None,
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn index_top_on_synthetic_scans() {
+        let bits: Vec<u32> = (6..=14).collect();
+        let scan = |ns: &[f64]| -> Vec<Vec<f64>> {
+            ns.iter().map(|&x| vec![x * 0.98, x, x * 1.03]).collect()
+        };
+        // An L1 of 64 sets (top bit 12): the lines fit up to stride 2^11, then miss to L2.
+        let l1 = scan(&[1.1, 1.1, 1.0, 1.1, 1.1, 1.0, 4.2, 4.3, 4.1]);
+        assert_eq!(index_top(&bits, &l1), Some(12));
+        // A step at the last stride still counts.
+        let last = scan(&[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 3.0]);
+        assert_eq!(index_top(&bits, &last), Some(14));
+        // Flat (a host mapping that scrambles the bits): no step.
+        let flat = scan(&[9.0, 9.5, 9.2, 8.9, 9.3, 9.1, 9.0, 9.4, 9.2]);
+        assert_eq!(index_top(&bits, &flat), None);
+        // A slow stride before the step (noise): not a clean step.
+        let noisy = scan(&[1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0]);
+        assert_eq!(index_top(&bits, &noisy), None);
+        // Slow, fast again, slow (a step that does not hold): none.
+        let dip = scan(&[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 1.0, 4.0]);
+        assert_eq!(index_top(&bits, &dip), None);
+        assert_eq!(index_top(&[], &[]), None);
     }
 
     #[test]
