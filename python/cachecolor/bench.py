@@ -166,7 +166,8 @@ def probe(reps: int = 7, duration_ms: float = 3.0, core: Optional[int] = None, h
           reserve_hugepages: bool = False) -> dict:
     """Does page color matter here? Returns ``verdict`` (a sentence), ``control`` (the L1
     positive control) and ``levels`` (``name``, ``colors``, ``color_effective``: True, False or
-    None, ``color_effective_2m``, the measured comparisons and notes)."""
+    None, ``color_effective_2m``, the measured comparisons, ``bit_scan``: the stride scan with its
+    measured ``top_bit`` index bit, and notes)."""
     cfg: dict = {"reps": reps, "duration_ms": duration_ms, "huge": huge, "reserve_hugepages": reserve_hugepages}
     if core is not None:
         cfg["core"] = core
