@@ -510,6 +510,29 @@ mod tests {
         assert!(r.accesses >= 1);
     }
 
+    /// The instructions between each loop's begin and end labels in an objdump / llvm-objdump
+    /// disassembly (instruction lines are the ones with a tab), by begin label.
+    fn loop_bodies(text: &str) -> Vec<(&'static str, Vec<&str>)> {
+        [
+            ("<cc_chase_loop_begin>:", "<cc_chase_loop_end>:"),
+            ("<cc_chase_count_begin>:", "<cc_chase_count_end>:"),
+        ]
+        .into_iter()
+        .map(|(begin, end)| {
+            let a = text
+                .find(begin)
+                .unwrap_or_else(|| panic!("{begin} not in the binary"));
+            let b = a + text[a..].find(end).unwrap();
+            let body = text[a + begin.len()..b]
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.contains('\t'))
+                .collect();
+            (begin, body)
+        })
+        .collect()
+    }
+
     /// The loop body between the labels holds exactly one instruction with a memory operand,
     /// read from the compiled binary with objdump (skipped with a note if objdump is missing).
     #[test]
@@ -525,19 +548,7 @@ mod tests {
             return;
         };
         let text = String::from_utf8_lossy(&out.stdout);
-        for (begin, end) in [
-            ("<cc_chase_loop_begin>:", "<cc_chase_loop_end>:"),
-            ("<cc_chase_count_begin>:", "<cc_chase_count_end>:"),
-        ] {
-            let a = text
-                .find(begin)
-                .unwrap_or_else(|| panic!("{begin} not in the binary"));
-            let b = a + text[a..].find(end).unwrap();
-            let body: Vec<&str> = text[a + begin.len()..b]
-                .lines()
-                .map(str::trim)
-                .filter(|l| l.contains(":\t"))
-                .collect();
+        for (begin, body) in loop_bodies(&text) {
             let mem: Vec<&&str> = body.iter().filter(|l| l.contains('(')).collect();
             assert_eq!(mem.len(), 1, "{begin}: {body:?}");
             assert!(
@@ -659,17 +670,7 @@ mod tests {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&dis.stdout);
-        for (begin, end) in [
-            ("<cc_chase_loop_begin>:", "<cc_chase_loop_end>:"),
-            ("<cc_chase_count_begin>:", "<cc_chase_count_end>:"),
-        ] {
-            let a = text.find(begin).unwrap();
-            let b = a + text[a..].find(end).unwrap();
-            let body: Vec<&str> = text[a + begin.len()..b]
-                .lines()
-                .map(str::trim)
-                .filter(|l| l.contains('\t'))
-                .collect();
+        for (begin, body) in loop_bodies(&text) {
             let loads: Vec<&&str> = body.iter().filter(|l| l.contains("ldr")).collect();
             assert_eq!(loads.len(), 1, "{begin}: {body:?}");
             assert!(!body.iter().any(|l| l.contains("str")), "{body:?}");
