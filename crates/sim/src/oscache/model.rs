@@ -597,16 +597,25 @@ pub fn run_source(
     let mut m = Model::new(model)?;
     m.run(src)?;
     let rep = m.finish();
+    require_os_information(&rep, "trace")?;
+    Ok(rep)
+}
+
+/// The check of `run_source`, for callers that drive a `Model` themselves (the Python
+/// binding, block by block with progress): an error naming `what` ("trace", "workload") when
+/// the records carried no privileged information.
+pub fn require_os_information(rep: &ModelReport, what: &str) -> Result<(), ConfigError> {
     if rep.records > 0 && rep.instructions[1] == 0 && rep.runs_by_length.iter().sum::<u64>() == 0 {
-        return Err(crate::error::Error::Config(ConfigError::new(
-            "trace",
+        return Err(ConfigError::new(
+            what,
             format!(
-                "the trace has {} records and none is privileged: it carries no OS information \
-                 (a lackey capture sees user code only); an OS report needs a trace with the \
-                 privileged flag, e.g. a syscall-mix workload",
+                "the {what} has {} records and none is privileged: it carries no OS information \
+                 (a lackey capture sees user code only; a qemu capture marks system calls with \
+                 --syscalls); an OS report needs records with the privileged flag, e.g. a \
+                 syscall-mix workload",
                 rep.records
             ),
-        )));
+        ));
     }
-    Ok(rep)
+    Ok(())
 }
