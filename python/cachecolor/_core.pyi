@@ -136,6 +136,7 @@ def capture(
     ifetch: bool = True,
     max_records: Optional[int] = None,
     progress: Optional[_Progress] = None,
+    syscalls: bool = False,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 

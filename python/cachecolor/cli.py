@@ -229,7 +229,13 @@ def cmd_trace_capture(args: argparse.Namespace) -> int:
     progress = ProgressLine("capture", quiet=args.quiet)
     try:
         summary = capture(
-            command, args.output, args.backend, ifetch=not args.no_ifetch, max_records=args.max_records, progress=progress
+            command,
+            args.output,
+            args.backend,
+            ifetch=not args.no_ifetch,
+            max_records=args.max_records,
+            progress=progress,
+            syscalls=args.syscalls,
         )
     except _core.CaptureError as e:
         raise CliError(f"capture: {e}", EXIT_FAILURE) from e
@@ -930,6 +936,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--backend", choices=BACKENDS, default="auto", help="auto (qemu if installed, else lackey), qemu or lackey")
     k.add_argument("--no-ifetch", action="store_true", help="do not record instruction fetches")
     k.add_argument("--max-records", type=int, metavar="N", help="stop the program after N records")
+    k.add_argument(
+        "--syscalls",
+        action="store_true",
+        help="qemu only: turn each system call into privileged records (a marker with its identity, the user buffers it "
+        "reads or writes) for 'cachecolor oscache'",
+    )
     k.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS")
     _quiet(k)
     k.set_defaults(func=cmd_trace_capture)
