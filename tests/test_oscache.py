@@ -160,3 +160,71 @@ def test_cli_report(tmp_path):
     assert (tmp_path / "oscache.csv").is_file() and not (tmp_path / "ipc.png").exists()
     bad = cli("report", "--references", "0", "-o", str(tmp_path))
     assert bad.returncode == 2 and "--references" in bad.stderr
+
+
+SYSCALL_PROG = r"""
+#include <fcntl.h>
+#include <unistd.h>
+static char buf[65536];
+int main(int argc, char **argv) {
+    (void)argc;
+    for (int i = 0; i < 20; i++) {
+        int fd = open(argv[1], O_RDONLY);
+        long n = (long)read(fd, buf, sizeof buf);
+        close(fd);
+        for (long k = 0; k < n; k += 64) buf[k] ^= 1;
+        write(1, buf, 10);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not __import__("shutil").which("qemu-x86_64") or not __import__("shutil").which("cc"), reason="needs qemu-user and cc")
+def test_capture_with_syscalls_feeds_the_os_report(tmp_path):
+    """A program reading a 32 KiB file 20 times, captured with --syscalls, is an OS workload:
+    its reads are privileged runs with identities, and cachecolor oscache reports them."""
+    src = tmp_path / "p.c"
+    src.write_text(SYSCALL_PROG)
+    exe = tmp_path / "p"
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(src)], check=True)
+    data = tmp_path / "data"
+    data.write_bytes(b"y" * 32768)
+    trace = tmp_path / "p.cctrace"
+    r = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "trace", "capture", "--backend", "qemu", "--syscalls", "-o", str(trace), "--", str(exe), str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    from cachecolor import trace_info
+
+    assert trace_info(trace)["metadata"]["syscalls"] is True
+    rep = run_model(EX / "baseline.toml", trace=trace)
+    assert rep["invariants"] == []
+    runs = sum(rep["runs_by_length"])
+    assert runs == rep["runs_with_identity"] and runs >= 80  # 20 x (open, read, close, write) + the loader's
+    # Each 32 KiB read is one run of 1 + 512 records (one per line, icount 1 each): 500-999.
+    assert rep["runs_by_length"][2] >= 20
+    assert rep["privileged_share"] > 0.01
+    # Without --syscalls the same capture has no OS information: a clear CLI error.
+    plain = tmp_path / "plain.cctrace"
+    r = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "trace", "capture", "--backend", "qemu", "-o", str(plain), "--", str(exe), str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    r = cli("report", str(EX / "baseline.toml"), "--trace", str(plain), "-o", str(tmp_path / "o"), "--no-plots")
+    assert r.returncode == 2 and "none is privileged" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not __import__("shutil").which("valgrind"), reason="needs valgrind")
+def test_capture_with_syscalls_is_refused_by_lackey(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "cachecolor", "trace", "capture", "--backend", "lackey", "--syscalls", "-o", str(tmp_path / "t"), "--", "/bin/true"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0 and "--syscalls" in r.stderr and "lackey" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
