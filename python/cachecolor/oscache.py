@@ -109,7 +109,8 @@ def run_model(
 
 
 def _label(machine_report: dict[str, Any]) -> dict[str, Any]:
-    """Table 2/3 coordinates of a machine: budget (MB), placement, look-up, adaptive."""
+    """Table 2/3 coordinates of a machine: budget (MB), placement, look-up, adaptive ("" or
+    "adaptive", with the round-robin reading when not per-set)."""
     s = machine_report["config"].get("split")
     if not s:
         return {"split": False}
@@ -119,7 +120,8 @@ def _label(machine_report: dict[str, Any]) -> dict[str, Any]:
         "budget": f"{total:g}MB",
         "placement": s["placement"],
         "lookup": s["lookup"],
-        "adaptive": bool(s["adaptive"]),
+        # The fallback's round-robin reading, when it is not the default per-set one.
+        "adaptive": ("adaptive" + ("" if s.get("round_robin", "per-set") == "per-set" else f" ({s['round_robin']})")) if s["adaptive"] else "",
     }
 
 
@@ -238,7 +240,7 @@ def tables(res: dict[str, Any]) -> str:
     labels = {m: _label(next(iter(srcs.values()))["reports"][m]) for m in machines}
     split = [m for m in machines if labels[m]["split"]]
     if split:
-        cols: list[tuple[str, str, bool]] = []
+        cols: list[tuple[str, str, str]] = []
         for m in split:
             k = (labels[m]["budget"], labels[m]["placement"], labels[m]["adaptive"])
             if k not in cols:
@@ -247,7 +249,7 @@ def tables(res: dict[str, Any]) -> str:
         lookups = sorted({labels[m]["lookup"] for m in split}, key=lambda x: x != "parallel")
         lines.append("Tables 2 and 3 shape (rows: source and look-up; columns: budget and placement):")
         lines.append("")
-        head = [f"{b} {p}" + (" adaptive" if a else "") for b, p, a in cols]
+        head = [f"{b} {p}" + (f" {a}" if a else "") for b, p, a in cols]
         lines.append("| source | look-up | " + " | ".join(head) + " |")
         lines.append("|---|---|" + "---|" * len(cols))
         for name in srcs:

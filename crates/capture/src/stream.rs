@@ -147,6 +147,7 @@ impl Decoder {
     }
 
     /// True when the plugin sends system calls.
+    #[cfg(test)]
     pub(crate) fn syscalls(&self) -> bool {
         self.syscalls
     }
