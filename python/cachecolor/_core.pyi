@@ -66,6 +66,16 @@ def simulate_system(text: str, format: str = "toml") -> str:
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""
 
+def oscache_model(
+    machine_text: str,
+    machine_format: str = "toml",
+    workload_json: str | None = None,
+    trace: _Path | None = None,
+    trace_format: str = "native",
+    progress: _Progress | None = None,
+) -> str:
+    """Run one split-L2 uniprocessor machine (Nellans et al. sections 3, 5) on a workload or a trace; the ModelReport as JSON."""
+
 def bench_sweep(config: str, progress: _Progress | None = None) -> str:
     """Cachetest working-set sweep on this machine (``sweep::BenchConfig`` as JSON); the result as JSON."""
 
@@ -126,6 +136,7 @@ def capture(
     ifetch: bool = True,
     max_records: Optional[int] = None,
     progress: Optional[_Progress] = None,
+    syscalls: bool = False,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 

@@ -105,6 +105,7 @@ def capture(
     ifetch: bool = True,
     max_records: Optional[int] = None,
     progress: Optional[Callable[[Progress], Any]] = None,
+    syscalls: bool = False,
 ) -> dict[str, Any]:
     """Run an unmodified program and write its memory references to the native trace ``out``.
 
@@ -112,12 +113,14 @@ def capture(
     (QEMU user mode with cachecolor's plugin when ``qemu-<arch>`` is installed, else Valgrind
     lackey), ``qemu`` or ``lackey``. Returns the summary (backend, records, per-kind counts,
     threads, exit_code, seconds, ...). If the program exits non-zero its trace is still written
-    and ``CaptureError`` is raised with the summary in ``.summary``.
+    and ``CaptureError`` is raised with the summary in ``.summary``. ``syscalls=True`` (qemu
+    only) turns every system call into privileged records: a kernel-stack marker carrying the
+    call's identity, then the user-buffer accesses the call implies (docs/oscache.md).
     """
     argv = [program_args] if isinstance(program_args, str) else list(program_args)
     if not argv:
         raise ValueError("capture needs a program to run")
     doc = _core.capture(
-        argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress)
+        argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress), syscalls
     )
     return json.loads(doc)

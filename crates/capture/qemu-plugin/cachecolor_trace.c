@@ -14,6 +14,9 @@
  *   ifetch=on|off on (default): describe blocks so the reader can emit instruction fetches;
  *                 off: count instructions here and send only loads and stores
  *   bufrecs=N     records buffered per vCPU before a write (default 8192 = 128 KiB)
+ *   syscalls=on|off  off (default): nothing about system calls is sent; on: every system call's
+ *                 entry (number and its first three arguments) and return (its value) is sent
+ *                 in the thread's stream (SYSCALL, SYSARG, SYSRET below)
  *
  * Why blocks, not one record per instruction: an instruction-fetch record per executed
  * instruction would dominate the stream (~90% of records) and cost a callback each. Instead the
@@ -43,7 +46,8 @@
  *                    in the TB the vCPU is executing (ifetch=off: instructions since the
  *                    thread's previous record)
  *   HELLO  (0xF0)    first record: addr = CC_MAGIC, vcpu = CC_FORMAT_VERSION,
- *                    size = 1 if ifetch=on
+ *                    size = bit 0 ifetch=on, bit 1 syscalls=on; idx = guest architecture
+ *                    (0 unknown, 1 x86_64, 2 aarch64: the syscall numbering)
  *   THREAD (0xF1)    vCPU `vcpu` was (re)created: a new guest thread now uses that index
  *   TBDEF  (0xF2)    TB number `addr` has `vcpu` instructions, described by the `vcpu` INSN
  *                    records that follow it immediately; size = 1 if its last instruction
@@ -51,6 +55,12 @@
  *   INSN   (0xF3)    one instruction of the TB being defined: addr = vaddr, size = bytes
  *   TBEXEC (0xF4)    vCPU `vcpu` starts executing TB number `addr`
  *   CONFIRM (0xF5)   vCPU `vcpu` reached the (flagged) last instruction of TB number `addr`
+ *   SYSCALL (0xF6)   vCPU `vcpu` enters system call number `addr`; the three SYSARG records of
+ *                    the same vCPU that follow it (not necessarily adjacent in the stream:
+ *                    other threads' chunks may come between) carry its arguments
+ *   SYSARG (0xF7)    argument number `idx` (1..3) of the vCPU's pending system call = `addr`
+ *   SYSRET (0xF8)    the vCPU's pending system call returned `addr` (an int64 as u64); a call
+ *                    that never returns (exit, a successful execve) has no SYSRET
  *   END    (0xFF)    last record, written at exit: addr = number of records before it (HELLO
  *                    included), so the reader can tell a complete stream from a cut one
  * TB numbers are dense (0, 1, 2, ...) in translation order; a TB's definition always precedes
@@ -82,7 +92,7 @@
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 #define CC_MAGIC 0x4543415254434343ULL /* "CCCTRACE" read as little-endian bytes */
-#define CC_FORMAT_VERSION 2u
+#define CC_FORMAT_VERSION 3u
 
 enum {
     CC_LOAD = 0,
@@ -93,6 +103,9 @@ enum {
     CC_INSN = 0xF3,
     CC_TBEXEC = 0xF4,
     CC_CONFIRM = 0xF5,
+    CC_SYSCALL = 0xF6,
+    CC_SYSARG = 0xF7,
+    CC_SYSRET = 0xF8,
     CC_END = 0xFF,
 };
 
@@ -130,6 +143,8 @@ static int out_fd = -1;
 static volatile int active = 0; /* 0 once the stream is closed, broken or in a forked child */
 static uint32_t buf_cap = 8192;
 static int describe_blocks = 1; /* ifetch=on */
+static int send_syscalls = 0;   /* syscalls=on */
+static uint16_t guest_arch = 0; /* HELLO idx: 1 x86_64, 2 aarch64 */
 static uint64_t written_records = 0; /* under out_lock */
 static uint64_t next_tb = 0;         /* under out_lock */
 static int64_t sys_exit = -1, sys_execve = -1, sys_execveat = -1;
@@ -434,11 +449,25 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
 {
-    (void)id, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    if (send_syscalls && likely(active)) {
+        emit(vcpu, (uint64_t)num, CC_SYSCALL, 0, 0);
+        emit(vcpu, a1, CC_SYSARG, 0, 1);
+        emit(vcpu, a2, CC_SYSARG, 0, 2);
+        emit(vcpu, a3, CC_SYSARG, 0, 3);
+    }
     /* A thread about to exit, or the process about to replace its image: write out what this
      * thread has so nothing is lost (execve closes the stream: O_CLOEXEC). */
     if (active && (num == sys_exit || num == sys_execve || num == sys_execveat)) {
         flush_vcpu(vcpu);
+    }
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, int64_t ret)
+{
+    (void)id, (void)num;
+    if (likely(active)) {
+        emit(vcpu, (uint64_t)ret, CC_SYSRET, 0, 0);
     }
 }
 
@@ -527,6 +556,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                 fprintf(stderr, "cachecolor-trace: ifetch=%s: expected on or off\n", v);
                 return -1;
             }
+        } else if (klen == 8 && !strncmp(a, "syscalls", 8)) {
+            if (!strcmp(v, "on")) {
+                send_syscalls = 1;
+            } else if (!strcmp(v, "off")) {
+                send_syscalls = 0;
+            } else {
+                fprintf(stderr, "cachecolor-trace: syscalls=%s: expected on or off\n", v);
+                return -1;
+            }
         } else if (klen == 7 && !strncmp(a, "bufrecs", 7)) {
             long n = atol(v);
             if (n < 1 || n > (1L << 24)) {
@@ -562,8 +600,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     const char *t = info->target_name ? info->target_name : "";
     if (!strcmp(t, "x86_64")) {
         sys_exit = 60, sys_execve = 59, sys_execveat = 322;
+        guest_arch = 1;
     } else if (!strcmp(t, "aarch64") || !strcmp(t, "riscv64") || !strcmp(t, "loongarch64")) {
         sys_exit = 93, sys_execve = 221, sys_execveat = 281;
+        guest_arch = !strcmp(t, "aarch64") ? 2 : 0;
     } else if (!strcmp(t, "i386")) {
         sys_exit = 1, sys_execve = 11, sys_execveat = 358;
     }
@@ -571,7 +611,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     active = 1;
     struct cc_rec hello = {
         .addr = CC_MAGIC, .vcpu = CC_FORMAT_VERSION, .kind = CC_HELLO,
-        .size = (uint8_t)describe_blocks,
+        .size = (uint8_t)(describe_blocks | (send_syscalls << 1)), .idx = guest_arch,
     };
     pthread_mutex_lock(&out_lock);
     write_locked(&hello, sizeof(hello));
@@ -583,6 +623,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    if (send_syscalls) {
+        qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    }
     qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
     return 0;
 }

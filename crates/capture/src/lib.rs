@@ -48,6 +48,7 @@ mod program;
 mod qemu;
 mod sink;
 mod stream;
+mod syscalls;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -116,6 +117,10 @@ pub struct CaptureOptions {
     pub ifetch: bool,
     /// Stop after this many records: the program is killed and the summary says `truncated`.
     pub max_records: Option<u64>,
+    /// Turn every system call into privileged records (qemu only; `syscalls.rs`): a marker
+    /// carrying the call's identity and the user-buffer accesses the call implies. Off by
+    /// default; lackey cannot see system calls and rejects it.
+    pub syscalls: bool,
 }
 
 impl Default for CaptureOptions {
@@ -124,6 +129,7 @@ impl Default for CaptureOptions {
             backend: Backend::Auto,
             ifetch: true,
             max_records: None,
+            syscalls: false,
         }
     }
 }
@@ -189,6 +195,13 @@ pub enum CaptureError {
 
     #[error("the {backend} capture backend failed: {message}")]
     BackendFailed { backend: Backend, message: String },
+
+    #[error("the {backend} capture backend cannot {what}: {hint}")]
+    Unsupported {
+        backend: Backend,
+        what: String,
+        hint: String,
+    },
 
     #[error(
         "program exited with status {code}{how}; its trace ({records} records) was kept in {out}",
@@ -271,6 +284,15 @@ pub fn capture(
     let started = Instant::now();
     let prog = Program::resolve(program)?;
     let backend = resolve_backend(&prog, opts.backend)?;
+    if opts.syscalls && backend == Backend::Lackey {
+        return Err(CaptureError::Unsupported {
+            backend,
+            what: "mark system calls (--syscalls)".into(),
+            hint: "Valgrind's lackey sees user code only and no system call boundaries; use \
+                   --backend qemu (apt-get install qemu-user)"
+                .into(),
+        });
+    }
     let command: Vec<String> = std::iter::once(program.to_string())
         .chain(args.iter().cloned())
         .collect();
@@ -339,6 +361,7 @@ pub(crate) fn metadata(
         "cwd": cwd,
         "ifetch": opts.ifetch,
         "max_records": opts.max_records,
+        "syscalls": opts.syscalls,
         "host": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
     })
     .to_string()

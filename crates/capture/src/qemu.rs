@@ -95,7 +95,14 @@ fn qemu_opt_escape(p: &Path) -> String {
 }
 
 /// The qemu arguments (after the binary) for `prog args`.
-fn qemu_argv(prog: &Program, args: &[String], so: &Path, fifo: &Path, ifetch: bool) -> Vec<String> {
+fn qemu_argv(
+    prog: &Program,
+    args: &[String],
+    so: &Path,
+    fifo: &Path,
+    ifetch: bool,
+    syscalls: bool,
+) -> Vec<String> {
     let mut v = Vec::new();
     if matches!(
         prog.arch,
@@ -105,10 +112,11 @@ fn qemu_argv(prog: &Program, args: &[String], so: &Path, fifo: &Path, ifetch: bo
     }
     v.push("-plugin".into());
     v.push(format!(
-        "{},out={},ifetch={}",
+        "{},out={},ifetch={}{}",
         qemu_opt_escape(so),
         qemu_opt_escape(fifo),
-        if ifetch { "on" } else { "off" }
+        if ifetch { "on" } else { "off" },
+        if syscalls { ",syscalls=on" } else { "" }
     ));
     match &prog.interpreter {
         None => {
@@ -235,7 +243,7 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
-    let argv = qemu_argv(prog, args, &so, &fifo_path, opts.ifetch);
+    let argv = qemu_argv(prog, args, &so, &fifo_path, opts.ifetch, opts.syscalls);
     sink.start(&metadata(
         Backend::Qemu,
         &qemu.binary,
@@ -324,6 +332,7 @@ mod tests {
             Path::new("/t/p.so"),
             Path::new("/t/x,y"),
             false,
+            false,
         );
         assert_eq!(
             v,
@@ -344,7 +353,15 @@ mod tests {
             arch: "x86_64",
             interpreter: Some(("/bin/sh".into(), Some("-e".into()))),
         };
-        let v = qemu_argv(&script, &[], Path::new("/p.so"), Path::new("/f"), true);
+        let v = qemu_argv(
+            &script,
+            &[],
+            Path::new("/p.so"),
+            Path::new("/f"),
+            true,
+            true,
+        );
         assert_eq!(v[4..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
+        assert_eq!(v[3], "/p.so,out=/f,ifetch=on,syscalls=on");
     }
 }

@@ -15,6 +15,13 @@ that instruction only after a CONFIRM record from the vCPU. (Checked against a p
 recording one ifetch per executed instruction: identical record sequences on `ls` and
 `python3 -c pass`, 44 M records.)
 
+System calls (plugin `syscalls=on`, HELLO flag bit 1): SYSCALL (number) and three SYSARG
+records of a vCPU open its pending call; at its SYSRET the decoder first accounts for the rest
+of the vCPU's TB (the syscall instruction ends it) and then appends the call's privileged
+records (`syscalls::records`: a kernel-stack marker carrying the identity, then the user buffer
+accesses the call implies), so they follow the user code that made the call, in the thread's
+order.
+
 With ifetches off, the plugin does this bookkeeping itself (HELLO size = 0) and sends only
 loads/stores whose `idx` field is already the instruction count; the decoder passes them on.
 
@@ -28,12 +35,14 @@ plugin, so a mismatch means a version skew or a foreign writer, never something 
 */
 use cachecolor_sim::trace::{Kind, Record};
 
+use crate::syscalls;
+
 use crate::sink::Counts;
 
 /// Wire format constants; keep in step with qemu-plugin/cachecolor_trace.c.
 pub(crate) const REC_BYTES: usize = 16;
 pub(crate) const MAGIC: u64 = 0x4543_4152_5443_4343; // "CCCTRACE" as little-endian bytes
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 pub(crate) const K_LOAD: u8 = 0;
 pub(crate) const K_STORE: u8 = 1;
 pub(crate) const K_HELLO: u8 = 0xF0;
@@ -42,6 +51,9 @@ pub(crate) const K_TBDEF: u8 = 0xF2;
 pub(crate) const K_INSN: u8 = 0xF3;
 pub(crate) const K_TBEXEC: u8 = 0xF4;
 pub(crate) const K_CONFIRM: u8 = 0xF5;
+pub(crate) const K_SYSCALL: u8 = 0xF6;
+pub(crate) const K_SYSARG: u8 = 0xF7;
+pub(crate) const K_SYSRET: u8 = 0xF8;
 pub(crate) const K_END: u8 = 0xFF;
 /// Largest vCPU index accepted (QEMU's are small and dense; a bigger one means corruption).
 const MAX_VCPU: u32 = 1 << 20;
@@ -64,6 +76,9 @@ struct VState {
     cursor: u32,
     /// Instructions executed but not yet credited to a record (ifetches off).
     pending: u32,
+    /// The system call entered and not yet returned (number, or -1), and its arguments 1-3.
+    sys: i64,
+    sys_args: [u64; 3],
 }
 
 const FRESH: VState = VState {
@@ -73,12 +88,17 @@ const FRESH: VState = VState {
     full: 0,
     cursor: 0,
     pending: 0,
+    sys: -1,
+    sys_args: [0; 3],
 };
 
 pub(crate) struct Decoder {
     ifetch: bool,
     /// The plugin counts instructions itself (ifetch=off): `idx` is the icount.
     counted: bool,
+    /// The plugin sends system calls (syscalls=on), and the guest architecture (their numbering).
+    syscalls: bool,
+    arch: u16,
     /// Stream records consumed, markers included.
     received: u64,
     hello: bool,
@@ -101,6 +121,8 @@ impl Decoder {
         Decoder {
             ifetch,
             counted: false,
+            syscalls: false,
+            arch: 0,
             received: 0,
             hello: false,
             end: None,
@@ -122,6 +144,12 @@ impl Decoder {
     /// True when the stream's END record arrived and its count matched.
     pub(crate) fn complete(&self) -> bool {
         matches!(self.end, Some((n, before)) if n == before)
+    }
+
+    /// True when the plugin sends system calls.
+    #[cfg(test)]
+    pub(crate) fn syscalls(&self) -> bool {
+        self.syscalls
     }
 
     /// Threads that produced at least one record.
@@ -176,7 +204,7 @@ impl Decoder {
             return Ok(());
         }
         if !self.hello {
-            return self.hello(addr, vcpu, kind, size);
+            return self.hello(addr, vcpu, kind, size, idx as u16);
         }
         if self.end.is_some() {
             return Err(format!("record {at} follows the end record"));
@@ -262,6 +290,35 @@ impl Decoder {
                 self.finish_tb(v, out);
                 self.vcpus[v] = FRESH;
             }
+            K_SYSCALL => {
+                let v = self.vcpu(vcpu, at)?;
+                let st = &mut self.vcpus[v];
+                st.sys = addr as i64;
+                st.sys_args = [0; 3];
+            }
+            K_SYSARG => {
+                let v = self.vcpu(vcpu, at)?;
+                if !(1..=3).contains(&idx) {
+                    return Err(format!("record {at}: system call argument {idx}"));
+                }
+                self.vcpus[v].sys_args[idx as usize - 1] = addr;
+            }
+            K_SYSRET => {
+                let v = self.vcpu(vcpu, at)?;
+                let st = self.vcpus[v];
+                if st.sys < 0 {
+                    return Err(format!(
+                        "record {at}: a system call returns that never started"
+                    ));
+                }
+                self.vcpus[v].sys = -1;
+                self.finish_tb(v, out);
+                let thread = self.thread_of(v);
+                let (l, s) =
+                    syscalls::records(self.arch, st.sys, st.sys_args, addr as i64, thread, out);
+                self.counts.loads += l;
+                self.counts.stores += s;
+            }
             K_END => {
                 self.finish(out);
                 self.end = Some((addr, at));
@@ -272,7 +329,14 @@ impl Decoder {
         Ok(())
     }
 
-    fn hello(&mut self, addr: u64, version: u32, kind: u8, flags: u8) -> Result<(), String> {
+    fn hello(
+        &mut self,
+        addr: u64,
+        version: u32,
+        kind: u8,
+        flags: u8,
+        arch: u16,
+    ) -> Result<(), String> {
         if kind != K_HELLO || addr != MAGIC {
             return Err(
                 "the stream does not start with the plugin's header; is another \
@@ -290,6 +354,8 @@ impl Decoder {
             return Err("the plugin was started with ifetch=off".into());
         }
         self.counted = !blocks;
+        self.syscalls = flags & 2 != 0;
+        self.arch = arch;
         self.hello = true;
         Ok(())
     }
@@ -520,6 +586,59 @@ mod tests {
             .decode(&bytes, &mut out, 100)
             .unwrap_err()
             .contains("ifetch=off"));
+    }
+
+    #[test]
+    fn a_returned_system_call_becomes_a_privileged_run_after_its_instruction() {
+        // TB 0 (3 instructions); instruction 2 is the syscall: read(3, 0x9010, 100) = 60.
+        let mut bytes = prologue();
+        bytes[13] = 3; // HELLO: ifetch=on, syscalls=on
+        bytes[14..16].copy_from_slice(&crate::syscalls::ARCH_X86_64.to_ne_bytes());
+        for r in [
+            rec(0, 0, K_TBEXEC, 0, 0),
+            rec(0, 0, K_SYSCALL, 0, 0),
+            rec(3, 0, K_SYSARG, 0, 1),
+            rec(1, 1, K_TBEXEC, 0, 0), // another thread's records in between
+            rec(0x9010, 0, K_SYSARG, 0, 2),
+            rec(100, 0, K_SYSARG, 0, 3),
+            rec(60, 0, K_SYSRET, 0, 0),
+        ] {
+            bytes.extend_from_slice(&r);
+        }
+        let mut d = Decoder::new(true);
+        let mut out = Vec::new();
+        d.decode(&bytes, &mut out, 1000).unwrap();
+        assert!(d.syscalls());
+        assert_eq!(d.take_counts(), Counts::of(&out));
+        let got: Vec<_> = out
+            .iter()
+            .map(|r| (r.addr, r.kind, r.size, r.privileged, r.icount))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0x100, Kind::IFetch, 2, false, 1),
+                (0x102, Kind::IFetch, 3, false, 1),
+                (0x105, Kind::IFetch, 4, false, 1), // the syscall instruction
+                (crate::syscalls::KSTACK_BASE, Kind::Store, 64, true, 1),
+                (0x9010, Kind::Store, 48, true, 1),
+                (0x9040, Kind::Store, 12, true, 1), // 60 bytes stored in all
+            ]
+        );
+        assert_eq!(
+            cachecolor_sim::trace::syscall_number(out[3].syscall),
+            0,
+            "the marker carries read's identity"
+        );
+        assert!(out[4..].iter().all(|r| r.syscall == 0));
+        // A return without an entry is a broken stream.
+        let mut bad = prologue();
+        bad.extend_from_slice(&rec(0, 0, K_SYSRET, 0, 0));
+        let mut d = Decoder::new(true);
+        assert!(d
+            .decode(&bad, &mut out, 1000)
+            .unwrap_err()
+            .contains("never started"));
     }
 
     #[test]

@@ -199,6 +199,7 @@ fn opts(backend: Backend, ifetch: bool) -> CaptureOptions {
         backend,
         ifetch,
         max_records: None,
+        syscalls: false,
     }
 }
 
@@ -572,6 +573,7 @@ fn max_records_truncates_and_stops_the_program() {
                 backend,
                 ifetch: true,
                 max_records: Some(50_000),
+                syscalls: false,
             },
             &mut |_| {},
         )
@@ -656,5 +658,121 @@ fn capture_speed() {
             bytes as f64 / s.records as f64
         );
         std::fs::remove_file(&out).unwrap();
+    }
+}
+
+const SYSCALL_PROG: &str = r#"
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static char buf[4096] __attribute__((aligned(64)));
+int main(int argc, char **argv) {
+    (void)argc;
+    int fd = open(argv[1], O_RDONLY);
+    long n = (long)read(fd, buf + 16, 1000);
+    close(fd);
+    char line[128];
+    int len = snprintf(line, sizeof line, "%lu %ld %lu", (unsigned long)(uintptr_t)(buf + 16), n,
+                       (unsigned long)(uintptr_t)line);
+    int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    long w = (long)write(out, line, (size_t)len);
+    close(out);
+    return w == len ? 0 : 1;
+}
+"#;
+
+/// `--syscalls` under QEMU: a read of 1000 bytes and a write of a line become privileged runs
+/// whose first record carries the syscall identity and whose accesses cover exactly the user
+/// buffers (stores for read, loads for write); user records stay unprivileged. Lackey rejects
+/// the option.
+#[test]
+fn qemu_syscalls_become_privileged_runs_over_the_user_buffers() {
+    if !available(Backend::Qemu) {
+        return;
+    }
+    let dir = tmpdir();
+    let exe = compile(dir.path(), "sys", SYSCALL_PROG, &[]);
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, vec![b'x'; 4000]).unwrap();
+    let range = dir.path().join("range.txt");
+    let out = dir.path().join("sys.cctrace");
+    let args = [
+        input.to_string_lossy().into_owned(),
+        range.to_string_lossy().into_owned(),
+    ];
+    let o = CaptureOptions {
+        syscalls: true,
+        ..opts(Backend::Qemu, true)
+    };
+    capture(exe.to_str().unwrap(), &args, &out, &o, &mut |_| {}).unwrap();
+    let (recs, meta) = read_trace(&out);
+    assert!(meta.contains("\"syscalls\":true"), "{meta}");
+    let text = std::fs::read_to_string(&range).unwrap();
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (buf, n, line) = (v[0], v[1], v[2]);
+    assert_eq!(n, 1000);
+    let len = text.len() as u64;
+    // Split into privileged runs (one thread): each starts with the kernel-stack marker.
+    let mut runs: Vec<Vec<Record>> = Vec::new();
+    let mut prev = false;
+    for r in &recs {
+        if r.privileged {
+            if !prev || r.syscall != 0 {
+                runs.push(Vec::new());
+            }
+            runs.last_mut().unwrap().push(*r);
+        } else {
+            assert_eq!(r.syscall, 0, "identities only on privileged records");
+        }
+        prev = r.privileged;
+    }
+    assert!(
+        runs.len() >= 5,
+        "open, read, close, open, write, ...: {}",
+        runs.len()
+    );
+    for run in &runs {
+        assert_ne!(run[0].syscall, 0, "a run starts with its identity");
+        assert_eq!((run[0].kind, run[0].size), (Kind::Store, 64));
+        assert!(run[1..].iter().all(|r| r.syscall == 0 && r.icount == 1));
+    }
+    let number = |r: &Vec<Record>| cachecolor_sim::trace::syscall_number(r[0].syscall);
+    let covered = |run: &Vec<Record>, kind: Kind| -> (u64, u64, u64) {
+        let data = &run[1..];
+        assert!(data.iter().all(|r| r.kind == kind), "{data:?}");
+        let bytes = data.iter().map(|r| r.size as u64).sum();
+        (
+            data[0].addr,
+            data.last().map(|r| r.addr + r.size as u64).unwrap(),
+            bytes,
+        )
+    };
+    let read = runs
+        .iter()
+        .find(|r| number(r) == 0 && r.len() > 1 && r[1].addr == buf)
+        .expect("the program's read (the loader's reads of libc come first)");
+    assert_eq!(covered(read, Kind::Store), (buf, buf + 1000, 1000));
+    assert_eq!(
+        read.len(),
+        1 + 16,
+        "1000 bytes from offset 16 of a line: 16 lines"
+    );
+    let write = runs.iter().find(|r| number(r) == 1).expect("the write");
+    assert_eq!(covered(write, Kind::Load), (line, line + len, len));
+
+    // Lackey cannot see system calls.
+    if available(Backend::Lackey) {
+        let o = CaptureOptions {
+            syscalls: true,
+            ..opts(Backend::Lackey, true)
+        };
+        let e = capture(exe.to_str().unwrap(), &args, &out, &o, &mut |_| {}).unwrap_err();
+        assert!(matches!(e, CaptureError::Unsupported { .. }), "{e}");
+        assert!(e.to_string().contains("--syscalls"), "{e}");
     }
 }

@@ -40,7 +40,7 @@ pub fn summary_json(s: &CaptureSummary) -> String {
 
 /// Capture `program args` into the native trace `out`. Returns the summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None))]
+#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn capture(
     py: Python<'_>,
@@ -51,12 +51,14 @@ pub fn capture(
     ifetch: bool,
     max_records: Option<u64>,
     progress: Option<Py<PyAny>>,
+    syscalls: bool,
 ) -> PyResult<String> {
     let backend = Backend::parse(backend).map_err(Failure::from)?;
     let opts = CaptureOptions {
         backend,
         ifetch,
         max_records,
+        syscalls,
     };
     let progress = progress.as_ref();
     let doc = py.detach(|| {

@@ -12,7 +12,8 @@ Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs,
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches),
 `analysis.rs` (miss-rate curves, per-set stack distance profiles), `bench.rs` (Cachetest:
-sweeps, co-runs, the page-color probe).
+sweeps, co-runs, the page-color probe), `offload.rs` and `oscache.rs` (Nellans et al.: OS
+off-load, the OS/user split-L2 uniprocessor).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
 mod analysis;
@@ -20,6 +21,7 @@ mod bench;
 mod capture;
 mod errors;
 mod offload;
+mod oscache;
 mod presets;
 mod simulate;
 mod system;
@@ -57,6 +59,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
     m.add_function(wrap_pyfunction!(offload::simulate_offload, m)?)?;
+    m.add_function(wrap_pyfunction!(oscache::oscache_model, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::profile, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;

@@ -15,6 +15,13 @@ fn main() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        // offload-*.toml are section 4's off-load configs, not machines of this model.
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("offload-")
+        })
         .collect();
     machines.sort();
     for w in ["web-server", "jvm", "compute"] {

@@ -19,8 +19,16 @@ Split L2 (section 5):
   be looked up before going to memory, to keep mutual exclusion).
 - Adaptive fallback (section 5.2): at the end of every epoch of `epoch` instructions, if fewer
   than `adaptive_threshold` of the epoch's instructions were privileged, the next epoch places
-  blocks round-robin in the two banks and looks up in parallel ("there is no basis for L2 bank
-  predictability"); otherwise the configured placement and look-up apply.
+  blocks round-robin in the two banks ("the bank placement policy alternately uses either bank
+  to place a newly fetched block") and looks up in parallel ("there is no basis for L2 bank
+  predictability"); otherwise the configured placement and look-up apply. "Alternately" has
+  two readings, both kept (`round_robin`): `per-set` (default) alternates the banks among the
+  blocks that compete for one set (one toggle bit per set of the user bank, indexed by the
+  line's set there), so each set's fills go to the banks in turn and the pair behaves like one
+  cache of twice the ways; `global` alternates over all fills with one toggle, so for a given
+  set the bank is effectively a coin flip and one bank's half of a set can take several fills
+  in a row while the other half keeps older lines. Either way a block is in exactly one bank
+  and the parallel look-up finds it there.
 
 Timing: cycles = instructions + stalls; an L1 hit adds nothing (1-cycle L1 in the pipeline), an
 L1 miss adds the L2 latency (as above for a split L2), an L2 miss adds the memory latency on
@@ -106,6 +114,17 @@ pub enum Placement {
     Both,
 }
 
+/// How the adaptive fallback alternates the banks (section 5.2; module comment).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoundRobin {
+    /// Alternate per set: the fills of one set go to the banks in turn.
+    #[default]
+    PerSet,
+    /// Alternate over all fills with one toggle.
+    Global,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lookup2 {
@@ -139,6 +158,9 @@ pub struct SplitConfig {
     pub adaptive: bool,
     #[serde(default = "d_threshold")]
     pub adaptive_threshold: f64,
+    /// How the fallback alternates the banks: `per-set` (default) or `global`.
+    #[serde(default)]
+    pub round_robin: RoundRobin,
     /// Instructions per epoch of the adaptive fallback.
     #[serde(default = "d_epoch")]
     pub epoch: u64,
@@ -358,7 +380,10 @@ pub struct Model {
     report: ModelReport,
     epoch_insns: [u64; 2],
     fallback: bool,
+    /// The global toggle (`RoundRobin::Global`).
     round_robin: usize,
+    /// One toggle per set of the user bank (`RoundRobin::PerSet`).
+    round_robin_sets: Vec<u8>,
 }
 
 impl Model {
@@ -371,6 +396,12 @@ impl Model {
                 Level::new("L2-user", geometry("split.user_size", s.user_size, s.ways)?),
                 Level::new("L2-os", geometry("split.os_size", s.os_size, s.ways)?),
             ],
+        };
+        let round_robin_sets = match &c.split {
+            Some(s) if s.adaptive && s.round_robin == RoundRobin::PerSet => {
+                vec![0; l2[0].cache.geometry().sets() as usize]
+            }
+            _ => Vec::new(),
         };
         Ok(Model {
             l1i: Level::new("L1I", geometry("l1i_size", c.l1i_size, c.l1_ways)?),
@@ -386,6 +417,7 @@ impl Model {
             // adaptive cache starts as the unpartitioned one (round-robin, parallel).
             fallback: c.split.as_ref().is_some_and(|s| s.adaptive),
             round_robin: 0,
+            round_robin_sets,
             config: c,
         })
     }
@@ -453,8 +485,17 @@ impl Model {
         }
         // Miss in both banks: place by policy (round-robin in a fallback epoch).
         let bank = if self.fallback {
-            self.round_robin ^= 1;
-            self.round_robin
+            match s.round_robin {
+                RoundRobin::PerSet => {
+                    let t = &mut self.round_robin_sets[self.l2[0].cache.set_of_line(line)];
+                    *t ^= 1;
+                    *t as usize
+                }
+                RoundRobin::Global => {
+                    self.round_robin ^= 1;
+                    self.round_robin
+                }
+            }
         } else {
             predicted
         };
@@ -597,16 +638,25 @@ pub fn run_source(
     let mut m = Model::new(model)?;
     m.run(src)?;
     let rep = m.finish();
+    require_os_information(&rep, "trace")?;
+    Ok(rep)
+}
+
+/// The check of `run_source`, for callers that drive a `Model` themselves (the Python
+/// binding, block by block with progress): an error naming `what` ("trace", "workload") when
+/// the records carried no privileged information.
+pub fn require_os_information(rep: &ModelReport, what: &str) -> Result<(), ConfigError> {
     if rep.records > 0 && rep.instructions[1] == 0 && rep.runs_by_length.iter().sum::<u64>() == 0 {
-        return Err(crate::error::Error::Config(ConfigError::new(
-            "trace",
+        return Err(ConfigError::new(
+            what,
             format!(
-                "the trace has {} records and none is privileged: it carries no OS information \
-                 (a lackey capture sees user code only); an OS report needs a trace with the \
-                 privileged flag, e.g. a syscall-mix workload",
+                "the {what} has {} records and none is privileged: it carries no OS information \
+                 (a lackey capture sees user code only; a qemu capture marks system calls with \
+                 --syscalls); an OS report needs records with the privileged flag, e.g. a \
+                 syscall-mix workload",
                 rep.records
             ),
-        )));
+        ));
     }
-    Ok(rep)
+    Ok(())
 }

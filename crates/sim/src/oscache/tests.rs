@@ -65,12 +65,59 @@ fn table_3_data_routing_beats_instruction_routing_and_fallback_protects_compute(
     let base = ipc(BASE, COMPUTE, N);
     let fixed = ipc(S1_DATA_SEQ, COMPUTE, N) / base;
     let adaptive = ipc(S1_ADAPTIVE, COMPUTE, N) / base;
-    eprintln!("compute equal budget: fixed {fixed:.3} adaptive {adaptive:.3}");
+    let global = ipc(
+        &S1_ADAPTIVE.replace("round_robin = \"per-set\"", "round_robin = \"global\""),
+        COMPUTE,
+        N,
+    ) / base;
+    eprintln!("compute equal budget: fixed {fixed:.4} adaptive {adaptive:.4} (global {global:.4})");
     assert!(fixed < 0.9, "a static half for the OS starves compute");
-    // Section 5.2 reports 0.4% below the baseline; our compute preset is far more L2-bound
-    // (an L1D miss ratio near 0.86), and round-robin over two 8-way 512 KB banks misses a
-    // little more than one 8-way 1 MB cache: within 3% here (docs/oscache.md).
-    assert!(adaptive > 0.97, "{adaptive}");
+    // Section 5.2: "only 0.4% below the baseline"; the issue asks for within 1%. The per-set
+    // alternation keeps every set's fills balanced between the banks (2 x 8 ways of 1024 sets
+    // behave like one 16-way cache); the one-toggle global alternation is a coin flip per set
+    // and loses about 1.6% on this cache-filling footprint (docs/oscache.md).
+    assert!(adaptive > 0.99, "{adaptive}");
+    assert!(global < adaptive, "{global} vs {adaptive}");
+}
+
+#[test]
+fn per_set_round_robin_alternates_the_banks_within_a_set() {
+    // Fallback from the start (no epoch measured yet); L1D of 4 KiB, 4 ways (16 sets, 1 KiB
+    // apart), so loads 64 KiB apart miss the L1D and meet in one set of both 512 KiB banks
+    // (1024 sets, 64 KiB apart).
+    let run = |rr: &str| {
+        let text = S1_ADAPTIVE.replace(
+            "round_robin = \"per-set\"",
+            &format!("round_robin = \"{rr}\""),
+        );
+        let mut cfg = RunConfig::from_toml(&text).unwrap().model;
+        cfg.l1d_size = crate::config::Size(4096);
+        let mut m = Model::new(&cfg).unwrap();
+        // Two sets, fills alternating between them: the global toggle sends every set-0 fill
+        // to one bank and every set-1 fill to the other; per set, each set uses both banks.
+        for k in 0..16u64 {
+            m.step(&Record::load(k << 16)); // set 0
+            m.step(&Record::load((k << 16) + 64)); // set 1
+        }
+        // Re-touch set 0's first 16 lines: with per-set alternation 8 + 8 ways hold them all.
+        for k in 0..16u64 {
+            m.step(&Record::load(k << 16));
+        }
+        m.finish()
+    };
+    let per_set = run("per-set");
+    let global = run("global");
+    let l2_hits = |r: &ModelReport| -> u64 {
+        r.caches[2..]
+            .iter()
+            .map(|c| c.accesses[0] - c.misses[0])
+            .sum()
+    };
+    // Per set: set 0's 16 lines went 8 to each bank, all still there: 16 hits.
+    assert_eq!(l2_hits(&per_set), 16);
+    // Global: all 16 of set 0 went to one bank (8 ways): the re-touch misses every time.
+    assert_eq!(l2_hits(&global), 0);
+    assert!(per_set.invariants.is_empty() && global.invariants.is_empty());
 }
 
 #[test]
