@@ -919,6 +919,13 @@ impl System {
                 ..*r
             };
             if self.deferring {
+                // The engine prefetches each record's sets `HOST_AHEAD` records before it
+                // simulates it, within the batch: the first few of a batch are prefetched here
+                // instead, while the rest of the burst is translated.
+                if self.batch.len() < HOST_AHEAD {
+                    let chip = self.cores[core].chip;
+                    self.chips[chip].prefetch_host(&part);
+                }
                 self.batch.push(part);
                 self.batch_marks.push(Mark::Demand(path as u8));
                 continue;
