@@ -633,8 +633,12 @@ impl System {
             let th = &mut self.threads[tid];
             let r = th.buf[th.pos];
             th.pos += 1;
-            if !batched {
-                if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+            if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                if batched {
+                    // The L2 TLB set that record's translation will look up (the engine and
+                    // `step` prefetch the cache sets once addresses are translated).
+                    self.cores[core].tlbs[L2TLB].prefetch(ahead.addr >> self.page_shift);
+                } else {
                     let pid = th.pid;
                     self.host_prefetch(core, pid, &ahead);
                 }
