@@ -176,9 +176,9 @@ pub(super) trait LeanInput {
         self.at(i).addr
     }
     /// How many records from `i` (before `limit`) are first-level hits on the line `first`
-    /// that record `i - 1` (on `core`, of `class`) just left there: on that line, within it,
-    /// on the same core and of the same class. Also their per-kind counts, in 16-bit lanes of
-    /// one word (lane `k` for `Kind` `k`; `limit - i` is at most 65,535).
+    /// that record `i - 1` just left there: on that line, within it, and on the same core and
+    /// of the same class (`same_stream`). Also their per-kind counts, in 16-bit lanes of one
+    /// word (lane `k` for `Kind` `k`; `limit - i` is at most 65,535).
     #[inline(always)]
     fn same_line_run(
         &self,
@@ -186,9 +186,7 @@ pub(super) trait LeanInput {
         limit: usize,
         first: u64,
         line_shift: u32,
-        class: usize,
-        core_of: impl Fn(u32) -> usize,
-        core: usize,
+        same_stream: impl Fn(&Record) -> bool,
     ) -> (usize, u64) {
         let line_mask = (1u64 << line_shift) - 1;
         // Counting into an array indexed by kind made each record wait for the previous
@@ -199,8 +197,7 @@ pub(super) trait LeanInput {
             let x = self.at(j);
             if x.addr >> line_shift != first
                 || (x.addr & line_mask) + (x.size as u64).max(1) > line_mask + 1
-                || x.kind.is_instruction() as usize != class
-                || core_of(x.thread) != core
+                || !same_stream(&x)
             {
                 break;
             }
@@ -264,9 +261,7 @@ impl LeanInput for AddrSize<'_> {
         limit: usize,
         first: u64,
         line_shift: u32,
-        _class: usize,
-        _core_of: impl Fn(u32) -> usize,
-        _core: usize,
+        _same_stream: impl Fn(&Record) -> bool,
     ) -> (usize, u64) {
         let line = 1u64 << line_shift;
         let start = first << line_shift;
@@ -505,8 +500,9 @@ impl Hierarchy {
             // Per-kind counts in 16-bit lanes of one register (so a run is cut at 65,535
             // records).
             let limit = n.min(i + 0xFFFF);
-            let (run, lanes) =
-                recs.same_line_run(i, limit, first, line_shift, class, core_of, core);
+            let same_stream =
+                |x: &Record| x.kind.is_instruction() as usize == class && core_of(x.thread) == core;
+            let (run, lanes) = recs.same_line_run(i, limit, first, line_shift, same_stream);
             let j = i + run;
             let per_kind = [0, 1, 2, 3].map(|k| (lanes >> (16 * k)) & 0xFFFF);
             if j > i {
