@@ -25,7 +25,9 @@ What it measures (docs/PERFORMANCE.md explains the results and keeps every run):
   until its state fits the host's L2 (the difference is time spent waiting for host memory).
 
 Usage: benches/run.py [--quick] [--refs N] [--repeats R] [--out docs/PERFORMANCE.md] [--no-write]
-(`--quick`: 1 M references, one repeat.) Scratch files go to bench-out/ (removed by `make clean`).
+[--configs three-level] [--tools cc-array,pycachesim] [--no-system]
+(`--quick`: 1 M references, one repeat; `--configs`/`--tools`/`--no-system` run a part, for a quick
+look at one comparison: `make bench` runs everything.) Scratch files go to bench-out/ (removed by `make clean`).
 """
 
 from __future__ import annotations
@@ -398,6 +400,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "docs" / "PERFORMANCE.md"))
     ap.add_argument("--no-write", action="store_true", help="print only, do not append to --out")
     ap.add_argument("--work", default=str(REPO / "bench-out"))
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"comma-separated configs to run (default all: {','.join(CONFIGS)})")
+    ap.add_argument("--tools", default=",".join(TOOLS),
+                    help=f"comma-separated tools to run (default all: {','.join(TOOLS)})")
+    ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line (issue 3)")
     ap.add_argument("--worker", nargs=3, metavar=("TOOL", "CONFIG", "TRACE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.refs or (1_000_000 if args.quick else N_FULL)
@@ -413,7 +420,14 @@ def main() -> int:
     mach = machine()
     vers = versions()
     print(f"cachecolor bench: {n:,} references, {repeats} repeats; load average {load_start}", flush=True)
-    configs = list(CONFIGS)
+    configs = [c for c in args.configs.split(",") if c]
+    tools = [t for t in args.tools.split(",") if t]
+    for c in configs:
+        if c not in CONFIGS:
+            ap.error(f"--configs: unknown config `{c}` (allowed: {', '.join(CONFIGS)})")
+    for t in tools:
+        if t not in TOOLS:
+            ap.error(f"--tools: unknown tool `{t}` (allowed: {', '.join(TOOLS)})")
     notes = prepare(work, n, configs)
 
     have = {
@@ -470,7 +484,7 @@ def main() -> int:
             cg_startup.append(run_cachegrind(cg_exe, work, "one-level", "uniform", 0)[0])
         for config, trace in cases:
             for tool, (label, tool_configs) in TOOLS.items():
-                if config not in tool_configs or not have.get(tool, True):
+                if config not in tool_configs or not have.get(tool, True) or tool not in tools:
                     continue
                 if tool == "lcs-py" and rep > 0:
                     continue  # ~50x slower than the rest: one run places it
@@ -496,10 +510,12 @@ def main() -> int:
 
     # Host memory probe over cachecolor's three-level state and over 256 MiB; cachecolor on the
     # same uniform trace with the three-level shape scaled to fit the host's L2 ran beside it.
-    probe = host_probe(work)
-    small = [x["seconds"] for x in results[("three-level-small", "uniform", "cc-array")]]
-    probe["small_ns"] = statistics.median(small) / n * 1e9
-    probe["small_state"] = sim_state_bytes("three-level-small")
+    probe: dict[str, Any] = {}
+    if ("three-level-small", "uniform", "cc-array") in results:
+        probe = host_probe(work)
+        small = [x["seconds"] for x in results[("three-level-small", "uniform", "cc-array")]]
+        probe["small_ns"] = statistics.median(small) / n * 1e9
+        probe["small_state"] = sim_state_bytes("three-level-small")
 
     # Rates, checks and the table.
     startup = statistics.median(cg_startup) if cg_startup else 0.0
@@ -539,7 +555,7 @@ def main() -> int:
         for row in rows:
             if (row["config"], row["trace"]) == (config, trace) and "pycachesim" in rates:
                 row["ratio"] = row["median"] / rates["pycachesim"]
-        if config == "three-level" and "pycachesim" in rates:
+        if config == "three-level" and "pycachesim" in rates and "cc-array" in rates:
             targets[trace] = rates["cc-array"] / rates["pycachesim"]
     notes["baseline_rss"] = baseline_rss
     notes["cg_startup"] = startup
@@ -547,7 +563,7 @@ def main() -> int:
     for pattern in ("*.npy", "*.cctrace", "*.set*.bin", "*.sets.json", "cg.*.out"):
         for f in work.glob(pattern):  # the scratch traces (hundreds of MB); keep the binaries
             f.unlink()
-    system_line = system_speed(repeats)
+    system_line = "" if args.no_system else system_speed(repeats)
     elapsed = time.time() - started
     section = report(n, repeats, rows, targets, mach, vers, load_start, loadavg(), elapsed, notes, probe, skipped)
     section = section.rstrip("\n") + "\n\n" + system_line + "\n"

@@ -701,8 +701,12 @@ impl System {
             let th = &mut self.threads[tid];
             let r = th.buf[th.pos];
             th.pos += 1;
-            if !batched {
-                if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+            if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                if batched {
+                    // The L2 TLB set that record's translation will look up (the engine and
+                    // `step` prefetch the cache sets once addresses are translated).
+                    self.cores[core].tlbs[L2TLB].prefetch(ahead.addr >> self.page_shift);
+                } else {
                     let pid = th.pid;
                     self.host_prefetch(core, pid, &ahead);
                 }
@@ -990,6 +994,13 @@ impl System {
                 ..*r
             };
             if self.deferring {
+                // The engine prefetches each record's sets `HOST_AHEAD` records before it
+                // simulates it, within the batch: the first few of a batch are prefetched here
+                // instead, while the rest of the burst is translated.
+                if self.batch.len() < HOST_AHEAD {
+                    let chip = self.cores[core].chip;
+                    self.chips[chip].prefetch_host(&part);
+                }
                 self.batch.push(part);
                 self.batch_marks.push(Mark::Demand(path as u8));
                 continue;

@@ -34,7 +34,8 @@ const AHEAD: usize = 12;
 /// Levels whose state (tags, metadata, recency words) is smaller than this stay in the host's
 /// L1/L2 on their own; prefetching them costs more instructions than it saves. Above it (here
 /// the 1 MiB L2's 200 KiB, which the LLC's prefetched lines push out of a 512 KiB host L2)
-/// prefetching measured a few percent faster.
+/// prefetching measured a few percent faster. Counted per level over all its instances (the
+/// private levels of a whole system's cores, whose bursts interleave, share the host's caches).
 const HOST_PREFETCH_MIN_STATE: usize = 128 << 10;
 
 /// One cache instance as the lean engine sees it.
@@ -174,6 +175,37 @@ pub(super) trait LeanInput {
     fn addr(&self, i: usize) -> u64 {
         self.at(i).addr
     }
+    /// How many records from `i` (before `limit`) are first-level hits on the line `first`
+    /// that record `i - 1` just left there: on that line, within it, and on the same core and
+    /// of the same class (`same_stream`). Also their per-kind counts, in 16-bit lanes of one
+    /// word (lane `k` for `Kind` `k`; `limit - i` is at most 65,535).
+    #[inline(always)]
+    fn same_line_run(
+        &self,
+        i: usize,
+        limit: usize,
+        first: u64,
+        line_shift: u32,
+        same_stream: impl Fn(&Record) -> bool,
+    ) -> (usize, u64) {
+        let line_mask = (1u64 << line_shift) - 1;
+        // Counting into an array indexed by kind made each record wait for the previous
+        // one's store; one register of lanes does not.
+        let mut lanes = 0u64;
+        let mut j = i;
+        while j < limit {
+            let x = self.at(j);
+            if x.addr >> line_shift != first
+                || (x.addr & line_mask) + (x.size as u64).max(1) > line_mask + 1
+                || !same_stream(&x)
+            {
+                break;
+            }
+            lanes += 1 << (16 * x.kind as u64);
+            j += 1;
+        }
+        (j - i, lanes)
+    }
 }
 
 impl LeanInput for [Record] {
@@ -219,6 +251,41 @@ impl LeanInput for AddrSize<'_> {
     fn addr(&self, i: usize) -> u64 {
         self.addr[i]
     }
+    /// Every record here is a load on core 0 (as is the one before the run), so only the
+    /// address and size decide; the slices are walked without building records (a sequential
+    /// trace of 8-byte loads spends 7 of every 8 records here).
+    #[inline(always)]
+    fn same_line_run(
+        &self,
+        i: usize,
+        limit: usize,
+        first: u64,
+        line_shift: u32,
+        _same_stream: impl Fn(&Record) -> bool,
+    ) -> (usize, u64) {
+        let line = 1u64 << line_shift;
+        let start = first << line_shift;
+        let addr = &self.addr[i..limit];
+        let mut k = 0;
+        if self.size.is_empty() {
+            // 1-byte loads: on the line is within it.
+            while k < addr.len() && addr[k] >> line_shift == first {
+                k += 1;
+            }
+        } else {
+            let size = &self.size[i..limit];
+            while k < addr.len() {
+                // Offset into the line (huge, so failing the test, when below it); a record
+                // ending past the line's end is not a hit on it alone.
+                let off = addr[k].wrapping_sub(start);
+                if !(off < line && off + (size[k].max(1) as u64) <= line) {
+                    break;
+                }
+                k += 1;
+            }
+        }
+        (k, (k as u64) << (16 * Kind::Load as u64))
+    }
 }
 
 impl Hierarchy {
@@ -254,7 +321,9 @@ impl Hierarchy {
                 } else {
                     (1u64 << (4 * ways)) - 1
                 },
-                host_prefetch: parts.state_bytes >= HOST_PREFETCH_MIN_STATE,
+                // The level's state over all its instances: private levels of cores whose
+                // references interleave (a whole system's bursts) share the host's caches.
+                host_prefetch: parts.state_bytes * level.caches.len() >= HOST_PREFETCH_MIN_STATE,
             });
         }
         units
@@ -428,27 +497,13 @@ impl Hierarchy {
             if i == n || recs.addr(i) >> line_shift != first {
                 continue;
             }
-            let line_mask = (1u64 << line_shift) - 1;
-            let same_run = |x: &Record| {
-                x.addr >> line_shift == first
-                    && (x.addr & line_mask) + (x.size as u64).max(1) <= line_mask + 1
-                    && x.kind.is_instruction() as usize == class
-                    && core_of(x.thread) == core
-            };
-            // Per-kind counts in 16-bit lanes of one register (a run is cut at 65,535
-            // records): counting into an array indexed by kind made each record wait for the
-            // previous one's store.
-            let mut lanes = 0u64;
-            let mut j = i;
+            // Per-kind counts in 16-bit lanes of one register (so a run is cut at 65,535
+            // records).
             let limit = n.min(i + 0xFFFF);
-            while j < limit {
-                let x = recs.at(j);
-                if !same_run(&x) {
-                    break;
-                }
-                lanes += 1 << (16 * x.kind as u64);
-                j += 1;
-            }
+            let same_stream =
+                |x: &Record| x.kind.is_instruction() as usize == class && core_of(x.thread) == core;
+            let (run, lanes) = recs.same_line_run(i, limit, first, line_shift, same_stream);
+            let j = i + run;
             let per_kind = [0, 1, 2, 3].map(|k| (lanes >> (16 * k)) & 0xFFFF);
             if j > i {
                 let count = (j - i) as u64;
