@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from .results import save_figure
 
 DEFAULT_TRIGGERS = (0, 100, 500, 1000, 5000, 10000)
 DEFAULT_MIGRATION = (100, 1000, 5000, 10000)
@@ -220,11 +221,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     ax.set_ylabel("correct off-load decisions (%)")
     ax.set_title("Binary prediction hit rate (Figure 4 shape)")
     ax.legend()
-    fig.tight_layout()
-    p = out / "accuracy.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / "accuracy.png"))
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.5 * len(results), 4), squeeze=False)
     for ax, (name, s) in zip(axes[0], results.items()):
@@ -237,11 +234,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.set_ylabel("IPC relative to one core")
         ax.set_title(name)
         ax.legend(title="migration", fontsize=8)
-    fig.tight_layout()
-    p = out / "ipc.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / "ipc.png"))
     return written
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from .results import save_figure
 
 #: The presets in the order of the paper's figures (OS-intensive first).
 PRESET_ORDER = ("web-server", "jvm", "compute")
@@ -348,11 +349,7 @@ def plots(res: dict[str, Any], out: Path) -> list[Path]:
     ax.set_ylabel("privileged instructions (%)")
     ax.set_ylim(0, 100)
     ax.set_title("Figure 1: share of privileged instructions")
-    fig.tight_layout()
-    p = out / "fig1_privileged.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / "fig1_privileged.png"))
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
     width = 0.8 / len(names)
@@ -364,11 +361,7 @@ def plots(res: dict[str, Any], out: Path) -> list[Path]:
     ax.set_ylabel("privileged runs (%)")
     ax.set_title("Figure 2: privileged run lengths")
     ax.legend()
-    fig.tight_layout()
-    p = out / "fig2_run_lengths.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / "fig2_run_lengths.png"))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     cmap = plt.get_cmap("viridis")
@@ -383,11 +376,7 @@ def plots(res: dict[str, Any], out: Path) -> list[Path]:
     axes[0].set_ylabel("share of all evictions (%)")
     axes[1].legend(title="run length", fontsize=8)
     fig.suptitle("Figure 3: OS-caused evictions by privileged run length")
-    fig.tight_layout()
-    p = out / "fig3_os_evictions.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / "fig3_os_evictions.png"))
 
     machines = [m for m in res["machines"] if m != res["baseline"]]
     if machines:
@@ -401,11 +390,7 @@ def plots(res: dict[str, Any], out: Path) -> list[Path]:
         ax.set_ylabel(f"IPC relative to {res['baseline']}")
         ax.set_title("Split OS/user L2 (Tables 2 and 3)")
         ax.legend()
-        fig.tight_layout()
-        p = out / "ipc.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        written.append(p)
+        written.append(save_figure(fig, out / "ipc.png"))
     return written
 
 

@@ -30,6 +30,16 @@ from typing import Any, Union
 KINDS = ("load", "store", "ifetch", "modify")
 
 
+def save_figure(fig: Any, path: Union[str, Path], dpi: int = 120) -> Path:
+    """Lay out a matplotlib figure, write it to ``path`` and close it (the report plots)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return Path(path)
+
+
 class Result:
     """The outcome of one simulation."""
 
