@@ -170,15 +170,20 @@ fn install_handler() -> Result<(), Error> {
     Ok(())
 }
 
-/// CLOCK_MONOTONIC now, in ns.
-pub fn now_ns() -> u64 {
+/// `clock` now, in ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in ns.
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// A per-thread timer firing at an absolute CLOCK_MONOTONIC deadline, then every millisecond.
@@ -230,13 +235,7 @@ impl Drop for ThreadTimer {
 
 /// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// One measured run.

@@ -204,22 +204,27 @@ fn compare(
 
 const OFFSET: usize = 5 * 64;
 
+/// A plain (`mmap`) buffer of `bytes` for probing level `lv`: its pages wherever the kernel puts
+/// them, its bins counted against `lv`'s geometry.
+fn naive_buffer(lv: &HostCache, bytes: usize) -> Result<Buffer, Error> {
+    Buffer::allocate(
+        BufferKind::Naive,
+        bytes as u64,
+        BinGeometry {
+            cache_size: lv.size,
+            ways: lv.ways as u64,
+        },
+        AllocOptions {
+            reserve_hugepages: false,
+        },
+    )
+}
+
 /// L1 positive control: N lines at one page offset in distinct pages versus the same pages at
 /// spread offsets.
 fn control(l1: &HostCache, cfg: &ProbeConfig) -> Result<Comparison, Error> {
     let n = 4 * l1.ways as usize;
-    let g = BinGeometry {
-        cache_size: l1.size,
-        ways: l1.ways as u64,
-    };
-    let buf = Buffer::allocate(
-        BufferKind::Naive,
-        (n * SMALL_PAGE) as u64,
-        g,
-        AllocOptions {
-            reserve_hugepages: false,
-        },
-    )?;
+    let buf = naive_buffer(l1, n * SMALL_PAGE)?;
     let w = (l1.size / l1.ways as u64) as usize;
     let sets_in_page = (w.min(SMALL_PAGE) / 64).max(1);
     let same: Vec<usize> = buf.pages().iter().map(|&p| p + OFFSET).collect();
@@ -241,18 +246,7 @@ fn test_4k(lv: &HostCache, lower_w: u64, cfg: &ProbeConfig) -> Result<Comparison
     let n = 4 * lv.ways as usize;
     // A pool with ~3N pages of each color.
     let pool_pages = (3 * n * colors).max(4096);
-    let g = BinGeometry {
-        cache_size: lv.size,
-        ways: lv.ways as u64,
-    };
-    let buf = Buffer::allocate(
-        BufferKind::Naive,
-        (pool_pages * SMALL_PAGE) as u64,
-        g,
-        AllocOptions {
-            reserve_hugepages: false,
-        },
-    )?;
+    let buf = naive_buffer(lv, pool_pages * SMALL_PAGE)?;
     let frames = pagemap::visible_frames(buf.pages()[0], buf.pages().len(), SMALL_PAGE)?;
     let mut by_color: Vec<Vec<usize>> = vec![Vec::new(); colors];
     for (i, &f) in frames.iter().enumerate() {
@@ -541,18 +535,8 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
         let n = 2 * lv.ways as usize;
         let scan = if lv.level == 1 {
             let hi = top + 2;
-            Buffer::allocate(
-                BufferKind::Naive,
-                ((n << hi) + 2 * SMALL_PAGE) as u64,
-                BinGeometry {
-                    cache_size: lv.size,
-                    ways: lv.ways as u64,
-                },
-                AllocOptions {
-                    reserve_hugepages: false,
-                },
-            )
-            .and_then(|b| bit_scan(b.base(), b.bytes(), lv, lo, hi, top, cfg))
+            naive_buffer(lv, (n << hi) + 2 * SMALL_PAGE)
+                .and_then(|b| bit_scan(b.base(), b.bytes(), lv, lo, hi, top, cfg))
         } else if let Some(h) = &huge {
             let room = log2((h.page_size() / n) as u64);
             let hi = (top + 2).min(room - 1);
