@@ -7,7 +7,8 @@
 //! `Hierarchy::run_block` (the cache-only path's fastest input). Both sides run in this process,
 //! alternating, `REPEATS` times (default 3); the best time of each is reported.
 //!
-//! `cargo run --release -p cachecolor-sim --example system_speed [-- CONFIG]`
+//! `cargo run --release -p cachecolor-sim --example system_speed [-- CONFIG]`; with `PHASES=1`
+//! each system run also prints how long building, running and reporting took.
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::system::{System, SystemConfig};
 use cachecolor_sim::trace::{Record, RecordSource};
@@ -54,9 +55,20 @@ fn cache_only(config: &SystemConfig) -> u64 {
 }
 
 fn system(config: &SystemConfig) -> u64 {
+    let t0 = Instant::now();
     let mut s = System::new(config).expect("system");
+    let t1 = Instant::now();
     s.run().expect("run");
+    let t2 = Instant::now();
     let r = s.report();
+    if std::env::var("PHASES").is_ok() {
+        eprintln!(
+            "new {:?} run {:?} report {:?}",
+            t1 - t0,
+            t2 - t1,
+            t2.elapsed()
+        );
+    }
     assert!(r.invariants.is_empty(), "{:?}", r.invariants);
     r.processes.iter().map(|p| p.references).sum()
 }

@@ -99,9 +99,15 @@ impl Tally {
     /// say where it was served for the timing model.
     #[inline]
     pub fn serve(&mut self, path: &[u8], served: u8, remote: bool) -> Served {
-        self.served(path, served);
+        self.serve_n(path, served, remote, 1)
+    }
+
+    /// `serve` for `n` such accesses at once.
+    #[inline]
+    pub fn serve_n(&mut self, path: &[u8], served: u8, remote: bool, n: u64) -> Served {
+        self.served_n(path, served, n);
         if remote {
-            self.remote += 1;
+            self.remote += n;
             Served::Remote
         } else if served == SERVED_BY_MEMORY {
             Served::Dram
@@ -110,17 +116,17 @@ impl Tally {
         }
     }
 
-    /// A reference of the kind whose path is `path` (level indices, top first) served at
-    /// `served` (a level index or memory): every level above the one that served it missed.
+    /// `n` references of the kind whose path is `path` (level indices, top first) served at
+    /// `served` (a level index or memory): every level above the one that served them missed.
     #[inline]
-    pub fn served(&mut self, path: &[u8], served: u8) {
+    pub fn served_n(&mut self, path: &[u8], served: u8, n: u64) {
         for &l in path {
             let c = &mut self.levels[l as usize];
-            c[0] += 1;
+            c[0] += n;
             if l == served {
                 return;
             }
-            c[1] += 1;
+            c[1] += n;
         }
         debug_assert!(served == SERVED_BY_MEMORY || path.is_empty());
     }

@@ -206,25 +206,37 @@ impl Timing {
     /// A data or instruction reference served at `s`; returns the milli-cycles charged.
     #[inline]
     pub fn reference(&self, b: &mut StallBreakdown, s: Served) -> u64 {
+        self.references(b, s, 1)
+    }
+
+    /// `n` data or instruction references served at `s`; returns the milli-cycles charged.
+    #[inline]
+    pub fn references(&self, b: &mut StallBreakdown, s: Served, n: u64) -> u64 {
         let (cause, c) = match s {
             Served::Level(i) => (self.level_cause[i], self.level_stall[i]),
             Served::Dram => (StallCause::Dram, self.dram_stall),
             Served::Remote => (StallCause::Remote, self.remote_stall),
         };
-        b.stalls[cause as usize] += c;
-        c
+        b.stalls[cause as usize] += c * n;
+        c * n
     }
 
     /// One page-table entry read by a walk, served at `s` (walks are serial: full latency).
     #[inline]
     pub fn walk_read(&self, b: &mut StallBreakdown, s: Served) -> u64 {
+        self.walk_reads(b, s, 1)
+    }
+
+    /// `n` page-table entry reads served at `s`; returns the milli-cycles charged.
+    #[inline]
+    pub fn walk_reads(&self, b: &mut StallBreakdown, s: Served, n: u64) -> u64 {
         let c = match s {
             Served::Level(i) => self.level_latency[i],
             Served::Dram => self.dram_latency,
             Served::Remote => self.remote_latency,
         };
-        b.stalls[StallCause::Tlb as usize] += c;
-        c
+        b.stalls[StallCause::Tlb as usize] += c * n;
+        c * n
     }
 
     /// Kernel work of `cycles` cycles (fault handling, copies, shootdowns, interrupts).
