@@ -688,6 +688,16 @@ impl System {
         for i in (th.pos..ahead).step_by(line_records) {
             crate::cache::prefetch_read(&th.buf[i]);
         }
+        if batched {
+            // The L2 TLB sets of the burst's first records: the loop prefetches them
+            // `HOST_AHEAD` records ahead, but what it prefetched for them at the end of the
+            // thread's previous burst is gone after the other cores' bursts (perf: a hit's
+            // loads of keys, frame and last use stalled on most of `translate`'s samples).
+            let tlb = &self.cores[core].tlbs[L2TLB];
+            for r in &th.buf[th.pos..th.buf.len().min(th.pos + HOST_AHEAD)] {
+                tlb.prefetch(r.addr >> self.page_shift);
+            }
+        }
         let mut exited = false;
         for _ in 0..BURST {
             let th = &mut self.threads[tid];
