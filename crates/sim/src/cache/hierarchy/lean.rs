@@ -500,8 +500,14 @@ impl Hierarchy {
             // Per-kind counts in 16-bit lanes of one register (so a run is cut at 65,535
             // records).
             let limit = n.min(i + 0xFFFF);
-            let same_stream =
-                |x: &Record| x.kind.is_instruction() as usize == class && core_of(x.thread) == core;
+            // A run is of one mode too, so that its privileged accesses are counted at once
+            // below (the flag is in the record already loaded; a user trace never cuts here).
+            let privileged = r.privileged;
+            let same_stream = |x: &Record| {
+                x.kind.is_instruction() as usize == class
+                    && core_of(x.thread) == core
+                    && x.privileged == privileged
+            };
             let (run, lanes) = recs.same_line_run(i, limit, first, line_shift, same_stream);
             let j = i + run;
             let per_kind = [0, 1, 2, 3].map(|k| (lanes >> (16 * k)) & 0xFFFF);
@@ -509,6 +515,11 @@ impl Hierarchy {
                 let count = (j - i) as u64;
                 // SAFETY: `slot` is the first level's slot holding `first` (from access_line).
                 unsafe { repeat_hits(&units[path.units[0] as usize], slot, &per_kind) };
+                if privileged {
+                    let c = units[path.units[0] as usize].counters;
+                    // SAFETY: the unit's counters live in this hierarchy (`UnitCache`).
+                    unsafe { (*c).privileged.accesses += count };
+                }
                 sink.repeat(level_at(0), count as usize);
                 records += count;
                 line_accesses += count;
@@ -685,6 +696,9 @@ unsafe fn access_line(
             memory.reads += 1;
         }
         served = d;
+        if privileged {
+            count_privileged(units, path, served);
+        }
         let meta = LineMeta {
             asid: 0,
             flags: if privileged { flags::PRIVILEGED } else { 0 },
@@ -694,7 +708,7 @@ unsafe fn access_line(
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
             let (set, base, free) = missed.get_unchecked(d).assume_init();
-            slot = place(units, path, memory, d, u, set, base, free, line, meta);
+            slot = place(units, path, memory, d, u, set, base, free, line, meta, privileged);
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
@@ -704,8 +718,27 @@ unsafe fn access_line(
     (slot, served)
 }
 
+/// The privileged side of a demand access that `access_line` served at depth `served`: an
+/// access and a miss at every depth above it, an access (the hit) there. Out of line: user
+/// records never come here.
+///
+/// SAFETY (caller): as `access_line`.
+#[cold]
+#[inline(never)]
+unsafe fn count_privileged(units: &[Unit], path: &LeanPath, served: usize) {
+    for d in 0..(served + 1).min(path.len as usize) {
+        unsafe {
+            let c = &mut (*units.get_unchecked(*path.units.get_unchecked(d) as usize).counters)
+                .privileged;
+            c.accesses += 1;
+            c.misses += (d < served) as u64;
+        }
+    }
+}
+
 /// Put `line` (absent) into its set of the unit at depth `d`: an invalid way if any, else the
-/// least recent; a valid line pushed out is counted and, if dirty, written back below.
+/// least recent; a valid line pushed out is counted (as caused by an access of mode
+/// `privileged`, which started this fill) and, if dirty, written back below.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn place(
@@ -719,6 +752,7 @@ unsafe fn place(
     free: u32,
     line: u64,
     meta: LineMeta,
+    privileged: bool,
 ) -> usize {
     unsafe {
         let o = u.order.add(set);
@@ -741,9 +775,12 @@ unsafe fn place(
             *u.valid += 1;
         } else {
             (*u.counters).evictions += 1;
+            if privileged {
+                (*u.counters).privileged.evictions += 1;
+            }
             if old_meta.dirty() {
                 (*u.counters).writebacks += 1;
-                write_back(units, path, memory, d + 1, old, old_meta);
+                write_back(units, path, memory, d + 1, old, old_meta, privileged);
             }
         }
         slot
@@ -751,7 +788,8 @@ unsafe fn place(
 }
 
 /// A dirty line arrives at depth `d` (memory past the last level): dirtied where present
-/// without a replacement update, else allocated dirty (`Hierarchy::write_back`).
+/// without a replacement update, else allocated dirty (`Hierarchy::write_back`); `privileged`
+/// is the mode of the demand access whose fill evicted it.
 #[inline(never)]
 unsafe fn write_back(
     units: &[Unit],
@@ -760,6 +798,7 @@ unsafe fn write_back(
     d: usize,
     line: u64,
     meta: LineMeta,
+    privileged: bool,
 ) {
     if d >= path.len as usize {
         memory.writes += 1;
@@ -779,7 +818,7 @@ unsafe fn write_back(
             reuse: 0,
             ..meta
         };
-        place(units, path, memory, d, u, set, base, free, line, meta);
+        place(units, path, memory, d, u, set, base, free, line, meta, privileged);
     }
 }
 
