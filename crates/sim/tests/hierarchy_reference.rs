@@ -221,7 +221,14 @@ impl Reference {
     }
 
     /// `privileged`: the mode of the demand access whose chain this fill belongs to.
-    fn fill(&mut self, path: &[(usize, usize)], d: usize, line: u64, dirty: bool, privileged: bool) {
+    fn fill(
+        &mut self,
+        path: &[(usize, usize)],
+        d: usize,
+        line: u64,
+        dirty: bool,
+        privileged: bool,
+    ) {
         let (lv, c) = path[d];
         let now = self.now;
         if let Some(v) = self.levels[lv].caches[c].insert(line, dirty, now) {

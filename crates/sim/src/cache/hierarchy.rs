@@ -1206,11 +1206,8 @@ impl Hierarchy {
                             .iter()
                             .map(|c| c.by_kind.iter().map(|k| k.misses).sum::<u64>())
                             .sum::<u64>();
-                        expected_privileged += up
-                            .counters
-                            .iter()
-                            .map(|c| c.privileged.misses)
-                            .sum::<u64>();
+                        expected_privileged +=
+                            up.counters.iter().map(|c| c.privileged.misses).sum::<u64>();
                     }
                 }
                 let got: u64 = level
@@ -1230,7 +1227,8 @@ impl Hierarchy {
                         level.name, got, expected
                     ));
                 }
-                let got_privileged: u64 = level.counters.iter().map(|c| c.privileged.accesses).sum();
+                let got_privileged: u64 =
+                    level.counters.iter().map(|c| c.privileged.accesses).sum();
                 if has_upper && !first_somewhere && got_privileged != expected_privileged {
                     bad.push(format!(
                         "{}: {} privileged demand accesses but the levels above missed {}",

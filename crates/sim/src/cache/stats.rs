@@ -187,11 +187,7 @@ impl LevelStats {
         } else {
             s.misses as f64 / s.accesses as f64
         };
-        s.privileged = ModeStats::new(
-            privileged.accesses,
-            privileged.misses,
-            privileged.evictions,
-        );
+        s.privileged = ModeStats::new(privileged.accesses, privileged.misses, privileged.evictions);
         // Saturating: a broken count shows up in `Hierarchy::check_invariants`, not as a panic.
         s.user = ModeStats::new(
             s.accesses.saturating_sub(privileged.accesses),
@@ -215,5 +211,39 @@ impl LevelStats {
             Kind::IFetch => &self.ifetch,
             Kind::Modify => &self.modify,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_side_is_the_total_minus_the_privileged_side_summed_over_instances() {
+        let mut a = Counters::default();
+        a.access(Kind::Load, true);
+        a.access(Kind::Load, false);
+        a.access(Kind::IFetch, false);
+        a.evictions = 2;
+        a.privileged = ModeCounts {
+            accesses: 2,
+            misses: 1,
+            evictions: 1,
+        };
+        let mut b = Counters::default();
+        b.access(Kind::Store, false);
+        b.evictions = 1;
+        let s = LevelStats::from_counters("L1", [&a, &b]);
+        assert_eq!((s.accesses, s.misses, s.evictions), (4, 3, 3));
+        let p = s.privileged;
+        assert_eq!((p.accesses, p.hits, p.misses, p.evictions), (2, 1, 1, 1));
+        assert_eq!(p.miss_rate, 0.5);
+        let u = s.user;
+        assert_eq!((u.accesses, u.hits, u.misses, u.evictions), (2, 0, 2, 2));
+        assert_eq!(u.miss_rate, 1.0);
+        assert!(s.has_privileged());
+        let none = LevelStats::from_counters("L1", [&b]);
+        assert!(!none.has_privileged());
+        assert_eq!(none.privileged.miss_rate, 0.0);
     }
 }

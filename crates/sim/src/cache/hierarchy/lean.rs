@@ -708,7 +708,9 @@ unsafe fn access_line(
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
             let (set, base, free) = missed.get_unchecked(d).assume_init();
-            slot = place(units, path, memory, d, u, set, base, free, line, meta, privileged);
+            slot = place(
+                units, path, memory, d, u, set, base, free, line, meta, privileged,
+            );
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
@@ -728,7 +730,9 @@ unsafe fn access_line(
 unsafe fn count_privileged(units: &[Unit], path: &LeanPath, served: usize) {
     for d in 0..(served + 1).min(path.len as usize) {
         unsafe {
-            let c = &mut (*units.get_unchecked(*path.units.get_unchecked(d) as usize).counters)
+            let c = &mut (*units
+                .get_unchecked(*path.units.get_unchecked(d) as usize)
+                .counters)
                 .privileged;
             c.accesses += 1;
             c.misses += (d < served) as u64;
@@ -818,7 +822,9 @@ unsafe fn write_back(
             reuse: 0,
             ..meta
         };
-        place(units, path, memory, d, u, set, base, free, line, meta, privileged);
+        place(
+            units, path, memory, d, u, set, base, free, line, meta, privileged,
+        );
     }
 }
 
