@@ -651,6 +651,9 @@ fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
 /// Same steps as `Hierarchy::access_line` for these configurations: look up level by level
 /// until a hit (counting each), then fill every level that missed, deepest first, reusing the
 /// lookup's scan; a store dirties the first level's copy.
+///
+/// The record's mode picks one of two compiled copies (`P`), so the privileged counting costs a
+/// user record one branch here and nothing per level, fill or eviction.
 #[inline(always)]
 unsafe fn access_line(
     units: &[Unit],
@@ -659,6 +662,24 @@ unsafe fn access_line(
     line: u64,
     kind: Kind,
     privileged: bool,
+) -> (usize, usize) {
+    unsafe {
+        if privileged {
+            access_line_in::<true>(units, path, memory, line, kind)
+        } else {
+            access_line_in::<false>(units, path, memory, line, kind)
+        }
+    }
+}
+
+/// `access_line` for a record of mode `P` (privileged when true).
+#[inline(always)]
+unsafe fn access_line_in<const P: bool>(
+    units: &[Unit],
+    path: &LeanPath,
+    memory: &mut MemoryStats,
+    line: u64,
+    kind: Kind,
 ) -> (usize, usize) {
     let n = path.len as usize;
     // Written at each depth that misses before it is read (zeroing it cost more than a level's
@@ -696,21 +717,19 @@ unsafe fn access_line(
             memory.reads += 1;
         }
         served = d;
-        if privileged {
+        if P {
             count_privileged(units, path, served);
         }
         let meta = LineMeta {
             asid: 0,
-            flags: if privileged { flags::PRIVILEGED } else { 0 },
+            flags: if P { flags::PRIVILEGED } else { 0 },
             reuse: 0,
         };
         while d > 0 {
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
             let (set, base, free) = missed.get_unchecked(d).assume_init();
-            slot = place(
-                units, path, memory, d, u, set, base, free, line, meta, privileged,
-            );
+            slot = place::<P>(units, path, memory, d, u, set, base, free, line, meta);
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
@@ -741,11 +760,11 @@ unsafe fn count_privileged(units: &[Unit], path: &LeanPath, served: usize) {
 }
 
 /// Put `line` (absent) into its set of the unit at depth `d`: an invalid way if any, else the
-/// least recent; a valid line pushed out is counted (as caused by an access of mode
-/// `privileged`, which started this fill) and, if dirty, written back below.
+/// least recent; a valid line pushed out is counted (as caused by an access of mode `P`,
+/// privileged when true, which started this fill) and, if dirty, written back below.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn place(
+unsafe fn place<const P: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
@@ -756,7 +775,6 @@ unsafe fn place(
     free: u32,
     line: u64,
     meta: LineMeta,
-    privileged: bool,
 ) -> usize {
     unsafe {
         let o = u.order.add(set);
@@ -779,12 +797,12 @@ unsafe fn place(
             *u.valid += 1;
         } else {
             (*u.counters).evictions += 1;
-            if privileged {
+            if P {
                 (*u.counters).privileged.evictions += 1;
             }
             if old_meta.dirty() {
                 (*u.counters).writebacks += 1;
-                write_back(units, path, memory, d + 1, old, old_meta, privileged);
+                write_back::<P>(units, path, memory, d + 1, old, old_meta);
             }
         }
         slot
@@ -792,17 +810,16 @@ unsafe fn place(
 }
 
 /// A dirty line arrives at depth `d` (memory past the last level): dirtied where present
-/// without a replacement update, else allocated dirty (`Hierarchy::write_back`); `privileged`
-/// is the mode of the demand access whose fill evicted it.
+/// without a replacement update, else allocated dirty (`Hierarchy::write_back`); `P` is the
+/// mode of the demand access whose fill evicted it.
 #[inline(never)]
-unsafe fn write_back(
+unsafe fn write_back<const P: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
     d: usize,
     line: u64,
     meta: LineMeta,
-    privileged: bool,
 ) {
     if d >= path.len as usize {
         memory.writes += 1;
@@ -822,9 +839,7 @@ unsafe fn write_back(
             reuse: 0,
             ..meta
         };
-        place(
-            units, path, memory, d, u, set, base, free, line, meta, privileged,
-        );
+        place::<P>(units, path, memory, d, u, set, base, free, line, meta);
     }
 }
 
