@@ -144,16 +144,6 @@ fn modes(s: &LevelStats) -> ModeCount {
     }
 }
 
-fn columns_of(recs: &[Record]) -> (Vec<u64>, Vec<u8>, Vec<u16>, Vec<u32>, Vec<u8>) {
-    (
-        recs.iter().map(|r| r.addr).collect(),
-        recs.iter().map(|r| r.kind as u8).collect(),
-        recs.iter().map(|r| r.size).collect(),
-        recs.iter().map(|r| r.icount).collect(),
-        recs.iter().map(|r| r.privileged as u8).collect(),
-    )
-}
-
 #[test]
 fn one_level_lru_by_mode_matches_a_plain_cache_on_every_input_path() {
     let cfg = hierarchy(vec![level("L1", 4 * 2 * 64, 2, Serves::Unified)]);
@@ -203,7 +193,11 @@ fn one_level_lru_by_mode_matches_a_plain_cache_on_every_input_path() {
             ));
         }
         // Columns with a `privileged` column (the NumPy path).
-        let (addr, kind, size, icount, privileged) = columns_of(&recs);
+        let addr: Vec<u64> = recs.iter().map(|r| r.addr).collect();
+        let kind: Vec<u8> = recs.iter().map(|r| r.kind as u8).collect();
+        let size: Vec<u16> = recs.iter().map(|r| r.size).collect();
+        let icount: Vec<u32> = recs.iter().map(|r| r.icount).collect();
+        let privileged: Vec<u8> = recs.iter().map(|r| r.privileged as u8).collect();
         let cols = RecordColumns::new(
             &addr,
             Some(&kind),
