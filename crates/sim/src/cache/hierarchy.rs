@@ -26,6 +26,11 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   prefetched (tagged prefetching, so a detected stream keeps going); prefetched lines are
   fetched through the levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
   level and every level below it that missed.
+- Modes (Nellans et al. sections 3 and 5): a privileged record's demand accesses and misses are
+  also counted on the privileged side of each level it reaches, and every eviction is counted
+  for the mode of the demand access whose fill caused it, down the whole chain that access set
+  off (write-backs allocated below, victim fills, inclusive fills, and the prefetches it
+  triggered). The user side is the total minus the privileged side (`stats.rs`).
 */
 mod lean;
 
