@@ -46,7 +46,12 @@ def simulate(
     trace_format: str = "native",
     progress: Optional[_Progress] = None,
 ) -> str:
-    """Simulate a trace file, or the config's workload when ``trace`` is None; returns the result JSON."""
+    """Simulate a trace file, or the config's workload when ``trace`` is None; returns the result JSON.
+
+    Each entry of its ``levels`` carries ``user`` and ``privileged``: {accesses, hits, misses,
+    miss_rate, evictions}, the demand traffic by the mode of the record that made it and the
+    evictions by the mode of the access that caused them (results.py documents the document).
+    """
 
 def simulate_arrays(
     config_json: str,
@@ -58,10 +63,18 @@ def simulate_arrays(
     privileged: Any = None,
     progress: Optional[_Progress] = None,
 ) -> str:
-    """Simulate in-memory columns (uint64 addresses; uint8 kinds, uint16 sizes, uint32 threads/icounts, uint8 privileged)."""
+    """Simulate in-memory columns (uint64 addresses; uint8 kinds, uint16 sizes, uint32 threads/icounts, uint8 privileged).
+
+    The result JSON is ``simulate``'s; a nonzero ``privileged`` entry makes that record count on
+    the ``privileged`` side of each level's split by mode.
+    """
 
 def simulate_system(text: str, format: str = "toml") -> str:
-    """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON."""
+    """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON.
+
+    Its ``levels`` (summed over the chips' hierarchies) carry the ``user`` / ``privileged`` split
+    as ``simulate``'s do; page-walk reads and the kernel's own copies are privileged records.
+    """
 
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""

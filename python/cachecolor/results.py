@@ -10,7 +10,11 @@ The document (``Result.to_dict()``, ``cachecolor simulate --json``)::
                  load/store/ifetch/modify {accesses, hits, misses}, evictions, writebacks,
                  writebacks_received, writeback_fills, write_throughs, prefetches_issued,
                  prefetches_useful, prefetch_accesses, prefetch_misses, back_invalidations,
-                 victim_fills
+                 victim_fills, and user / privileged {accesses, hits, misses, miss_rate,
+                 evictions}: the demand traffic split by the mode of the record that made it
+                 (``Record.privileged``), evictions by the mode of the demand access whose fill
+                 (or the write-back, victim or prefetch fill it set off) caused them; user =
+                 total - privileged (Nellans et al. sections 3 and 5; docs/cache.md)
     memory       {"reads", "writes"}: lines read from / written to memory
     records, line_accesses, unserved
     invariants   violated accounting invariants (empty when all hold; DESIGN.md principle 4)
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any, Union
 
 KINDS = ("load", "store", "ifetch", "modify")
+MODES = ("user", "privileged")
 
 
 def save_figure(fig: Any, path: Union[str, Path], dpi: int = 120) -> Path:
@@ -87,7 +92,8 @@ class Result:
         """A pandas DataFrame, one row per level in hierarchy order, indexed by level name.
 
         Columns: accesses, hits, misses, miss_rate, evictions, writebacks, ..., and the per-kind
-        counts flattened as ``load_accesses``, ``load_hits``, ``load_misses``, ``store_...``.
+        counts flattened as ``load_accesses``, ``load_hits``, ``load_misses``, ``store_...``, the
+        per-mode ones as ``user_accesses``, ..., ``privileged_evictions``.
         """
         import pandas as pd
 
@@ -95,7 +101,7 @@ class Result:
         for lv in self._doc["levels"]:
             row = {}
             for key, value in lv.items():
-                if key in KINDS:
+                if key in KINDS or key in MODES:
                     for sub, count in value.items():
                         row[f"{key}_{sub}"] = count
                 else:
@@ -146,7 +152,44 @@ def format_table(doc: dict[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     mem = doc.get("memory", {})
     lines.append(f"memory: {mem.get('reads', 0):,} line reads, {mem.get('writes', 0):,} line writes")
+    lines.extend(format_modes(doc["levels"]))
     return "\n".join(lines)
+
+
+def has_privileged(level: dict[str, Any]) -> bool:
+    """Whether privileged records reached a level (accessed it or caused an eviction there)."""
+    p = level.get("privileged") or {}
+    return bool(p.get("accesses") or p.get("evictions"))
+
+
+def format_modes(levels: list[dict[str, Any]]) -> list[str]:
+    """The per-level split by mode as table lines, or nothing when no privileged record reached
+    any level (a user-only trace)."""
+    if not any(has_privileged(lv) for lv in levels):
+        return []
+    header = ["level", "mode", "accesses", "misses", "miss rate", "evictions", "of evictions"]
+    rows = []
+    for lv in levels:
+        for mode in MODES:
+            m = lv[mode]
+            share = m["evictions"] / lv["evictions"] if lv["evictions"] else 0.0
+            rows.append([
+                lv["name"] if mode == "user" else "",
+                mode,
+                f"{m['accesses']:,}",
+                f"{m['misses']:,}",
+                f"{100.0 * m['miss_rate']:.2f}%",
+                f"{m['evictions']:,}",
+                f"{100.0 * share:.1f}%",
+            ])
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["by mode (evictions by the mode of the access that caused them):"]
+    for n, r in enumerate([header, *rows]):
+        cells = [str(c).ljust(widths[i]) if i < 2 else str(c).rjust(widths[i]) for i, c in enumerate(r)]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
 
 
 def write_json_atomic(path: Union[str, "os.PathLike[str]"], obj: Any) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from . import _core
+from .results import format_modes
 
 SystemSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -174,6 +175,9 @@ class SystemResult:
             if chips > 1:
                 line += f" {p['remote_accesses']:>9,}"
             lines.append(line)
+        # The chips' cache levels by mode, when privileged records (page-walk reads, kernel
+        # copies) reached them.
+        lines.extend(format_modes(self._doc.get("levels", [])))
         return "\n".join(lines)
 
 

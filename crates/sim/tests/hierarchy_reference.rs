@@ -2,7 +2,9 @@
 //! prefetching) against a deliberately naive reference written from the semantics in
 //! `cache/hierarchy.rs`'s header: per-set vectors of (line, dirty, last-use), linear searches,
 //! one record at a time. Property tests drive both with random traces over small caches (many
-//! conflicts) in every inclusion mode, write policy and core count, and compare every counter.
+//! conflicts) in every inclusion mode, write policy and core count, and compare every counter,
+//! the privileged side included (records of both modes mixed; an eviction belongs to the mode
+//! of the demand access whose fill chain caused it).
 use cachecolor_sim::cache::{
     Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy,
 };
@@ -22,6 +24,10 @@ struct Counts {
     write_throughs: u64,
     back_inval: u64,
     victim_fills: u64,
+    /// Privileged demand accesses, misses, and evictions caused by privileged accesses.
+    p_acc: u64,
+    p_miss: u64,
+    p_evictions: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -149,11 +155,11 @@ impl Reference {
         let first = r.addr / 64;
         let last = (r.addr + r.size.max(1) as u64 - 1) / 64;
         for line in first..=last {
-            self.access_line(core, r.kind, line);
+            self.access_line(core, r.kind, line, r.privileged);
         }
     }
 
-    fn access_line(&mut self, core: usize, kind: Kind, line: u64) {
+    fn access_line(&mut self, core: usize, kind: Kind, line: u64, privileged: bool) {
         self.now += 1;
         let path = self.path(core, kind == Kind::IFetch);
         let exclusive = self.inclusion == Inclusion::Exclusive;
@@ -163,6 +169,7 @@ impl Reference {
         for (d, &(lv, c)) in path.iter().enumerate() {
             let k = kind as usize;
             self.levels[lv].counts[c].acc[k] += 1;
+            self.levels[lv].counts[c].p_acc += privileged as u64;
             if self.levels[lv].caches[c].has(line) {
                 self.levels[lv].counts[c].hit[k] += 1;
                 let now = self.now;
@@ -175,6 +182,7 @@ impl Reference {
                 break;
             }
             self.levels[lv].counts[c].miss[k] += 1;
+            self.levels[lv].counts[c].p_miss += privileged as u64;
         }
         if hit_at == path.len() {
             self.mem_reads += 1;
@@ -191,7 +199,7 @@ impl Reference {
             }
             let dirty = first_fill && moved_dirty;
             first_fill = false;
-            self.fill(&path, d, line, dirty);
+            self.fill(&path, d, line, dirty, privileged);
         }
         if write {
             let mut done = false;
@@ -212,17 +220,26 @@ impl Reference {
         }
     }
 
-    fn fill(&mut self, path: &[(usize, usize)], d: usize, line: u64, dirty: bool) {
+    /// `privileged`: the mode of the demand access whose chain this fill belongs to.
+    fn fill(
+        &mut self,
+        path: &[(usize, usize)],
+        d: usize,
+        line: u64,
+        dirty: bool,
+        privileged: bool,
+    ) {
         let (lv, c) = path[d];
         let now = self.now;
         if let Some(v) = self.levels[lv].caches[c].insert(line, dirty, now) {
-            self.evicted(path, d, v);
+            self.evicted(path, d, v, privileged);
         }
     }
 
-    fn evicted(&mut self, path: &[(usize, usize)], d: usize, mut v: Line) {
+    fn evicted(&mut self, path: &[(usize, usize)], d: usize, mut v: Line, privileged: bool) {
         let (lv, c) = path[d];
         self.levels[lv].counts[c].evictions += 1;
+        self.levels[lv].counts[c].p_evictions += privileged as u64;
         if self.inclusion == Inclusion::Inclusive {
             // Every cache above this one on any core's path through it.
             let mut uppers = Vec::new();
@@ -260,7 +277,7 @@ impl Reference {
                 let e = s.iter_mut().find(|l| l.line == v.line).unwrap();
                 e.dirty |= v.dirty;
             } else {
-                self.fill(path, below, v.line, v.dirty);
+                self.fill(path, below, v.line, v.dirty, privileged);
             }
             return;
         }
@@ -288,7 +305,7 @@ impl Reference {
                 s.iter_mut().find(|l| l.line == v.line).unwrap().dirty = true;
             } else {
                 self.levels[bl].counts[bc].wb_fills += 1;
-                self.fill(path, below, v.line, true);
+                self.fill(path, below, v.line, true, privileged);
             }
         }
     }
@@ -402,6 +419,24 @@ fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
                 "{name} back-invalidations"
             );
             assert_eq!(g.victim_fills, want.victim_fills, "{name} victim fills");
+            assert_eq!(
+                (
+                    g.privileged.accesses,
+                    g.privileged.misses,
+                    g.privileged.evictions
+                ),
+                (want.p_acc, want.p_miss, want.p_evictions),
+                "{name} privileged accesses, misses, evictions"
+            );
+            assert_eq!(
+                (g.user.accesses, g.user.misses, g.user.evictions),
+                (
+                    want.acc.iter().sum::<u64>() - want.p_acc,
+                    want.miss.iter().sum::<u64>() - want.p_miss,
+                    want.evictions - want.p_evictions
+                ),
+                "{name} user accesses, misses, evictions"
+            );
         }
     }
     let s = fast.stats();
@@ -447,17 +482,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn matches_reference_non_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_non_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::NonInclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_inclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::Inclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_exclusive(recs in trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_exclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
         compare(&config(cores, Inclusion::Exclusive, variant), &recs);
     }
 }

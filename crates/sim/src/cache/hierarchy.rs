@@ -26,6 +26,11 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   prefetched (tagged prefetching, so a detected stream keeps going); prefetched lines are
   fetched through the levels below (as `prefetch_accesses`, not demand accesses) and filled into the prefetching
   level and every level below it that missed.
+- Modes (Nellans et al. sections 3 and 5): a privileged record's demand accesses and misses are
+  also counted on the privileged side of each level it reaches, and every eviction is counted
+  for the mode of the demand access whose fill caused it, down the whole chain that access set
+  off (write-backs allocated below, victim fills, inclusive fills, and the prefetches it
+  triggered). The user side is the total minus the privileged side (`stats.rs`).
 */
 mod lean;
 
@@ -652,10 +657,12 @@ impl Hierarchy {
     /// in its first level (unless that access did not allocate: then they run one by one).
     fn repeat_hits(&mut self, core: usize, class: usize, line: u64, recs: &[Record]) {
         let mut per_kind = [0u64; 4];
+        let mut privileged = 0;
         for r in recs {
             per_kind[r.kind as usize] += 1;
+            privileged += r.privileged as u64;
         }
-        if self.hit_last_line(core, class, line, &per_kind) {
+        if self.hit_last_line(core, class, line, &per_kind, privileged) {
             let count = recs.len() as u64;
             self.records += count;
             self.line_accesses += count;
@@ -666,14 +673,22 @@ impl Hierarchy {
         }
     }
 
-    /// Apply `per_kind` demand hits to `line`, the line this core's first level served last,
+    /// Apply `per_kind` demand hits (`privileged` of them made by privileged records) to
+    /// `line`, the line this core's first level served last,
     /// when it still holds it (see `LastLine`): the counters, the replacement state (touched
     /// again only if something else changed the cache since), the reuse count and the dirty
     /// bit end up exactly as the slow path would leave them. Returns false, changing nothing,
     /// when that shortcut does not apply: another line, a line re-filled by a prefetch (its
     /// first hit must trigger the prefetcher), or stores to a write-through first level.
     #[inline]
-    fn hit_last_line(&mut self, core: usize, class: usize, line: u64, per_kind: &[u64; 4]) -> bool {
+    fn hit_last_line(
+        &mut self,
+        core: usize,
+        class: usize,
+        line: u64,
+        per_kind: &[u64; 4],
+        privileged: u64,
+    ) -> bool {
         let last = self.last[core][class];
         let path = &self.paths[core][class];
         if last.line != line || path.len == 0 {
@@ -697,6 +712,7 @@ impl Hierarchy {
             kc.hits += c;
             count += c;
         }
+        counters.privileged.accesses += privileged;
         let skip = last.touched && last.epoch == cache.epoch();
         if !skip {
             cache.touch(last.slot); // counts one reuse
@@ -757,7 +773,7 @@ impl Hierarchy {
         let class = kind.is_instruction() as usize;
         let mut one = [0u64; 4];
         one[kind as usize] = 1;
-        if self.hit_last_line(core, class, line, &one) {
+        if self.hit_last_line(core, class, line, &one, privileged as u64) {
             return path.get(0).level;
         }
         let mut first_slot = None;
@@ -787,6 +803,7 @@ impl Hierarchy {
                     None
                 }
             };
+            counters.privileged.accesses += privileged as u64;
             if let Some(slot) = slot {
                 counters.access(kind, true);
                 cache.touch(slot);
@@ -822,6 +839,7 @@ impl Hierarchy {
                 break;
             }
             counters.access(kind, false);
+            counters.privileged.misses += privileged as u64;
         }
         if hit_depth == n {
             self.memory.reads += 1;
@@ -848,12 +866,12 @@ impl Hierarchy {
                 reuse: 0,
             };
             let slot = if self.inclusion == Inclusion::Inclusive {
-                self.fill(&path, d, line, meta)
+                self.fill(&path, d, line, meta, privileged)
             } else {
                 let (slot, ev) =
                     self.levels[lv].caches[h.instance as usize].fill_at(misses[d], line, meta);
                 if let Some(ev) = ev {
-                    self.evicted(&path, d, ev);
+                    self.evicted(&path, d, ev, privileged);
                 }
                 slot
             };
@@ -903,20 +921,25 @@ impl Hierarchy {
     }
 
     /// Fill `line` into the cache at depth `d` of `path` and deal with what it evicts.
-    fn fill(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) -> Slot {
+    /// `privileged`: the mode of the demand access that started this fill (directly, or by a
+    /// write-back, victim fill or prefetch it set off), to which any eviction is attributed.
+    fn fill(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta, privileged: bool) -> Slot {
         let h = path.get(d);
         let (slot, ev) = self.levels[h.level as usize].caches[h.instance as usize].fill(line, meta);
         if let Some(ev) = ev {
-            self.evicted(path, d, ev);
+            self.evicted(path, d, ev, privileged);
         }
         slot
     }
 
-    /// A valid line left the cache at depth `d` of `path`.
-    fn evicted(&mut self, path: &Path, d: usize, mut ev: Evicted) {
+    /// A valid line left the cache at depth `d` of `path`, pushed out by a fill that an access
+    /// of mode `privileged` started.
+    fn evicted(&mut self, path: &Path, d: usize, mut ev: Evicted, privileged: bool) {
         let h = path.get(d);
         let lv = h.level as usize;
-        self.levels[lv].counters[h.instance as usize].evictions += 1;
+        let c = &mut self.levels[lv].counters[h.instance as usize];
+        c.evictions += 1;
+        c.privileged.evictions += privileged as u64;
         if self.inclusion == Inclusion::Inclusive {
             for i in 0..self.uppers[lv][h.instance as usize].len() {
                 let up = self.uppers[lv][h.instance as usize][i];
@@ -950,18 +973,19 @@ impl Hierarchy {
                     flags: ev.meta.flags & !flags::PREFETCHED,
                     ..ev.meta
                 };
-                self.fill(path, below, ev.line, meta);
+                self.fill(path, below, ev.line, meta, privileged);
             }
             return;
         }
         if ev.meta.dirty() {
             self.levels[lv].counters[h.instance as usize].writebacks += 1;
-            self.write_back(path, below, ev.line, ev.meta);
+            self.write_back(path, below, ev.line, ev.meta, privileged);
         }
     }
 
-    /// A dirty line arrives at depth `d` of `path` (or memory past the end).
-    fn write_back(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta) {
+    /// A dirty line arrives at depth `d` of `path` (or memory past the end); `privileged` is
+    /// the mode of the access whose fill evicted it.
+    fn write_back(&mut self, path: &Path, d: usize, line: u64, meta: LineMeta, privileged: bool) {
         if d >= path.len as usize {
             self.memory.writes += 1;
             return;
@@ -994,13 +1018,16 @@ impl Hierarchy {
             reuse: 0,
             ..meta
         };
-        self.fill(path, d, line, meta);
+        self.fill(path, d, line, meta, privileged);
     }
 
     /// The prefetcher at depth `d` saw a demand miss to `line`, or a first hit on a line it
-    /// prefetched.
+    /// prefetched. `base_flags` carries the triggering access's mode (`flags::PRIVILEGED`):
+    /// the prefetched lines are marked with it and the evictions their fills cause are
+    /// attributed to it (a prefetch is part of the chain its demand access started).
     fn prefetch(&mut self, path: &Path, d: usize, line: u64, base_flags: u8) {
         let h = path.get(d);
+        let privileged = base_flags & flags::PRIVILEGED != 0;
         let mut cand = [0u64; MAX_DEGREE as usize];
         let k =
             self.levels[h.level as usize].prefetchers[h.instance as usize].on_miss(line, &mut cand);
@@ -1044,6 +1071,7 @@ impl Hierarchy {
                         flags: f,
                         reuse: 0,
                     },
+                    privileged,
                 );
             }
         }
@@ -1134,6 +1162,13 @@ impl Hierarchy {
                     ));
                 }
             }
+            let p = &s.privileged;
+            if p.accesses > s.accesses || p.misses > s.misses || p.evictions > s.evictions {
+                bad.push(format!(
+                    "{}: privileged accesses/misses/evictions {}/{}/{} exceed the totals {}/{}/{}",
+                    s.name, p.accesses, p.misses, p.evictions, s.accesses, s.misses, s.evictions
+                ));
+            }
             if s.prefetches_useful > s.prefetches_issued {
                 bad.push(format!(
                     "{}: {} useful prefetches of {} issued",
@@ -1155,10 +1190,11 @@ impl Hierarchy {
         }
         // Flow: without exclusion, the demand accesses of a level are the demand misses of the
         // levels directly above it on the paths through it (store misses above a
-        // no-write-allocate level included).
+        // no-write-allocate level included), and so for the privileged ones alone.
         if self.inclusion != Inclusion::Exclusive {
             for (lv, level) in self.levels.iter().enumerate() {
                 let mut expected = 0u64;
+                let mut expected_privileged = 0u64;
                 let mut has_upper = false;
                 for (i, up) in self.levels.iter().enumerate().take(lv) {
                     let directly_above = self.paths.iter().any(|pair| {
@@ -1175,6 +1211,8 @@ impl Hierarchy {
                             .iter()
                             .map(|c| c.by_kind.iter().map(|k| k.misses).sum::<u64>())
                             .sum::<u64>();
+                        expected_privileged +=
+                            up.counters.iter().map(|c| c.privileged.misses).sum::<u64>();
                     }
                 }
                 let got: u64 = level
@@ -1192,6 +1230,14 @@ impl Hierarchy {
                     bad.push(format!(
                         "{}: {} demand accesses but the levels above missed {}",
                         level.name, got, expected
+                    ));
+                }
+                let got_privileged: u64 =
+                    level.counters.iter().map(|c| c.privileged.accesses).sum();
+                if has_upper && !first_somewhere && got_privileged != expected_privileged {
+                    bad.push(format!(
+                        "{}: {} privileged demand accesses but the levels above missed {}",
+                        level.name, got_privileged, expected_privileged
                     ));
                 }
             }

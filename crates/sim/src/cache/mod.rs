@@ -23,7 +23,7 @@ use crate::geometry::CacheGeometry;
 pub(crate) use aligned::Aligned;
 pub use hierarchy::{Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy};
 pub use replacement::{Replacement, ReplacementKind};
-pub use stats::{Counters, KindCounts, LevelStats};
+pub use stats::{Counters, KindCounts, LevelStats, ModeCounts, ModeStats};
 
 /// Line number stored in an invalid way (no real line number reaches it: addresses are < 2^64
 /// bytes, so line numbers are < 2^58).

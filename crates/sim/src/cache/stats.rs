@@ -3,6 +3,15 @@ Per-level statistics. Demand accesses are split by kind; prefetches, write-backs
 back-invalidations are counted apart from them (DESIGN.md: miss rate = demand misses / demand
 accesses). Accesses, hits and misses are each counted where they happen, so
 `hits + misses == accesses` is a real check on the hierarchy's bookkeeping, not an identity.
+
+Privileged mode (Nellans et al. sections 3 and 5: "evictions caused by OS execution"): besides
+the totals, each level counts the demand accesses and misses made by privileged records and the
+evictions caused by a privileged access, i.e. by a fill that a privileged demand access started
+(its own fills, and the write-backs, write-back fills, victim fills and prefetch fills down the
+chain it set off). Only the privileged side is stored (`ModeCounts`): the common trace has no
+privileged record, so its hot paths keep their increments and only test the record's flag on a
+branch that is never taken; since every access, miss and eviction has exactly one causing mode,
+the user side is the total minus the privileged side (`LevelStats::user`).
 */
 use crate::trace::Kind;
 use serde::Serialize;
@@ -23,6 +32,53 @@ impl KindCounts {
     }
 }
 
+/// What privileged (kernel-mode) references did at one cache: demand accesses and misses made by
+/// privileged records, and evictions caused by fills a privileged demand access started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ModeCounts {
+    pub accesses: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+
+impl ModeCounts {
+    fn add(&mut self, o: &ModeCounts) {
+        self.accesses += o.accesses;
+        self.misses += o.misses;
+        self.evictions += o.evictions;
+    }
+}
+
+/// One mode's share of a level's demand traffic, as reported (`LevelStats::user`,
+/// `LevelStats::privileged`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ModeStats {
+    /// Demand accesses, hits and misses made by records of this mode.
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub miss_rate: f64,
+    /// Valid lines evicted by fills that an access of this mode started (Nellans et al.
+    /// Figures 1-3's "evictions caused by OS execution" for the privileged side).
+    pub evictions: u64,
+}
+
+impl ModeStats {
+    fn new(accesses: u64, misses: u64, evictions: u64) -> ModeStats {
+        ModeStats {
+            accesses,
+            hits: accesses.saturating_sub(misses),
+            misses,
+            miss_rate: if accesses == 0 {
+                0.0
+            } else {
+                misses as f64 / accesses as f64
+            },
+            evictions,
+        }
+    }
+}
+
 /// Counters of one cache instance (the hot path increments these).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -38,6 +94,8 @@ pub struct Counters {
     pub prefetch_misses: u64,
     pub back_invalidations: u64,
     pub victim_fills: u64,
+    /// The privileged side (counted only for privileged records; see the module comment).
+    pub privileged: ModeCounts,
 }
 
 impl Counters {
@@ -87,6 +145,11 @@ pub struct LevelStats {
     pub back_invalidations: u64,
     /// Lines inserted as victims of the level above (exclusive last level).
     pub victim_fills: u64,
+    /// The demand accesses, hits and misses above split by the mode of the record that made
+    /// them, and `evictions` by the mode of the access that caused them (user = total -
+    /// privileged; module comment).
+    pub user: ModeStats,
+    pub privileged: ModeStats,
 }
 
 impl LevelStats {
@@ -95,7 +158,9 @@ impl LevelStats {
             name: name.to_string(),
             ..Default::default()
         };
+        let mut privileged = ModeCounts::default();
         for c in counters {
+            privileged.add(&c.privileged);
             s.load.add(&c.by_kind[Kind::Load as usize]);
             s.store.add(&c.by_kind[Kind::Store as usize]);
             s.ifetch.add(&c.by_kind[Kind::IFetch as usize]);
@@ -122,7 +187,20 @@ impl LevelStats {
         } else {
             s.misses as f64 / s.accesses as f64
         };
+        s.privileged = ModeStats::new(privileged.accesses, privileged.misses, privileged.evictions);
+        // Saturating: a broken count shows up in `Hierarchy::check_invariants`, not as a panic.
+        s.user = ModeStats::new(
+            s.accesses.saturating_sub(privileged.accesses),
+            s.misses.saturating_sub(privileged.misses),
+            s.evictions.saturating_sub(privileged.evictions),
+        );
         s
+    }
+
+    /// Whether any privileged record reached this level (the reports show the mode split only
+    /// then).
+    pub fn has_privileged(&self) -> bool {
+        self.privileged.accesses > 0 || self.privileged.evictions > 0
     }
 
     /// The per-kind counts of `kind`.
@@ -133,5 +211,39 @@ impl LevelStats {
             Kind::IFetch => &self.ifetch,
             Kind::Modify => &self.modify,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_side_is_the_total_minus_the_privileged_side_summed_over_instances() {
+        let mut a = Counters::default();
+        a.access(Kind::Load, true);
+        a.access(Kind::Load, false);
+        a.access(Kind::IFetch, false);
+        a.evictions = 2;
+        a.privileged = ModeCounts {
+            accesses: 2,
+            misses: 1,
+            evictions: 1,
+        };
+        let mut b = Counters::default();
+        b.access(Kind::Store, false);
+        b.evictions = 1;
+        let s = LevelStats::from_counters("L1", [&a, &b]);
+        assert_eq!((s.accesses, s.misses, s.evictions), (4, 3, 3));
+        let p = s.privileged;
+        assert_eq!((p.accesses, p.hits, p.misses, p.evictions), (2, 1, 1, 1));
+        assert_eq!(p.miss_rate, 0.5);
+        let u = s.user;
+        assert_eq!((u.accesses, u.hits, u.misses, u.evictions), (2, 0, 2, 2));
+        assert_eq!(u.miss_rate, 1.0);
+        assert!(s.has_privileged());
+        let none = LevelStats::from_counters("L1", [&b]);
+        assert!(!none.has_privileged());
+        assert_eq!(none.privileged.miss_rate, 0.0);
     }
 }

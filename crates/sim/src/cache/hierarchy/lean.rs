@@ -500,8 +500,14 @@ impl Hierarchy {
             // Per-kind counts in 16-bit lanes of one register (so a run is cut at 65,535
             // records).
             let limit = n.min(i + 0xFFFF);
-            let same_stream =
-                |x: &Record| x.kind.is_instruction() as usize == class && core_of(x.thread) == core;
+            // A run is of one mode too, so that its privileged accesses are counted at once
+            // below (the flag is in the record already loaded; a user trace never cuts here).
+            let privileged = r.privileged;
+            let same_stream = |x: &Record| {
+                x.kind.is_instruction() as usize == class
+                    && core_of(x.thread) == core
+                    && x.privileged == privileged
+            };
             let (run, lanes) = recs.same_line_run(i, limit, first, line_shift, same_stream);
             let j = i + run;
             let per_kind = [0, 1, 2, 3].map(|k| (lanes >> (16 * k)) & 0xFFFF);
@@ -509,6 +515,11 @@ impl Hierarchy {
                 let count = (j - i) as u64;
                 // SAFETY: `slot` is the first level's slot holding `first` (from access_line).
                 unsafe { repeat_hits(&units[path.units[0] as usize], slot, &per_kind) };
+                if privileged {
+                    let c = units[path.units[0] as usize].counters;
+                    // SAFETY: the unit's counters live in this hierarchy (`UnitCache`).
+                    unsafe { (*c).privileged.accesses += count };
+                }
                 sink.repeat(level_at(0), count as usize);
                 records += count;
                 line_accesses += count;
@@ -640,6 +651,9 @@ fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
 /// Same steps as `Hierarchy::access_line` for these configurations: look up level by level
 /// until a hit (counting each), then fill every level that missed, deepest first, reusing the
 /// lookup's scan; a store dirties the first level's copy.
+///
+/// The record's mode picks one of two compiled copies (`P`), so the privileged counting costs a
+/// user record one branch here and nothing per level, fill or eviction.
 #[inline(always)]
 unsafe fn access_line(
     units: &[Unit],
@@ -648,6 +662,24 @@ unsafe fn access_line(
     line: u64,
     kind: Kind,
     privileged: bool,
+) -> (usize, usize) {
+    unsafe {
+        if privileged {
+            access_line_in::<true>(units, path, memory, line, kind)
+        } else {
+            access_line_in::<false>(units, path, memory, line, kind)
+        }
+    }
+}
+
+/// `access_line` for a record of mode `P` (privileged when true).
+#[inline(always)]
+unsafe fn access_line_in<const P: bool>(
+    units: &[Unit],
+    path: &LeanPath,
+    memory: &mut MemoryStats,
+    line: u64,
+    kind: Kind,
 ) -> (usize, usize) {
     let n = path.len as usize;
     // Written at each depth that misses before it is read (zeroing it cost more than a level's
@@ -685,16 +717,19 @@ unsafe fn access_line(
             memory.reads += 1;
         }
         served = d;
+        if P {
+            count_privileged(units, path, served);
+        }
         let meta = LineMeta {
             asid: 0,
-            flags: if privileged { flags::PRIVILEGED } else { 0 },
+            flags: if P { flags::PRIVILEGED } else { 0 },
             reuse: 0,
         };
         while d > 0 {
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
             let (set, base, free) = missed.get_unchecked(d).assume_init();
-            slot = place(units, path, memory, d, u, set, base, free, line, meta);
+            slot = place::<P>(units, path, memory, d, u, set, base, free, line, meta);
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
@@ -704,11 +739,32 @@ unsafe fn access_line(
     (slot, served)
 }
 
+/// The privileged side of a demand access that `access_line` served at depth `served`: an
+/// access and a miss at every depth above it, an access (the hit) there. Out of line: user
+/// records never come here.
+///
+/// SAFETY (caller): as `access_line`.
+#[cold]
+#[inline(never)]
+unsafe fn count_privileged(units: &[Unit], path: &LeanPath, served: usize) {
+    for d in 0..(served + 1).min(path.len as usize) {
+        unsafe {
+            let c = &mut (*units
+                .get_unchecked(*path.units.get_unchecked(d) as usize)
+                .counters)
+                .privileged;
+            c.accesses += 1;
+            c.misses += (d < served) as u64;
+        }
+    }
+}
+
 /// Put `line` (absent) into its set of the unit at depth `d`: an invalid way if any, else the
-/// least recent; a valid line pushed out is counted and, if dirty, written back below.
+/// least recent; a valid line pushed out is counted (as caused by an access of mode `P`,
+/// privileged when true, which started this fill) and, if dirty, written back below.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn place(
+unsafe fn place<const P: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
@@ -741,9 +797,12 @@ unsafe fn place(
             *u.valid += 1;
         } else {
             (*u.counters).evictions += 1;
+            if P {
+                (*u.counters).privileged.evictions += 1;
+            }
             if old_meta.dirty() {
                 (*u.counters).writebacks += 1;
-                write_back(units, path, memory, d + 1, old, old_meta);
+                write_back::<P>(units, path, memory, d + 1, old, old_meta);
             }
         }
         slot
@@ -751,9 +810,10 @@ unsafe fn place(
 }
 
 /// A dirty line arrives at depth `d` (memory past the last level): dirtied where present
-/// without a replacement update, else allocated dirty (`Hierarchy::write_back`).
+/// without a replacement update, else allocated dirty (`Hierarchy::write_back`); `P` is the
+/// mode of the demand access whose fill evicted it.
 #[inline(never)]
-unsafe fn write_back(
+unsafe fn write_back<const P: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
@@ -779,7 +839,7 @@ unsafe fn write_back(
             reuse: 0,
             ..meta
         };
-        place(units, path, memory, d, u, set, base, free, line, meta);
+        place::<P>(units, path, memory, d, u, set, base, free, line, meta);
     }
 }
 
