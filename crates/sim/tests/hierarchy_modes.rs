@@ -7,31 +7,16 @@
 //!   to the mode of the demand access that started it;
 //! - against the paper's own core model (`oscache::model`) on the same trace and geometry.
 use cachecolor_sim::cache::prefetch::PrefetcherKind;
+mod common;
+use common::level;
+
 use cachecolor_sim::cache::{
-    Hierarchy, HierarchyConfig, Inclusion, LevelConfig, LevelStats, Serves, WritePolicy,
+    Hierarchy, HierarchyConfig, Inclusion, LevelConfig, LevelStats, Serves,
 };
 use cachecolor_sim::config::Size;
 use cachecolor_sim::oscache::model::{Model, ModelConfig};
 use cachecolor_sim::trace::{Kind, Record, RecordColumns, RecordSource};
 use cachecolor_sim::workload::{Workload, WorkloadSpec};
-
-fn level(name: &str, size: u64, ways: u32, serves: Serves) -> LevelConfig {
-    LevelConfig {
-        name: name.into(),
-        size: Size(size),
-        ways,
-        policy: Default::default(),
-        serves,
-        shared: None,
-        write_policy: WritePolicy::WriteBack,
-        write_allocate: true,
-        prefetcher: Default::default(),
-        prefetch_degree: 1,
-        latency: 0,
-        slices: 1,
-        slice_hash: Default::default(),
-    }
-}
 
 fn hierarchy(levels: Vec<LevelConfig>) -> HierarchyConfig {
     HierarchyConfig {

@@ -5,9 +5,10 @@
 //! conflicts) in every inclusion mode, write policy and core count, and compare every counter,
 //! the privileged side included (records of both modes mixed; an eviction belongs to the mode
 //! of the demand access whose fill chain caused it).
-use cachecolor_sim::cache::{
-    Hierarchy, HierarchyConfig, Inclusion, LevelConfig, Serves, WritePolicy,
-};
+mod common;
+use common::level;
+
+use cachecolor_sim::cache::{Hierarchy, HierarchyConfig, Inclusion, Serves, WritePolicy};
 use cachecolor_sim::config::Size;
 use cachecolor_sim::trace::{Kind, Record, RecordColumns};
 use proptest::prelude::*;
@@ -308,24 +309,6 @@ impl Reference {
                 self.fill(path, below, v.line, true, privileged);
             }
         }
-    }
-}
-
-fn level(name: &str, size: u64, ways: u32, serves: Serves) -> LevelConfig {
-    LevelConfig {
-        name: name.into(),
-        size: Size(size),
-        ways,
-        policy: Default::default(),
-        serves,
-        shared: None,
-        write_policy: WritePolicy::WriteBack,
-        write_allocate: true,
-        prefetcher: Default::default(),
-        prefetch_degree: 1,
-        latency: 0,
-        slices: 1,
-        slice_hash: Default::default(),
     }
 }
 
