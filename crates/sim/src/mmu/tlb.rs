@@ -174,16 +174,12 @@ impl Tlb {
     }
 
     #[inline(always)]
-    fn set_of(&self, page: u64) -> usize {
-        (match self.set_mask {
+    fn set_start(&self, page: u64) -> usize {
+        let set = match self.set_mask {
             Some(m) => page & m,
             None => page % self.sets,
-        }) as usize
-    }
-
-    #[inline(always)]
-    fn set_start(&self, page: u64) -> usize {
-        self.set_of(page) * self.stride
+        };
+        set as usize * self.stride
     }
 
     /// The slot holding `page` of `asid`: the set's keys compared four at a time into a mask
@@ -191,25 +187,24 @@ impl Tlb {
     /// address space checked for each match.
     #[inline(always)]
     fn find(&self, asid: u32, page: u64, huge: bool) -> Option<usize> {
-        let s = self.set_start(page);
-        self.find_way(s, asid, page, huge).map(|w| s + w)
+        self.find_in(self.set_start(page), asid, page, huge)
     }
 
-    /// The way of the set starting at slot `s` (`set_start(page)`) that holds `page`.
+    /// `find` in the set starting at slot `s` (`set_start(page)`).
     #[inline(always)]
-    fn find_way(&self, s: usize, asid: u32, page: u64, huge: bool) -> Option<usize> {
+    fn find_in(&self, s: usize, asid: u32, page: u64, huge: bool) -> Option<usize> {
         let key = key(asid, page, huge);
         let mut mask = equal_mask(&self.keys[s..s + self.stride], key);
         if mask == 0 {
             return None;
         }
         if self.inexact_entries == 0 && key_is_exact(asid, page) {
-            return Some(mask.trailing_zeros() as usize);
+            return Some(s + mask.trailing_zeros() as usize);
         }
         while mask != 0 {
-            let w = mask.trailing_zeros() as usize;
-            if self.asids[s + w] == asid && self.pages[s + w] == page {
-                return Some(w);
+            let i = s + mask.trailing_zeros() as usize;
+            if self.asids[i] == asid && self.pages[i] == page {
+                return Some(i);
             }
             mask &= mask - 1;
         }
@@ -221,25 +216,20 @@ impl Tlb {
     #[inline(always)]
     pub fn lookup(&mut self, asid: u32, vpn: u64) -> Option<Translation> {
         self.clock += 1;
-        let set = self.set_of(vpn);
-        let s = set * self.stride;
-        if let Some(w) = self.find_way(s, asid, vpn, false) {
-            self.last_use[s + w] = self.clock;
+        if let Some(i) = self.find(asid, vpn, false) {
+            self.last_use[i] = self.clock;
             self.hits += 1;
             return Some(Translation {
-                pfn: self.pfns[s + w],
+                pfn: self.pfns[i],
                 huge: false,
             });
         }
         if self.huge_entries > 0 {
-            let page = vpn >> HUGE_SHIFT;
-            let set = self.set_of(page);
-            let s = set * self.stride;
-            if let Some(w) = self.find_way(s, asid, page, true) {
-                self.last_use[s + w] = self.clock;
+            if let Some(i) = self.find(asid, vpn >> HUGE_SHIFT, true) {
+                self.last_use[i] = self.clock;
                 self.hits += 1;
                 return Some(Translation {
-                    pfn: self.pfns[s + w] + (vpn & ((1 << HUGE_SHIFT) - 1)),
+                    pfn: self.pfns[i] + (vpn & ((1 << HUGE_SHIFT) - 1)),
                     huge: true,
                 });
             }
@@ -273,13 +263,6 @@ impl Tlb {
 
     #[inline(always)]
     fn clear(&mut self, i: usize) {
-        self.clear_way(i / self.stride, i % self.stride);
-    }
-
-    /// Empty way `w` of `set` (if it holds anything).
-    #[inline(always)]
-    fn clear_way(&mut self, set: usize, w: usize) {
-        let i = set * self.stride + w;
         if self.keys[i] != EMPTY {
             if self.keys[i] & 1 == 1 {
                 self.huge_entries -= 1;
@@ -307,14 +290,12 @@ impl Tlb {
         } else {
             t.pfn
         };
-        let set = self.set_of(page);
-        let s = set * self.stride;
-        let way = match self.find_way(s, asid, page, t.huge) {
-            Some(w) => w,
-            None => first_least(&self.last_use[s..s + self.ways]),
+        let s = self.set_start(page);
+        let victim = match self.find_in(s, asid, page, t.huge) {
+            Some(i) => i,
+            None => s + first_least(&self.last_use[s..s + self.ways]),
         };
-        self.clear_way(set, way);
-        let victim = s + way;
+        self.clear(victim);
         self.keys[victim] = key(asid, page, t.huge);
         self.asids[victim] = asid;
         self.pages[victim] = page;

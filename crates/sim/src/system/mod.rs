@@ -811,13 +811,13 @@ impl System {
                     if n == 0 {
                         continue;
                     }
-                    let at = c.tally.serve_n(path, s, remote == 1, n);
+                    let served = c.tally.serve_n(path, s, remote == 1, n);
                     if row == 0 {
-                        let w = self.timing.walk_reads(&mut c.tally.breakdown, at, n);
+                        let w = self.timing.walk_reads(&mut c.tally.breakdown, served, n);
                         c.tally.walk_milli += w;
                         spent += w;
                     } else {
-                        spent += self.timing.references(&mut c.tally.breakdown, at, n);
+                        spent += self.timing.references(&mut c.tally.breakdown, served, n);
                     }
                 }
             }
