@@ -8,7 +8,8 @@
 //! alternating, `REPEATS` times (default 3); the best time of each is reported.
 //!
 //! `cargo run --release -p cachecolor-sim --example system_speed [-- CONFIG]`; with `PHASES=1`
-//! each system run also prints how long building, running and reporting took.
+//! each system run also prints how long building, running and reporting took; `ONLY=system` or
+//! `ONLY=cache` runs one side alone (for a profiler).
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::system::{System, SystemConfig};
 use cachecolor_sim::trace::{Record, RecordSource};
@@ -51,6 +52,11 @@ fn cache_only(config: &SystemConfig) -> u64 {
         }
     }
     assert!(h.check_invariants().is_empty());
+    if std::env::var("STATS").is_ok() {
+        for l in h.stats().levels.iter() {
+            eprintln!("cache-only {} acc {} miss {}", l.name, l.accesses, l.misses);
+        }
+    }
     n
 }
 
@@ -89,13 +95,31 @@ fn main() {
     let config: SystemConfig = cachecolor_sim::config::from_toml(&text).expect("valid config");
     let (mut best_sys, mut best_cache) = (f64::INFINITY, f64::INFINITY);
     let (mut n_sys, mut n_cache) = (0, 0);
+    // `ONLY=system` or `ONLY=cache` runs one side alone (for a profiler), reporting its speed.
+    let only = std::env::var("ONLY").ok();
     for _ in 0..repeats {
-        let t = Instant::now();
-        n_sys = system(&config);
-        best_sys = best_sys.min(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        n_cache = cache_only(&config);
-        best_cache = best_cache.min(t.elapsed().as_secs_f64());
+        if only.as_deref() != Some("cache") {
+            let t = Instant::now();
+            n_sys = system(&config);
+            best_sys = best_sys.min(t.elapsed().as_secs_f64());
+        }
+        if only.as_deref() != Some("system") {
+            let t = Instant::now();
+            n_cache = cache_only(&config);
+            best_cache = best_cache.min(t.elapsed().as_secs_f64());
+        }
+    }
+    if let Some(side) = only {
+        let (n, best) = if side == "system" {
+            (n_sys, best_sys)
+        } else {
+            (n_cache, best_cache)
+        };
+        println!(
+            "system_speed {path}: best of {repeats}: {side} alone {:.2} M refs/s",
+            n as f64 / best / 1e6
+        );
+        return;
     }
     assert_eq!(n_sys, n_cache, "both sides simulate the same references");
     let (s, c) = (

@@ -127,16 +127,16 @@ fn equal_mask4(keys: &[u64], key: u64) -> u64 {
     }
 }
 
-/// Index of the first smallest value (the set is never empty: `ways >= 1`).
+/// Index of the first smallest value (the set is never empty: `ways >= 1`). Without branches:
+/// which way is least recently used is a coin toss for the host's branch predictor.
 #[inline(always)]
 fn first_least(values: &[u64]) -> usize {
     let mut best = 0;
     let mut least = values[0];
-    for (i, &v) in values.iter().enumerate() {
-        if v < least {
-            best = i;
-            least = v;
-        }
+    for (i, &v) in values.iter().enumerate().skip(1) {
+        let less = v < least;
+        best = std::hint::select_unpredictable(less, i, best);
+        least = std::hint::select_unpredictable(less, v, least);
     }
     best
 }
@@ -267,7 +267,7 @@ impl Tlb {
             if self.keys[i] & 1 == 1 {
                 self.huge_entries -= 1;
             }
-            if !key_is_exact(self.asids[i], self.pages[i]) {
+            if self.inexact_entries > 0 && !key_is_exact(self.asids[i], self.pages[i]) {
                 self.inexact_entries -= 1;
             }
             self.keys[i] = EMPTY;
@@ -283,6 +283,23 @@ impl Tlb {
     /// and the search way by way cost about 200 host instructions per insert (callgrind).
     #[inline(always)]
     pub fn insert(&mut self, asid: u32, vpn: u64, t: Translation) {
+        self.insert_in(asid, vpn, t, true);
+    }
+
+    /// `insert` for a caller that knows no entry holds `vpn` of `asid` in either page size: a
+    /// `lookup` of it just missed and nothing changed this TLB since (the L1 TLB filled from
+    /// the L2 TLB, on nearly every L1 miss). Skips the search for an entry to overwrite.
+    #[inline(always)]
+    pub fn insert_absent(&mut self, asid: u32, vpn: u64, t: Translation) {
+        debug_assert!(
+            self.find(asid, vpn, false).is_none()
+                && self.find(asid, vpn >> HUGE_SHIFT, true).is_none()
+        );
+        self.insert_in(asid, vpn, t, false);
+    }
+
+    #[inline(always)]
+    fn insert_in(&mut self, asid: u32, vpn: u64, t: Translation, may_hold: bool) {
         self.clock += 1;
         let page = if t.huge { vpn >> HUGE_SHIFT } else { vpn };
         let pfn = if t.huge {
@@ -291,7 +308,12 @@ impl Tlb {
             t.pfn
         };
         let s = self.set_start(page);
-        let victim = match self.find_in(s, asid, page, t.huge) {
+        let held = if may_hold {
+            self.find_in(s, asid, page, t.huge)
+        } else {
+            None
+        };
+        let victim = match held {
             Some(i) => i,
             None => s + first_least(&self.last_use[s..s + self.ways]),
         };

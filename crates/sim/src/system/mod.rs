@@ -125,6 +125,56 @@ struct Core {
     handler_data: Option<u64>,
 }
 
+impl Core {
+    /// The frame of `vpn` of `asid` if the L1 TLB of `kind`'s path or the L2 TLB holds it
+    /// (an L2 hit fills the L1 TLB), else `None` with both misses counted: the caller walks.
+    #[inline(always)]
+    fn tlb_translate(&mut self, asid: u32, vpn: u64, kind: Kind) -> Option<u64> {
+        let l1 = if kind.is_instruction() { L1I } else { L1D };
+        if let Some(t) = self.tlbs[l1].lookup(asid, vpn) {
+            return Some(t.pfn);
+        }
+        self.tlb_l1_misses += 1;
+        let t = self.tlbs[L2TLB].lookup(asid, vpn)?;
+        // The L1 lookup just missed both of the entries that could hold `vpn`.
+        self.tlbs[l1].insert_absent(asid, vpn, t);
+        Some(t.pfn)
+    }
+}
+
+/// Where a batched burst's accesses are collected, borrowed from `System` (so the burst
+/// loop can hold it beside the thread and the core).
+struct Deferred<'a> {
+    batch: &'a mut Vec<Record>,
+    marks: &'a mut Vec<Mark>,
+    chip: &'a mut Hierarchy,
+    /// The core's index within its chip.
+    local: u32,
+}
+
+impl Deferred<'_> {
+    /// Add the part of `r` at `paddr` (`size` bytes, on `path`).
+    #[inline(always)]
+    fn push(self, r: &Record, paddr: u64, size: u16, path: u8) {
+        // Copied whole, then its fields set in place: a record assembled on the stack from
+        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
+        // of `run_burst`'s samples on that one load).
+        self.batch.push(*r);
+        let part = self.batch.last_mut().expect("just pushed");
+        part.addr = paddr;
+        part.thread = self.local;
+        part.size = size;
+        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
+        // it, within the batch: the first few of a batch are prefetched here instead, while
+        // the rest of the burst is translated.
+        if self.batch.len() <= HOST_AHEAD {
+            self.chip
+                .prefetch_host(self.batch.last().expect("just pushed"));
+        }
+        self.marks.push(Mark::Demand(path));
+    }
+}
+
 /// A machine running processes under a policy.
 pub struct System {
     chips: Vec<Hierarchy>,
@@ -176,6 +226,18 @@ enum Mark {
     Walk,
     /// The kernel's own (a recolor's copy): state only, charged as kernel time elsewhere.
     Kernel,
+}
+
+impl Mark {
+    /// The row of `flush_batch`'s counts charged for it (none for the kernel's own).
+    #[inline(always)]
+    fn row(self) -> Option<usize> {
+        match self {
+            Mark::Kernel => None,
+            Mark::Walk => Some(0),
+            Mark::Demand(p) => Some(1 + p as usize),
+        }
+    }
 }
 
 const BURST: usize = 64;
@@ -699,7 +761,28 @@ impl System {
             }
         }
         let mut exited = false;
-        for _ in 0..BURST {
+        let mut left = BURST;
+        while left > 0 {
+            if batched {
+                let (taken, walk) = self.burst_hits(core, tid, left);
+                left -= taken;
+                if let Some(r) = walk {
+                    if let Err(e) = self.step_walked(core, tid, &r) {
+                        self.abandon_batch();
+                        return Err(e);
+                    }
+                    self.deliver_samples(core);
+                    if self.cores[core].current != Some(tid) {
+                        break; // a policy moved it elsewhere
+                    }
+                    continue;
+                }
+                if left == 0 {
+                    break;
+                }
+                // The next record crosses a page, or the buffer needs refilling: as unbatched.
+            }
+            left -= 1;
             let th = &mut self.threads[tid];
             if th.pos == th.buf.len() {
                 th.pos = 0;
@@ -710,9 +793,7 @@ impl System {
                         break;
                     }
                     Err(e) => {
-                        self.deferring = false;
-                        self.batch.clear();
-                        self.batch_marks.clear();
+                        self.abandon_batch();
                         return Err(e.into());
                     }
                 }
@@ -731,16 +812,10 @@ impl System {
                 }
             }
             if let Err(e) = self.step(core, tid, &r) {
-                self.deferring = false;
-                self.batch.clear();
-                self.batch_marks.clear();
+                self.abandon_batch();
                 return Err(e);
             }
-            if !self.samples_due.is_empty() {
-                for sample in std::mem::take(&mut self.samples_due) {
-                    self.run_hook(core, |p, k| p.sample(k, &sample));
-                }
-            }
+            self.deliver_samples(core);
             if self.cores[core].current != Some(tid) {
                 break; // a policy moved it elsewhere
             }
@@ -760,6 +835,23 @@ impl System {
         Ok(())
     }
 
+    /// An error ended a burst: its batched accesses are dropped with it.
+    fn abandon_batch(&mut self) {
+        self.deferring = false;
+        self.batch.clear();
+        self.batch_marks.clear();
+    }
+
+    /// Hand the samples a record's access took to the policy.
+    #[inline(always)]
+    fn deliver_samples(&mut self, core: usize) {
+        if !self.samples_due.is_empty() {
+            for sample in std::mem::take(&mut self.samples_due) {
+                self.run_hook(core, |p, k| p.sample(k, &sample));
+            }
+        }
+    }
+
     /// Run a batched burst's accesses through the core's chip and charge them: counted by what
     /// they are (walk read, data or instruction reference) and where they were served, then
     /// charged count by count. Every charge adds to a counter nothing reads meanwhile, so this is
@@ -776,26 +868,27 @@ impl System {
         debug_assert_eq!(served.len(), self.batch.len());
         // [walk, data, instruction][level served, or MAX_LEVELS for memory][remote]
         let mut counts = [[[0u64; 2]; MAX_LEVELS + 1]; 3];
-        let single_chip = self.chips.len() == 1;
-        for (i, &s) in served.iter().enumerate() {
-            let remote = !single_chip
-                && self.coherence.after_access(
+        // SERVED_BY_MEMORY (u8::MAX) goes to MAX_LEVELS, a level to itself.
+        let at = |s: u8| (s as usize).min(MAX_LEVELS);
+        if self.chips.len() == 1 {
+            // No other chip to serve a line or to invalidate it in.
+            for (&s, mark) in served.iter().zip(&self.batch_marks) {
+                if let Some(row) = mark.row() {
+                    counts[row][at(s)][0] += 1;
+                }
+            }
+        } else {
+            for (i, &s) in served.iter().enumerate() {
+                let remote = self.coherence.after_access(
                     &mut self.chips,
                     chip,
                     &self.batch[i],
                     s == SERVED_BY_MEMORY,
                 );
-            let row = match self.batch_marks[i] {
-                Mark::Kernel => continue,
-                Mark::Walk => 0,
-                Mark::Demand(p) => 1 + p as usize,
-            };
-            let at = if s == SERVED_BY_MEMORY {
-                MAX_LEVELS
-            } else {
-                s as usize
-            };
-            counts[row][at][remote as usize] += 1;
+                if let Some(row) = self.batch_marks[i].row() {
+                    counts[row][at(s)][remote as usize] += 1;
+                }
+            }
         }
         let c = &mut self.cores[core];
         let mut spent = 0;
@@ -1010,86 +1103,174 @@ impl System {
         }
     }
 
-    /// One record of thread `tid` on `core`.
+    /// One record of thread `tid` on `core`. A batched burst's common case, a record within
+    /// one page, is inlined into the burst loop; other records take `step_pages` (callgrind on
+    /// examples/os/speed-4core.toml: the call cost about 30 host instructions per reference).
+    #[inline(always)]
     fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
         let pid = self.threads[tid].pid;
         // Milli-cycles charged to the core's breakdown by this record (kernel work included
         // is charged by `charge_kernel`, which moves the clock itself).
         let mut spent = 0;
+        let size = r.size.max(1) as u64;
+        let first_page = r.addr >> self.page_shift;
+        let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
+        if self.deferring && first_page == last_page {
+            let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
+            let page_mask = (1u64 << self.page_shift) - 1;
+            let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
+            self.defer(core, r, paddr, size as u16, r.kind.is_instruction() as u8);
+        } else {
+            self.step_pages(core, tid, r, &mut spent)?;
+        }
+        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        Ok(())
+    }
+
+    /// Charge `references` records of `instructions` instructions in all to `core`, beside
+    /// `spent` milli-cycles of their accesses.
+    #[inline(always)]
+    fn charge_records(&mut self, core: usize, references: u64, instructions: u64, spent: u64) {
+        let c = &mut self.cores[core];
+        let spent = spent
+            + self
+                .timing
+                .instructions(&mut c.tally.breakdown, instructions);
+        c.tally.instructions += instructions;
+        c.tally.references += references;
+        c.clock_milli += spent;
+    }
+
+    /// `step` for a batched burst's one-page record whose TLB lookups (`Core::tlb_translate`)
+    /// both missed: the walk, then as `step`.
+    #[inline(never)]
+    fn step_walked(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
+        let mut spent = 0;
+        let vpn = r.addr >> self.page_shift;
+        let (pfn, _) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
+        let page_mask = (1u64 << self.page_shift) - 1;
+        let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
+        let size = r.size.max(1);
+        self.defer(core, r, paddr, size, r.kind.is_instruction() as u8);
+        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        Ok(())
+    }
+
+    /// A batched burst's run of records that need nothing but the TLBs: each within one page
+    /// and in the thread's buffer, at most `max`. They are translated and deferred exactly as
+    /// `step` would, with the thread, the core and the batch borrowed once for the run and
+    /// their instructions charged once at its end: nothing reads the core's clock or tally
+    /// meanwhile (callgrind on examples/os/speed-4core.toml: `step`'s per-record reloads and
+    /// bounds checks were about a tenth of the system's host instructions). Returns how many
+    /// records it took, and the last of them if its TLB lookups both missed (done, counted;
+    /// the caller finishes it with `step_walked`). Stops before a record crossing a page or at
+    /// the buffer's end, for `step`.
+    fn burst_hits(&mut self, core: usize, tid: usize, max: usize) -> (usize, Option<Record>) {
+        let page_shift = self.page_shift;
+        let page_mask = (1u64 << page_shift) - 1;
+        let th = &mut self.threads[tid];
+        let asid = th.pid as u32;
+        let c = &mut self.cores[core];
+        let chip = &mut self.chips[c.chip];
+        let (mut taken, mut instructions, mut walk) = (0, 0, None);
+        while taken < max && th.pos < th.buf.len() {
+            let r = th.buf[th.pos];
+            let size = r.size.max(1);
+            let vpn = r.addr >> page_shift;
+            if r.addr.saturating_add(size as u64 - 1) >> page_shift != vpn {
+                break;
+            }
+            th.pos += 1;
+            taken += 1;
+            if let Some(ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                c.tlbs[L2TLB].prefetch(ahead.addr >> page_shift);
+            }
+            let Some(pfn) = c.tlb_translate(asid, vpn, r.kind) else {
+                walk = Some(r);
+                break;
+            };
+            instructions += (r.icount as u64).max(1);
+            let deferred = Deferred {
+                batch: &mut self.batch,
+                marks: &mut self.batch_marks,
+                chip: &mut *chip,
+                local: c.local,
+            };
+            deferred.push(
+                &r,
+                (pfn << page_shift) | (r.addr & page_mask),
+                size,
+                r.kind.is_instruction() as u8,
+            );
+        }
+        let hits = taken - walk.is_some() as usize;
+        self.charge_records(core, hits as u64, instructions, 0);
+        (taken, walk)
+    }
+
+    /// `step`'s translation and access of `r`, page by page (a record may cross pages), one
+    /// access at a time unless the burst is batched; adds the cycles charged to `spent`.
+    #[inline(never)]
+    fn step_pages(
+        &mut self,
+        core: usize,
+        tid: usize,
+        r: &Record,
+        spent: &mut u64,
+    ) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
         let page_mask = (1u64 << self.page_shift) - 1;
         let size = r.size.max(1) as u64;
         let first_page = r.addr >> self.page_shift;
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
         let path = r.kind.is_instruction() as usize;
-        if self.deferring && first_page == last_page {
-            // A batched burst's common case, a record within one page, without the loop.
-            let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
-            let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
-            self.defer(core, r, paddr, size as u16, path as u8);
-        } else {
-            for vpn in first_page..=last_page {
-                let start = if vpn == first_page {
-                    r.addr
-                } else {
-                    vpn << self.page_shift
-                };
-                let end = if vpn == last_page {
-                    r.addr.saturating_add(size - 1)
-                } else {
-                    (vpn << self.page_shift) | page_mask
-                };
-                let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, &mut spent)?;
-                let paddr = (pfn << self.page_shift) | (start & page_mask);
-                let size = (end - start + 1) as u16;
-                if self.deferring {
-                    self.defer(core, r, paddr, size, path as u8);
-                    continue;
-                }
-                let part = Record {
-                    addr: paddr,
-                    thread: self.cores[core].local,
-                    size,
-                    ..*r
-                };
-                let (served, remote) = self.access(core, &part);
-                let c = &mut self.cores[core];
-                let s = c.tally.serve(&self.paths[path], served, remote);
-                spent += self.timing.reference(&mut c.tally.breakdown, s);
-                if path == 0 && c.sampler.is_some() {
-                    self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
-                }
+        for vpn in first_page..=last_page {
+            let start = if vpn == first_page {
+                r.addr
+            } else {
+                vpn << self.page_shift
+            };
+            let end = if vpn == last_page {
+                r.addr.saturating_add(size - 1)
+            } else {
+                (vpn << self.page_shift) | page_mask
+            };
+            let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, spent)?;
+            let paddr = (pfn << self.page_shift) | (start & page_mask);
+            let size = (end - start + 1) as u16;
+            if self.deferring {
+                self.defer(core, r, paddr, size, path as u8);
+                continue;
+            }
+            let part = Record {
+                addr: paddr,
+                thread: self.cores[core].local,
+                size,
+                ..*r
+            };
+            let (served, remote) = self.access(core, &part);
+            let c = &mut self.cores[core];
+            let s = c.tally.serve(&self.paths[path], served, remote);
+            *spent += self.timing.reference(&mut c.tally.breakdown, s);
+            if path == 0 && c.sampler.is_some() {
+                self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
             }
         }
-        let instructions = (r.icount as u64).max(1);
-        let c = &mut self.cores[core];
-        spent += self
-            .timing
-            .instructions(&mut c.tally.breakdown, instructions);
-        c.tally.instructions += instructions;
-        c.tally.references += 1;
-        c.clock_milli += spent;
         Ok(())
     }
 
     /// Add the part of `r` at `paddr` (`size` bytes, on `path`) to the batched burst.
     #[inline(always)]
     fn defer(&mut self, core: usize, r: &Record, paddr: u64, size: u16, path: u8) {
-        // Copied whole, then its fields set in place: a record assembled on the stack from
-        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
-        // of `run_burst`'s samples on that one load).
         let c = &self.cores[core];
-        self.batch.push(*r);
-        let part = self.batch.last_mut().expect("just pushed");
-        part.addr = paddr;
-        part.thread = c.local;
-        part.size = size;
-        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
-        // it, within the batch: the first few of a batch are prefetched here instead, while
-        // the rest of the burst is translated.
-        if self.batch.len() <= HOST_AHEAD {
-            self.chips[c.chip].prefetch_host(self.batch.last().expect("just pushed"));
-        }
-        self.batch_marks.push(Mark::Demand(path));
+        let deferred = Deferred {
+            batch: &mut self.batch,
+            marks: &mut self.batch_marks,
+            chip: &mut self.chips[c.chip],
+            local: c.local,
+        };
+        deferred.push(r, paddr, size, path);
     }
 
     /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
@@ -1234,8 +1415,28 @@ impl System {
     }
 
     /// The frame of `vpn` (and whether the TLBs missed): TLBs, else a page walk (reads
-    /// through the caches), else a fault.
+    /// through the caches), else a fault. The TLB hits, nearly every reference, are inlined
+    /// into the burst loop; the walk is not (callgrind on examples/os/speed-4core.toml: the
+    /// call cost about 30 host instructions per reference).
+    #[inline(always)]
     fn translate(
+        &mut self,
+        core: usize,
+        pid: usize,
+        vpn: u64,
+        kind: Kind,
+        spent: &mut u64,
+    ) -> Result<(u64, bool), Error> {
+        match self.cores[core].tlb_translate(pid as u32, vpn, kind) {
+            Some(pfn) => Ok((pfn, false)),
+            None => self.translate_walk(core, pid, vpn, kind, spent),
+        }
+    }
+
+    /// `translate` after both TLBs missed: the page walk, and the fault if the page is not
+    /// present; fills both TLBs.
+    #[inline(never)]
+    fn translate_walk(
         &mut self,
         core: usize,
         pid: usize,
@@ -1246,14 +1447,6 @@ impl System {
         let asid = pid as u32;
         let l1 = if kind.is_instruction() { L1I } else { L1D };
         let c = &mut self.cores[core];
-        if let Some(t) = c.tlbs[l1].lookup(asid, vpn) {
-            return Ok((t.pfn, false));
-        }
-        c.tlb_l1_misses += 1;
-        if let Some(t) = c.tlbs[L2TLB].lookup(asid, vpn) {
-            c.tlbs[l1].insert(asid, vpn, t);
-            return Ok((t.pfn, false));
-        }
         c.tlb_l2_misses += 1;
         c.tally.tlb_misses += 1;
         let local = c.local;
