@@ -131,6 +131,13 @@ fn equal_mask4(keys: &[u64], key: u64) -> u64 {
 /// which way is least recently used is a coin toss for the host's branch predictor.
 #[inline(always)]
 fn first_least(values: &[u64]) -> usize {
+    use std::hint::select_unpredictable as select;
+    if let &[a, b, c, d] = values {
+        // An L1 TLB's four ways as a tournament (ties go to the earlier way, as below).
+        let (i, x) = select(b < a, (1, b), (0, a));
+        let (j, y) = select(d < c, (3, d), (2, c));
+        return select(y < x, j, i);
+    }
     let mut best = 0;
     let mut least = values[0];
     for (i, &v) in values.iter().enumerate().skip(1) {
@@ -263,17 +270,28 @@ impl Tlb {
 
     #[inline(always)]
     fn clear(&mut self, i: usize) {
-        if self.keys[i] != EMPTY {
-            if self.keys[i] & 1 == 1 {
-                self.huge_entries -= 1;
-            }
-            if self.inexact_entries > 0 && !key_is_exact(self.asids[i], self.pages[i]) {
-                self.inexact_entries -= 1;
-            }
+        if self.uncount(i) {
             self.keys[i] = EMPTY;
             // Older than any entry (stamps start at 1): `insert` takes empty slots first.
             self.last_use[i] = 0;
         }
+    }
+
+    /// Take slot `i`'s entry, if any, out of the counts of huge and inexact entries (before it
+    /// is cleared or overwritten). Returns whether the slot held one.
+    #[inline(always)]
+    fn uncount(&mut self, i: usize) -> bool {
+        let k = self.keys[i];
+        if k == EMPTY {
+            return false;
+        }
+        if k & 1 == 1 {
+            self.huge_entries -= 1;
+        }
+        if self.inexact_entries > 0 && !key_is_exact(self.asids[i], self.pages[i]) {
+            self.inexact_entries -= 1;
+        }
+        true
     }
 
     /// Insert a translation after a walk: over an entry already holding the page, else in the
@@ -317,7 +335,7 @@ impl Tlb {
             Some(i) => i,
             None => s + first_least(&self.last_use[s..s + self.ways]),
         };
-        self.clear(victim);
+        self.uncount(victim);
         self.keys[victim] = key(asid, page, t.huge);
         self.asids[victim] = asid;
         self.pages[victim] = page;
