@@ -763,55 +763,53 @@ impl System {
         let mut exited = false;
         let mut left = BURST;
         while left > 0 {
+            let mut walked = None;
             if batched {
                 let (taken, walk) = self.burst_hits(core, tid, left);
                 left -= taken;
-                if let Some(r) = walk {
-                    if let Err(e) = self.step_walked(core, tid, &r) {
-                        self.abandon_batch();
-                        return Err(e);
-                    }
-                    self.deliver_samples(core);
-                    if self.cores[core].current != Some(tid) {
-                        break; // a policy moved it elsewhere
-                    }
-                    continue;
-                }
-                if left == 0 {
+                if walk.is_none() && left == 0 {
                     break;
                 }
-                // The next record crosses a page, or the buffer needs refilling: as unbatched.
+                // Else a record whose TLB lookups missed, or the next record crosses a page or
+                // the buffer needs refilling: as unbatched.
+                walked = walk;
             }
-            left -= 1;
-            let th = &mut self.threads[tid];
-            if th.pos == th.buf.len() {
-                th.pos = 0;
-                match th.source.next_block(&mut th.buf) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        exited = true;
-                        break;
+            let stepped = match walked {
+                Some(r) => self.step_walked(core, tid, &r),
+                None => {
+                    left -= 1;
+                    let th = &mut self.threads[tid];
+                    if th.pos == th.buf.len() {
+                        th.pos = 0;
+                        match th.source.next_block(&mut th.buf) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                exited = true;
+                                break;
+                            }
+                            Err(e) => {
+                                self.abandon_batch();
+                                return Err(e.into());
+                            }
+                        }
                     }
-                    Err(e) => {
-                        self.abandon_batch();
-                        return Err(e.into());
+                    let th = &mut self.threads[tid];
+                    let r = th.buf[th.pos];
+                    th.pos += 1;
+                    if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                        if batched {
+                            // The L2 TLB set that record's translation will look up (the
+                            // engine and `step` prefetch the cache sets once translated).
+                            self.cores[core].tlbs[L2TLB].prefetch(ahead.addr >> self.page_shift);
+                        } else {
+                            let pid = th.pid;
+                            self.host_prefetch(core, pid, &ahead);
+                        }
                     }
+                    self.step(core, tid, &r)
                 }
-            }
-            let th = &mut self.threads[tid];
-            let r = th.buf[th.pos];
-            th.pos += 1;
-            if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
-                if batched {
-                    // The L2 TLB set that record's translation will look up (the engine and
-                    // `step` prefetch the cache sets once addresses are translated).
-                    self.cores[core].tlbs[L2TLB].prefetch(ahead.addr >> self.page_shift);
-                } else {
-                    let pid = th.pid;
-                    self.host_prefetch(core, pid, &ahead);
-                }
-            }
-            if let Err(e) = self.step(core, tid, &r) {
+            };
+            if let Err(e) = stepped {
                 self.abandon_batch();
                 return Err(e);
             }
