@@ -53,11 +53,6 @@ fn cache_only(config: &SystemConfig) -> u64 {
         }
     }
     assert!(h.check_invariants().is_empty());
-    if std::env::var("STATS").is_ok() {
-        for l in h.stats().levels.iter() {
-            eprintln!("cache-only {} acc {} miss {}", l.name, l.accesses, l.misses);
-        }
-    }
     n
 }
 

@@ -142,8 +142,8 @@ fn first_least(values: &[u64]) -> usize {
     let mut least = values[0];
     for (i, &v) in values.iter().enumerate().skip(1) {
         let less = v < least;
-        best = std::hint::select_unpredictable(less, i, best);
-        least = std::hint::select_unpredictable(less, v, least);
+        best = select(less, i, best);
+        least = select(less, v, least);
     }
     best
 }

@@ -1115,14 +1115,22 @@ impl System {
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
         if self.deferring && first_page == last_page {
             let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
-            let page_mask = (1u64 << self.page_shift) - 1;
-            let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
-            self.defer(core, r, paddr, size as u16, r.kind.is_instruction() as u8);
+            self.defer_page(core, r, pfn, spent);
         } else {
             self.step_pages(core, tid, r, &mut spent)?;
+            self.charge_records(core, 1, (r.icount as u64).max(1), spent);
         }
-        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
         Ok(())
+    }
+
+    /// Defer one-page record `r`, translated to frame `pfn`, and charge it beside the `spent`
+    /// milli-cycles its translation cost.
+    #[inline(always)]
+    fn defer_page(&mut self, core: usize, r: &Record, pfn: u64, spent: u64) {
+        let page_mask = (1u64 << self.page_shift) - 1;
+        let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
+        self.defer(core, r, paddr, r.size.max(1), r.kind.is_instruction() as u8);
+        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
     }
 
     /// Charge `references` records of `instructions` instructions in all to `core`, beside
@@ -1147,11 +1155,7 @@ impl System {
         let mut spent = 0;
         let vpn = r.addr >> self.page_shift;
         let (pfn, _) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
-        let page_mask = (1u64 << self.page_shift) - 1;
-        let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
-        let size = r.size.max(1);
-        self.defer(core, r, paddr, size, r.kind.is_instruction() as u8);
-        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        self.defer_page(core, r, pfn, spent);
         Ok(())
     }
 
