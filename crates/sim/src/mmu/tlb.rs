@@ -39,6 +39,25 @@ fn key_is_exact(asid: u32, page: u64) -> bool {
     page < 1 << 47 && asid < 1 << 16
 }
 
+/// A slot's frame and last use, side by side: a hit reads the one and writes the other, so it
+/// touches one host line of them instead of two (an L2 TLB's set is mostly out of the host's
+/// L1 cache by the time it is looked up again).
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    pfn: Pfn,
+    /// The lookup clock at the slot's last use; 0 when empty, older than any entry.
+    last_use: u64,
+}
+
+/// Four slots on one host line. A set's `stride` is a multiple of four, so every set starts a
+/// host line and spans `stride / 4` whole lines, and `prefetch` knows which lines to fetch.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct SlotLine([Slot; 4]);
+
+// `slots_ptr` reads the lines as one run of slots.
+const _: () = assert!(std::mem::size_of::<SlotLine>() == 4 * std::mem::size_of::<Slot>());
+
 /// The TLB's slots as parallel arrays, so a lookup compares packed keys of one set, one host
 /// line or two, instead of walking optional structs (the whole-system engine looks up a TLB
 /// for every reference).
@@ -56,9 +75,8 @@ pub struct Tlb {
     asids: Vec<u32>,
     /// Per slot: the page number of the entry's size (checked when keys are not exact).
     pages: Vec<u64>,
-    pfns: Vec<Pfn>,
-    /// Per slot: the lookup clock at its last use; 0 when empty, older than any entry.
-    last_use: Vec<u64>,
+    /// Per slot, four to a host line (read through `slot` and `set_slots`).
+    slot_lines: Vec<SlotLine>,
     /// 2 MiB entries held: the second probe of a lookup is skipped while there are none.
     huge_entries: usize,
     /// Entries whose key is not exact (`key_is_exact`): while there are any, every match is
@@ -78,30 +96,24 @@ const HUGE_SHIFT: u32 = 9;
 #[inline(always)]
 fn equal_mask(keys: &[u64], key: u64) -> u64 {
     debug_assert!(keys.len().is_multiple_of(4) && keys.len() <= 64);
-    // The usual set sizes unrolled (an L1 TLB's 4 ways, an L2 TLB's 12): a loop over a
-    // run-time count of groups cost a few host instructions per group.
-    match keys.len() {
-        4 => equal_mask4(keys, key),
-        8 => equal_mask4(keys, key) | equal_mask4(&keys[4..], key) << 4,
-        12 => {
-            equal_mask4(keys, key)
-                | equal_mask4(&keys[4..], key) << 4
-                | equal_mask4(&keys[8..], key) << 8
-        }
-        16 => {
-            equal_mask4(keys, key)
-                | equal_mask4(&keys[4..], key) << 4
-                | equal_mask4(&keys[8..], key) << 8
-                | equal_mask4(&keys[12..], key) << 12
-        }
-        _ => {
-            let mut mask = 0u64;
-            for (g, four) in keys.chunks_exact(4).enumerate() {
-                mask |= equal_mask4(four, key) << (4 * g);
+    // Group by group, each needed only when the set is wider, so the narrowest set, an L1
+    // TLB's 4 ways looked up on every reference, costs one test; an L2 TLB's 12 ways three.
+    // (A loop over a run-time count of groups cost a few host instructions per group, and a
+    // jump table on the width about ten per lookup.)
+    let n = keys.len();
+    let mut mask = equal_mask4(keys, key);
+    if n > 4 {
+        mask |= equal_mask4(&keys[4..], key) << 4;
+        if n > 8 {
+            mask |= equal_mask4(&keys[8..], key) << 8;
+            if n > 12 {
+                for (g, four) in keys[12..].chunks_exact(4).enumerate() {
+                    mask |= equal_mask4(four, key) << (12 + 4 * g);
+                }
             }
-            mask
         }
     }
+    mask
 }
 
 /// Bit `w` set where `keys[w] == key`, for the first four keys.
@@ -127,23 +139,24 @@ fn equal_mask4(keys: &[u64], key: u64) -> u64 {
     }
 }
 
-/// Index of the first smallest value (the set is never empty: `ways >= 1`). Without branches:
-/// which way is least recently used is a coin toss for the host's branch predictor.
+/// Index of the first least recently used slot (the set is never empty: `ways >= 1`). Without
+/// branches: which way is least recently used is a coin toss for the host's branch predictor.
 #[inline(always)]
-fn first_least(values: &[u64]) -> usize {
+fn first_least(slots: &[Slot]) -> usize {
     use std::hint::select_unpredictable as select;
-    if let &[a, b, c, d] = values {
+    if let &[a, b, c, d] = slots {
         // An L1 TLB's four ways as a tournament (ties go to the earlier way, as below).
+        let (a, b, c, d) = (a.last_use, b.last_use, c.last_use, d.last_use);
         let (i, x) = select(b < a, (1, b), (0, a));
         let (j, y) = select(d < c, (3, d), (2, c));
         return select(y < x, j, i);
     }
     let mut best = 0;
-    let mut least = values[0];
-    for (i, &v) in values.iter().enumerate().skip(1) {
-        let less = v < least;
+    let mut least = slots[0].last_use;
+    for (i, v) in slots.iter().enumerate().skip(1) {
+        let less = v.last_use < least;
         best = select(less, i, best);
-        least = select(less, v, least);
+        least = select(less, v.last_use, least);
     }
     best
 }
@@ -169,8 +182,7 @@ impl Tlb {
             keys: vec![EMPTY; n],
             asids: vec![0; n],
             pages: vec![0; n],
-            pfns: vec![0; n],
-            last_use: vec![0; n],
+            slot_lines: vec![SlotLine::default(); n / 4],
             ways: ways as usize,
             huge_entries: 0,
             inexact_entries: 0,
@@ -189,6 +201,58 @@ impl Tlb {
         set as usize * self.stride
     }
 
+    // Every slot index below is a set's start (`set_start`: a set below `sets`, times `stride`)
+    // plus a way below `stride`, inside the `sets * stride` slots of each per-slot array. The
+    // accessors skip the bounds checks on that (callgrind on examples/os/speed-4core.toml: the
+    // checks were about a tenth of a TLB-hit reference's host instructions); debug builds
+    // still check.
+
+    /// The keys of the set starting at slot `s`.
+    #[inline(always)]
+    fn set_keys(&self, s: usize) -> &[u64] {
+        debug_assert!(s.is_multiple_of(self.stride) && s + self.stride <= self.keys.len());
+        // SAFETY: `s` is a set's start, so `s + stride` slots are in bounds (see above).
+        unsafe { self.keys.get_unchecked(s..s + self.stride) }
+    }
+
+    /// The slots, one after another: a `SlotLine` is exactly four `Slot`s (64 bytes, no
+    /// padding), so slot `i` is the `i`th `Slot` from the start.
+    #[inline(always)]
+    fn slots_ptr(&self) -> *const Slot {
+        self.slot_lines.as_ptr() as *const Slot
+    }
+
+    /// The occupied ways' slots of the set starting at slot `s` (not its padding).
+    #[inline(always)]
+    fn set_slots(&self, s: usize) -> &[Slot] {
+        debug_assert!(s.is_multiple_of(self.stride) && s + self.ways <= 4 * self.slot_lines.len());
+        // SAFETY: `s` is a set's start and `ways <= stride` (see above); the slots are
+        // `4 * slot_lines.len()` contiguous, initialised `Slot`s.
+        unsafe { std::slice::from_raw_parts(self.slots_ptr().add(s), self.ways) }
+    }
+
+    #[inline(always)]
+    fn slot_at(&self, i: usize) -> Slot {
+        debug_assert!(i < 4 * self.slot_lines.len());
+        // SAFETY: `i` is a set's start plus a way (see above).
+        unsafe { *self.slots_ptr().add(i) }
+    }
+
+    #[inline(always)]
+    fn slot(&mut self, i: usize) -> &mut Slot {
+        debug_assert!(i < 4 * self.slot_lines.len());
+        // SAFETY: `i` is a set's start plus a way (see above), and `&mut self` makes the
+        // reference unique.
+        unsafe { &mut *(self.slot_lines.as_mut_ptr() as *mut Slot).add(i) }
+    }
+
+    #[inline(always)]
+    fn key_of(&self, i: usize) -> u64 {
+        debug_assert!(i < self.keys.len());
+        // SAFETY: `i` is a set's start plus a way (see above).
+        unsafe { *self.keys.get_unchecked(i) }
+    }
+
     /// The slot holding `page` of `asid`: the set's keys compared four at a time into a mask
     /// (no branch per way: lookups mostly miss, or hit at an unpredictable way), then the
     /// address space checked for each match.
@@ -201,7 +265,7 @@ impl Tlb {
     #[inline(always)]
     fn find_in(&self, s: usize, asid: u32, page: u64, huge: bool) -> Option<usize> {
         let key = key(asid, page, huge);
-        let mut mask = equal_mask(&self.keys[s..s + self.stride], key);
+        let mut mask = equal_mask(self.set_keys(s), key);
         if mask == 0 {
             return None;
         }
@@ -223,20 +287,23 @@ impl Tlb {
     #[inline(always)]
     pub fn lookup(&mut self, asid: u32, vpn: u64) -> Option<Translation> {
         self.clock += 1;
+        let clock = self.clock;
         if let Some(i) = self.find(asid, vpn, false) {
-            self.last_use[i] = self.clock;
             self.hits += 1;
+            let slot = self.slot(i);
+            slot.last_use = clock;
             return Some(Translation {
-                pfn: self.pfns[i],
+                pfn: slot.pfn,
                 huge: false,
             });
         }
         if self.huge_entries > 0 {
             if let Some(i) = self.find(asid, vpn >> HUGE_SHIFT, true) {
-                self.last_use[i] = self.clock;
                 self.hits += 1;
+                let slot = self.slot(i);
+                slot.last_use = clock;
                 return Some(Translation {
-                    pfn: self.pfns[i] + (vpn & ((1 << HUGE_SHIFT) - 1)),
+                    pfn: slot.pfn + (vpn & ((1 << HUGE_SHIFT) - 1)),
                     huge: true,
                 });
             }
@@ -250,22 +317,21 @@ impl Tlb {
     #[inline]
     pub fn prefetch(&self, vpn: u64) {
         let s = self.set_start(vpn);
-        let last = self.stride - 1;
-        for p in [
-            self.keys.as_ptr().wrapping_add(s),
-            self.pfns.as_ptr().wrapping_add(s),
-            self.last_use.as_ptr().wrapping_add(s),
-        ] {
-            crate::cache::prefetch_read(p);
-            crate::cache::prefetch_read(p.wrapping_add(last));
-        }
+        let keys = self.keys.as_ptr().wrapping_add(s);
+        crate::cache::prefetch_read(keys);
+        crate::cache::prefetch_read(keys.wrapping_add(self.stride - 1));
+        // The lines of the set's first, middle and last slots: all of them up to 12 ways.
+        let slots = self.slots_ptr().wrapping_add(s);
+        crate::cache::prefetch_read(slots);
+        crate::cache::prefetch_read(slots.wrapping_add(self.ways / 2));
+        crate::cache::prefetch_read(slots.wrapping_add(self.ways - 1));
     }
 
     /// The frame of `vpn` if a 4 KiB entry holds it, without counting or touching anything
     /// (for the host prefetch of coming references; not something hardware does).
     #[inline]
     pub fn peek(&self, asid: u32, vpn: u64) -> Option<Pfn> {
-        self.find(asid, vpn, false).map(|i| self.pfns[i])
+        self.find(asid, vpn, false).map(|i| self.slot_at(i).pfn)
     }
 
     #[inline(always)]
@@ -273,7 +339,7 @@ impl Tlb {
         if self.uncount(i) {
             self.keys[i] = EMPTY;
             // Older than any entry (stamps start at 1): `insert` takes empty slots first.
-            self.last_use[i] = 0;
+            self.slot(i).last_use = 0;
         }
     }
 
@@ -281,7 +347,7 @@ impl Tlb {
     /// is cleared or overwritten). Returns whether the slot held one.
     #[inline(always)]
     fn uncount(&mut self, i: usize) -> bool {
-        let k = self.keys[i];
+        let k = self.key_of(i);
         if k == EMPTY {
             return false;
         }
@@ -333,17 +399,25 @@ impl Tlb {
         };
         let victim = match held {
             Some(i) => i,
-            None => s + first_least(&self.last_use[s..s + self.ways]),
+            None => s + first_least(self.set_slots(s)),
         };
         self.uncount(victim);
-        self.keys[victim] = key(asid, page, t.huge);
-        self.asids[victim] = asid;
-        self.pages[victim] = page;
+        debug_assert!(victim < self.keys.len());
+        // SAFETY: `victim` is a set's start plus a way (see `set_keys`), and the per-slot
+        // arrays all hold `sets * stride` slots.
+        unsafe {
+            *self.keys.get_unchecked_mut(victim) = key(asid, page, t.huge);
+            *self.asids.get_unchecked_mut(victim) = asid;
+            *self.pages.get_unchecked_mut(victim) = page;
+        }
         if !key_is_exact(asid, page) {
             self.inexact_entries += 1;
         }
-        self.pfns[victim] = pfn;
-        self.last_use[victim] = self.clock;
+        let clock = self.clock;
+        *self.slot(victim) = Slot {
+            pfn,
+            last_use: clock,
+        };
         if t.huge {
             self.huge_entries += 1;
         }
