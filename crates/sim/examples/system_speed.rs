@@ -10,14 +10,17 @@
 //!
 //! `cargo run --release -p cachecolor-sim --example system_speed [-- CONFIG]`; with `PHASES=1`
 //! each system run also prints how long building, running and reporting took; `ONLY=system` or
-//! `ONLY=cache` runs one side alone (for a profiler).
+//! `ONLY=cache` runs one side alone (for a profiler). `CHUNK=n` (not the benchmark) feeds the
+//! cache-only side the four workloads' blocks `n` records at a time round-robin, as the system
+//! interleaves its cores' bursts (`CHUNK=64 ONLY=cache`: what that interleaving alone costs the
+//! engine).
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::system::{System, SystemConfig};
 use cachecolor_sim::trace::{Record, RecordSource};
 use cachecolor_sim::workload::Workload;
 use std::time::Instant;
 
-fn cache_only(config: &SystemConfig) -> u64 {
+fn cache_only(config: &SystemConfig, chunk: usize) -> u64 {
     let mut h = Hierarchy::new(&config.machine.hierarchy).expect("hierarchy");
     let cores = config.machine.hierarchy.cores;
     let mut sources: Vec<Workload> = config
@@ -49,7 +52,19 @@ fn cache_only(config: &SystemConfig) -> u64 {
                 r.thread = i as u32 % cores;
             }
             n += bufs[i].len() as u64;
-            h.run_block(&bufs[i]);
+            if chunk == 0 {
+                h.run_block(&bufs[i]);
+            }
+        }
+        if chunk > 0 {
+            let longest = bufs.iter().map(Vec::len).max().unwrap_or(0);
+            for at in (0..longest).step_by(chunk) {
+                for (b, &l) in bufs.iter().zip(&live) {
+                    if l && at < b.len() {
+                        h.run_block(&b[at..b.len().min(at + chunk)]);
+                    }
+                }
+            }
         }
     }
     assert!(h.check_invariants().is_empty());
@@ -87,6 +102,10 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
+    let chunk: usize = std::env::var("CHUNK")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     let text = std::fs::read_to_string(&path).expect("readable config");
     let config: SystemConfig = cachecolor_sim::config::from_toml(&text).expect("valid config");
     let (mut best_sys, mut best_cache) = (f64::INFINITY, f64::INFINITY);
@@ -107,7 +126,7 @@ fn main() {
         }
         if only.as_deref() != Some("system") {
             let t = Instant::now();
-            n_cache = cache_only(&config);
+            n_cache = cache_only(&config, chunk);
             let c = t.elapsed().as_secs_f64();
             best_cache = best_cache.min(c);
             if let Some(s) = t_sys {
