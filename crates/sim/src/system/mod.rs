@@ -142,39 +142,6 @@ impl Core {
     }
 }
 
-/// Where a batched burst's accesses are collected, borrowed from `System` (so the burst
-/// loop can hold it beside the thread and the core).
-struct Deferred<'a> {
-    batch: &'a mut Vec<Record>,
-    marks: &'a mut Vec<Mark>,
-    chip: &'a mut Hierarchy,
-    /// The core's index within its chip.
-    local: u32,
-}
-
-impl Deferred<'_> {
-    /// Add the part of `r` at `paddr` (`size` bytes, on `path`).
-    #[inline(always)]
-    fn push(self, r: &Record, paddr: u64, size: u16, path: u8) {
-        // Copied whole, then its fields set in place: a record assembled on the stack from
-        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
-        // of `run_burst`'s samples on that one load).
-        self.batch.push(*r);
-        let part = self.batch.last_mut().expect("just pushed");
-        part.addr = paddr;
-        part.thread = self.local;
-        part.size = size;
-        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
-        // it, within the batch: the first few of a batch are prefetched here instead, while
-        // the rest of the burst is translated.
-        if self.batch.len() <= HOST_AHEAD {
-            self.chip
-                .prefetch_host(self.batch.last().expect("just pushed"));
-        }
-        self.marks.push(Mark::Demand(path));
-    }
-}
-
 /// A machine running processes under a policy.
 pub struct System {
     chips: Vec<Hierarchy>,
@@ -1203,7 +1170,7 @@ impl System {
                 break;
             };
             instructions += (r.icount as u64).max(1);
-            // As `Deferred::push`: copied whole from the thread's buffer, then the fields that
+            // As `defer`: copied whole from the thread's buffer, then the fields that
             // change set in place.
             let part = parts[deferred].write(*r);
             part.addr = (pfn << page_shift) | (r.addr & page_mask);
@@ -1279,14 +1246,22 @@ impl System {
     /// Add the part of `r` at `paddr` (`size` bytes, on `path`) to the batched burst.
     #[inline(always)]
     fn defer(&mut self, core: usize, r: &Record, paddr: u64, size: u16, path: u8) {
+        // Copied whole, then its fields set in place: a record assembled on the stack from
+        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
+        // of `run_burst`'s samples on that one load).
         let c = &self.cores[core];
-        let deferred = Deferred {
-            batch: &mut self.batch,
-            marks: &mut self.batch_marks,
-            chip: &mut self.chips[c.chip],
-            local: c.local,
-        };
-        deferred.push(r, paddr, size, path);
+        self.batch.push(*r);
+        let part = self.batch.last_mut().expect("just pushed");
+        part.addr = paddr;
+        part.thread = c.local;
+        part.size = size;
+        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
+        // it, within the batch: the first few of a batch are prefetched here instead, while
+        // the rest of the burst is translated.
+        if self.batch.len() <= HOST_AHEAD {
+            self.chips[c.chip].prefetch_host(self.batch.last().expect("just pushed"));
+        }
+        self.batch_marks.push(Mark::Demand(path));
     }
 
     /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
