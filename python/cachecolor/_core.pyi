@@ -168,19 +168,32 @@ class Kernel:
     to (``RuntimeError`` after). Each action is charged to the core running the hook."""
 
     @property
-    def valid(self) -> bool: ...
-    def now(self) -> int: ...
-    def core(self) -> int: ...
-    def cores(self) -> int: ...
-    def colors(self) -> int: ...
-    def threads(self) -> list[Thread]: ...
-    def pages(self, pid: int) -> list[Page]: ...
-    def recolor(self, pid: int, vpn: int, colors: Any) -> Optional[int]: ...
-    def mark_for_recolor(self, pid: int, vpn: int) -> None: ...
-    def scan_accessed(self, pid: int) -> list[int]: ...
-    def migrate(self, tid: int, core: int) -> None: ...
-    def set_sampling(self, core: Optional[int] = None, sampling: Optional[dict[str, Any]] = None) -> None: ...
-    def set_prefetch(self, on: bool) -> None: ...
+    def valid(self) -> bool:
+        """Whether the hook this kernel was passed to is still running."""
+    def now(self) -> int:
+        """Simulated time (cycles) on the core running the hook."""
+    def core(self) -> int:
+        """The core running the hook."""
+    def cores(self) -> int:
+        """The number of cores of the machine."""
+    def colors(self) -> int:
+        """The colors of the LLC."""
+    def threads(self) -> list[Thread]:
+        """Every thread."""
+    def pages(self, pid: int) -> list[Page]:
+        """The mapped pages of ``pid`` in vpn order (empty if it has exited)."""
+    def recolor(self, pid: int, vpn: int, colors: Any) -> Optional[int]:
+        """Eager move of a page to a frame of one of ``colors``; the new frame, or None if its color is already one of them."""
+    def mark_for_recolor(self, pid: int, vpn: int) -> None:
+        """Lazy move: the page's next fault asks ``allowed_colors`` again."""
+    def scan_accessed(self, pid: int) -> list[int]:
+        """Clear every accessed bit of ``pid``; the vpns that had it set."""
+    def migrate(self, tid: int, core: int) -> None:
+        """Move thread ``tid`` to ``core``'s run queue and pin it there."""
+    def set_sampling(self, core: Optional[int] = None, sampling: Optional[dict[str, Any]] = None) -> None:
+        """Program (a dict of ``[pmu.sampling]``'s keys) or switch off (None) the sampler of ``core`` (all if None)."""
+    def set_prefetch(self, on: bool) -> None:
+        """Hardware prefetchers on or off."""
 
 def simulate_system_policy(text: str, policy: Any, format: str = "toml") -> str:
     """``simulate_system`` under a ``cachecolor.Policy`` instance (its hooks called with the GIL,

@@ -368,10 +368,12 @@ impl PyKernel {
         Ok(self.get()?.core())
     }
 
+    /// The number of cores of the machine.
     fn cores(&mut self) -> PyResult<usize> {
         Ok(self.get()?.cores())
     }
 
+    /// The colors of the LLC.
     fn colors(&mut self) -> PyResult<u64> {
         Ok(self.get()?.colors())
     }
@@ -382,6 +384,7 @@ impl PyKernel {
         self.ptr.is_some()
     }
 
+    /// Every thread: `tid`, `pid`, `core` (whose run queue holds it), `done`.
     fn threads(&mut self) -> PyResult<Vec<PyThread>> {
         Ok(self
             .get()?
@@ -396,6 +399,7 @@ impl PyKernel {
             .collect())
     }
 
+    /// The mapped pages of process `pid` in vpn order (empty if it has exited).
     fn pages(&mut self, pid: usize) -> PyResult<Vec<PyPage>> {
         Ok(self
             .get()?
@@ -413,6 +417,9 @@ impl PyKernel {
             .collect())
     }
 
+    /// Eager recolor (ROCS section 4.2, COLORIS section 3.3): move page `vpn` of `pid` to a frame
+    /// of one of `colors` (allocate, copy, remap, TLB shootdown). Returns the new frame, or None
+    /// if its color is already one of `colors`.
     fn recolor(
         &mut self,
         pid: usize,
@@ -424,18 +431,26 @@ impl PyKernel {
         k.recolor(pid, vpn, &set).map_err(kernel_err)
     }
 
+    /// Lazy recolor (COLORIS section 3.3): clear the page's present bit and mark it; its next
+    /// fault asks `allowed_colors` again and moves it if its color is no longer allowed.
     fn mark_for_recolor(&mut self, pid: usize, vpn: u64) -> PyResult<()> {
         self.get()?.mark_for_recolor(pid, vpn).map_err(kernel_err)
     }
 
+    /// Clear the accessed bit of every page of `pid`; return the vpns that had it set (cost per
+    /// entry visited, and a TLB flush of the process so the bits are set again).
     fn scan_accessed(&mut self, pid: usize) -> PyResult<Vec<u64>> {
         self.get()?.scan_accessed(pid).map_err(kernel_err)
     }
 
+    /// Move thread `tid` to `core`'s run queue (and pin it there).
     fn migrate(&mut self, tid: usize, core: usize) -> PyResult<()> {
         self.get()?.migrate(tid, core).map_err(kernel_err)
     }
 
+    /// Program the data-address sampler of `core` (every core if None) with a dict of
+    /// `[pmu.sampling]`'s keys (`event`, `period`, `cost_cycles`, `pollute_l1_lines`), or switch
+    /// it off with `sampling=None` (ROCS section 3.3 throttles it by changing the period).
     #[pyo3(signature = (core = None, sampling = None))]
     fn set_sampling(
         &mut self,
@@ -473,6 +488,7 @@ impl PyKernel {
         Ok(())
     }
 
+    /// Switch the hardware prefetchers on or off (ROCS section 3.2 profiles with them off).
     fn set_prefetch(&mut self, on: bool) -> PyResult<()> {
         self.get()?.set_prefetch(on);
         Ok(())
