@@ -13,7 +13,9 @@ simulated cycles), timed three ways:
 The three reports must be identical (hooks cost no simulated time); host CPU time is the best of
 RUNS runs each. `CASE=static` instead times examples/coloris/isolation-light.toml under the Rust
 `static` and its Python port (examples/python/static_sections.py), whose hot hook is
-`allowed_colors`, called at every page fault. Usage:
+`allowed_colors`, called at every page fault. `CASE=pollute` times the full art.toml under
+`linux`, the Rust `rocs` and the Python ROCS-like examples/python/pollute_buffer.py (reports
+differ: three policies). Usage:
 
     .venv/bin/python benches/pypolicy_overhead.py            # REFS=2000000 RUNS=3 by default
     CASE=static .venv/bin/python benches/pypolicy_overhead.py
@@ -67,6 +69,12 @@ def static_port() -> type:
     return _load_class(f"{ROOT / 'examples' / 'python' / 'static_sections.py'}:StaticSections")
 
 
+def pollute_port() -> type:
+    from cachecolor.policy import _load_class
+
+    return _load_class(f"{ROOT / 'examples' / 'python' / 'pollute_buffer.py'}:PolluteBuffer")
+
+
 def run(mode: str, cfg: dict) -> tuple[float, dict]:
     policy = {
         "rust": "linux",
@@ -74,6 +82,8 @@ def run(mode: str, cfg: dict) -> tuple[float, dict]:
         "py-sample": NoOpSample,
         "rust-static": "static",
         "py-static": static_port(),
+        "rocs": "rocs",
+        "py-pollute": pollute_port(),
     }[mode]
     # CPU time of this process (the run is one thread): the machine is shared, wall time is not
     # this run's alone.
@@ -91,6 +101,20 @@ def comparable(doc: dict) -> dict:
 
 def main() -> int:
     static = os.environ.get("CASE") == "static"
+    if os.environ.get("CASE") == "pollute":
+        cfg = load_system_config(ROOT / "examples" / "rocs" / "art.toml")
+        best: dict[str, float] = {}
+        what: dict[str, str] = {}
+        for _ in range(RUNS):
+            for mode in ("rust", "rocs", "py-pollute"):
+                secs, doc = run(mode, cfg)
+                best[mode] = min(best.get(mode, secs), secs)
+                samples = sum(c["samples"] for c in doc["cores"])
+                what[mode] = f"{samples:,} samples, LLC miss rate {doc['processes'][0]['llc_miss_rate']:.3f}"
+        print("art.toml (8 M references):")
+        for mode in ("rust", "rocs", "py-pollute"):
+            print(f"  {mode:10} {best[mode]:7.3f} s   {what[mode]}")
+        return 0
     cfg = load_system_config(ROOT / "examples" / "coloris" / "isolation-light.toml") if static else config()
     only = os.environ.get("MODE")
     if only:  # one run, for callgrind

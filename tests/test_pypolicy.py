@@ -393,3 +393,22 @@ def test_cli_hook_exception_is_one_line_and_exit_1(tmp_path):
     assert r.returncode == 1, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "KeyError" in lines[0] and "oops" in lines[0], r.stderr
+
+
+def test_the_python_pollute_buffer_protects_art_as_rocs_does():
+    """examples/python/pollute_buffer.py (a ROCS-like buffer without the search) on the art
+    scenario: streaming pages moved into the buffer lower art's LLC miss rate below linux's, as
+    the Rust `rocs` does (docs/rocs.md); every page it moved is a recolor in the report."""
+    from cachecolor.policy import _load_class
+
+    cls = _load_class(f"{EXAMPLES / 'python' / 'pollute_buffer.py'}:PolluteBuffer")
+    cfg = load_system_config(EXAMPLES / "rocs" / "art.toml")
+    linux = cachecolor.simulate_system(cfg, policy="linux").to_dict()["processes"][0]
+    rocs = cachecolor.simulate_system(cfg, policy="rocs").to_dict()["processes"][0]
+    doc = cachecolor.simulate_system(cfg, policy=cls).to_dict()
+    art, report = doc["processes"][0], doc["policy_report"]
+    assert report["moved"] > 0 and art["recolors"] == report["moved"]
+    assert report["samples"] == sum(c["samples"] for c in doc["cores"]) > 0
+    assert art["llc_miss_rate"] < linux["llc_miss_rate"] - 0.03
+    assert rocs["llc_miss_rate"] < linux["llc_miss_rate"] - 0.03
+    assert doc["invariants"] == []
