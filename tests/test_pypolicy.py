@@ -412,3 +412,42 @@ def test_the_python_pollute_buffer_protects_art_as_rocs_does():
     assert art["llc_miss_rate"] < linux["llc_miss_rate"] - 0.03
     assert rocs["llc_miss_rate"] < linux["llc_miss_rate"] - 0.03
     assert doc["invariants"] == []
+
+
+def test_a_python_policy_run_releases_the_gil_between_hooks():
+    # As test_api.test_simulation_releases_the_gil: a hook that fires a few times in the run
+    # (ticks every 100 M cycles); had the run kept the GIL, this thread could step only while a
+    # hook runs.
+    import threading
+    import time
+
+    class FewTicks(cachecolor.Policy):
+        def setup(self, machine):
+            super().setup(machine)
+            self.ticks = 0
+
+        def tick(self, kernel, tick):
+            self.ticks += 1
+
+    cfg = load_system_config(EXAMPLES / "rocs" / "art.toml")
+    cfg["scheduler"]["tick"] = 100_000_000
+    policy = FewTicks()
+    done = threading.Event()
+    steps = 0
+
+    def run():
+        try:
+            cachecolor.simulate_system(cfg, policy=policy)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run)
+    start = time.monotonic()
+    t.start()
+    while not done.is_set():
+        steps += 1
+        time.sleep(0.001)
+    t.join()
+    elapsed = time.monotonic() - start
+    assert 0 < policy.ticks < 20
+    assert elapsed < 0.05 or steps > 20, (steps, elapsed)
