@@ -451,3 +451,35 @@ def test_a_python_policy_run_releases_the_gil_between_hooks():
     elapsed = time.monotonic() - start
     assert 0 < policy.ticks < 20
     assert elapsed < 0.05 or steps > 20, (steps, elapsed)
+
+
+def test_out_of_colors_widens_and_the_fault_retries():
+    # 8 MiB of RAM over 16 colors: 128 frames of color 0, fewer than either process touches
+    # (224 and 625 pages), so each runs out once and is widened to every color (COLORIS 3.2).
+    class Widen(cachecolor.Policy):
+        def setup(self, machine):
+            super().setup(machine)
+            self.widened: list[int] = []
+
+        def allowed_colors(self, pid, vpn):
+            return range(self.machine.colors) if pid in self.widened else (0,)
+
+        def out_of_colors(self, pid):
+            self.widened.append(pid)
+            return True
+
+    cfg = _sampled()
+    cfg["memory"]["ram"] = "8MiB"
+    p = Widen()
+    doc = cachecolor.simulate_system(cfg, policy=p).to_dict()
+    assert sorted(p.widened) == [0, 1]
+    assert [q["faults"] for q in doc["processes"]] == [224, 625]
+    # Widened for real: each process has pages beyond color 0.
+    assert all(sum(1 for n in q["pages_per_color"] if n) > 1 for q in doc["processes"])
+
+    class Empty(cachecolor.Policy):
+        def allowed_colors(self, pid, vpn):
+            return ()
+
+    with pytest.raises(cachecolor.ConfigError, match="allowed color set is empty"):
+        cachecolor.simulate_system(_sampled(), policy=Empty)
