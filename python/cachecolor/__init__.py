@@ -26,6 +26,8 @@ Public API (everything here is re-exported from submodules; see each for details
     read_pagemap(start, end, pid="self") -> DataFrame                    # vpn/pfn from /proc (root)
     models.uniform_hit_rates / conflict_curve / placement_miss_rate      # thesis 2.3.2, 3.1-3.2, 5.2
     page_profile(config, trace=None, level="LLC", sample_period=N) -> PageProfile  # ROCS 3
+    class MyPolicy(Policy): ...                   # an OS policy written in Python (policy.py)
+    register_policy(name, cls)                    # simulate_system(cfg, policy=name)
 
 Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`` (``.field``),
 ``TraceError`` (``.offset``), ``SimulationError`` and ``CaptureError``, all raised by the Rust
@@ -49,6 +51,20 @@ from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
 from .system import SystemResult, simulate_system
+from ._core import (
+    Kernel,
+    KernelError,
+    Machine,
+    Page,
+    ProcessCounts,
+    ProcessInfo,
+    Reading,
+    Sample,
+    SchedEvent,
+    Thread,
+    Tick,
+)
+from .policy import Policy, register_policy, registered_policies
 from .traces import (
     KIND_NAMES,
     capture,
@@ -66,6 +82,20 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "KIND_NAMES",
+    "Kernel",
+    "KernelError",
+    "Machine",
+    "Page",
+    "Policy",
+    "ProcessCounts",
+    "ProcessInfo",
+    "Reading",
+    "Sample",
+    "SchedEvent",
+    "Thread",
+    "Tick",
+    "register_policy",
+    "registered_policies",
     "MissRateCurve",
     "PageProfile",
     "PhysicalSdp",

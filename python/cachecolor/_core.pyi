@@ -76,6 +76,129 @@ def simulate_system(text: str, format: str = "toml") -> str:
     as ``simulate``'s do; page-walk reads and the kernel's own copies are privileged records.
     """
 
+# Policies written in Python (crates/py/src/policy.rs; the API is cachecolor.Policy).
+
+class KernelError(CachecolorError):
+    """A kernel action a policy asked for was refused (no such process, page, thread or core; no free frame)."""
+
+class Machine:
+    """The machine a policy runs on, given to ``Policy.setup``."""
+
+    cores: int
+    chips: int
+    colors: int
+    llc_size: int
+    llc_ways: int
+    line_size: int
+    page_size: int
+
+class ProcessInfo:
+    """A new process: ``colors`` and ``pinned`` as its config gives them (None if not)."""
+
+    pid: int
+    name: str
+    colors: Optional[list[int]]
+    pinned: Optional[list[int]]
+
+class Thread:
+    tid: int
+    pid: int
+    core: int
+    """The core whose run queue holds it."""
+    done: bool
+
+class Page:
+    """One mapped page of a process (``marked``: awaiting a lazy recolor)."""
+
+    vpn: int
+    pfn: int
+    color: int
+    accessed: bool
+    dirty: bool
+    marked: bool
+    huge: bool
+
+class Sample:
+    """A PMU sample: ``source`` is "cache" (``level`` the index of the level), "remote" or "memory"."""
+
+    core: int
+    thread: int
+    pid: int
+    write: bool
+    vaddr: int
+    paddr: int
+    source: str
+    level: Optional[int]
+    cycle: int
+
+class SchedEvent:
+    """``kind`` "switch" (``tid`` starts on ``core`` after thread ``previous``), "migrated"
+    (``tid`` moved to ``core`` from core ``previous``) or "exited" (``core`` None)."""
+
+    kind: str
+    core: Optional[int]
+    tid: int
+    previous: Optional[int]
+
+class Reading:
+    """A programmable counter as software reads it (``scaled`` = raw * enabled / running)."""
+
+    event: str
+    raw: int
+    time_enabled: int
+    time_running: int
+    scaled: float
+
+class ProcessCounts:
+    """A process's exact event counts (event name -> count), in total and since the last tick."""
+
+    pid: int
+    alive: bool
+    total: dict[str, int]
+    interval: dict[str, int]
+
+class Tick:
+    now: int
+    interval: int
+    cores: list[list[Reading]]
+    processes: list[ProcessCounts]
+
+class Kernel:
+    """The kernel actions of the Rust ``Kernel`` trait, valid only during the hook it was passed
+    to (``RuntimeError`` after). Each action is charged to the core running the hook."""
+
+    @property
+    def valid(self) -> bool:
+        """Whether the hook this kernel was passed to is still running."""
+    def now(self) -> int:
+        """Simulated time (cycles) on the core running the hook."""
+    def core(self) -> int:
+        """The core running the hook."""
+    def cores(self) -> int:
+        """The number of cores of the machine."""
+    def colors(self) -> int:
+        """The colors of the LLC."""
+    def threads(self) -> list[Thread]:
+        """Every thread."""
+    def pages(self, pid: int) -> list[Page]:
+        """The mapped pages of ``pid`` in vpn order (empty if it has exited)."""
+    def recolor(self, pid: int, vpn: int, colors: Any) -> Optional[int]:
+        """Eager move of a page to a frame of one of ``colors``; the new frame, or None if its color is already one of them."""
+    def mark_for_recolor(self, pid: int, vpn: int) -> None:
+        """Lazy move: the page's next fault asks ``allowed_colors`` again."""
+    def scan_accessed(self, pid: int) -> list[int]:
+        """Clear every accessed bit of ``pid``; the vpns that had it set."""
+    def migrate(self, tid: int, core: int) -> None:
+        """Move thread ``tid`` to ``core``'s run queue and pin it there."""
+    def set_sampling(self, core: Optional[int] = None, sampling: Optional[dict[str, Any]] = None) -> None:
+        """Program (a dict of ``[pmu.sampling]``'s keys) or switch off (None) the sampler of ``core`` (all if None)."""
+    def set_prefetch(self, on: bool) -> None:
+        """Hardware prefetchers on or off."""
+
+def simulate_system_policy(text: str, policy: Any, format: str = "toml") -> str:
+    """``simulate_system`` under a ``cachecolor.Policy`` instance (its hooks called with the GIL,
+    the rest of the run without); an exception raised by a hook is raised from here."""
+
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""
 

@@ -13,6 +13,7 @@ Commands::
     cachecolor mrc TRACE | --workload SPEC --rapid WINDOW [--l1-size B] [--l1-ways A] [--warmup N] [--start N]
     cachecolor profile [TRACE] --config CFG [--level LLC] [--sample-period N] [--json OUT] [--csv OUT] [--plot PREFIX]
     cachecolor sdp TRACE | --workload SPEC | --sweep --cache-size B --ways A [--placement ALLOC | --pagemap CSV] [--json OUT] [--plot OUT.png]
+    cachecolor simulate SYSTEM.toml --policy module:Class|path/file.py:Class   (a policy written in Python)
     cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--out DIR] [--no-plots] [-q]
     cachecolor demo [--out DIR] [--backend B]
     cachecolor --version
@@ -912,7 +913,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=FORMATS, default="native", help="format of --trace (default: native)")
     s.add_argument("--json", metavar="OUT", help="write the results (per-level stats, effective config, version) as JSON")
     s.add_argument("--seed", type=int, metavar="N", help="seed for the workload and random replacement (overrides the config)")
-    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run (linux, static, coloris)")
+    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run: a built-in one (linux, static, rocs, global-pollute, "
+        "mrc-partition, thread-cluster, coloris), or one written in Python as module:Class or path/file.py:Class "
+        "(docs/policies.md)")
     _quiet(s)
     s.set_defaults(func=cmd_simulate)
 

@@ -17,10 +17,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _core
 from .results import format_modes
+
+if TYPE_CHECKING:
+    from .policy import PolicySpec
 
 SystemSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -48,16 +51,31 @@ def is_system_config(config: Mapping[str, Any]) -> bool:
 
 
 def simulate_system(
-    config: SystemSource, *, policy: Optional[str] = None, seed: Optional[int] = None
+    config: SystemSource, *, policy: "Optional[PolicySpec]" = None, seed: Optional[int] = None
 ) -> "SystemResult":
     """Run a whole system to the end of every thread; return a ``SystemResult``.
 
-    ``policy`` replaces ``[policy] name``. ``seed`` seeds the page allocator and the hierarchy
-    and gives the k-th generated thread (in config order) seed ``seed + k``.
+    ``policy`` replaces ``[policy] name``: a built-in policy's name, or a policy written in
+    Python (``cachecolor.Policy``): a subclass, an instance, a name given with
+    ``register_policy``, ``module:Class`` or ``path/file.py:Class`` (``[policy] name`` may be
+    any of these strings too). ``seed`` seeds the page allocator and the hierarchy and gives the
+    k-th generated thread (in config order) seed ``seed + k``.
     """
+    from .policy import resolve_policy
+
     cfg = load_system_config(config)
+    python_policy = None
     if policy is not None:
-        cfg.setdefault("policy", {})["name"] = policy
+        python_policy = resolve_policy(policy)
+        if python_policy is None:
+            cfg.setdefault("policy", {})["name"] = policy
+    else:
+        name = cfg.get("policy", {}).get("name")
+        if isinstance(name, str):
+            python_policy = resolve_policy(name)
+    if python_policy is not None:
+        # The effective config names the Python policy as the report does.
+        cfg.setdefault("policy", {})["name"] = python_policy.policy_name
     if seed is not None:
         if not 0 <= int(seed) < 2**63:
             raise ValueError(f"seed {seed}: expected 0 <= seed < 2**63")
@@ -69,7 +87,11 @@ def simulate_system(
                 if isinstance(t.get("workload"), dict):
                     t["workload"]["seed"] = int(seed) + k
                     k += 1
-    return SystemResult(json.loads(_core.simulate_system(json.dumps(cfg), "json")))
+    if python_policy is not None:
+        doc = _core.simulate_system_policy(json.dumps(cfg), python_policy, "json")
+    else:
+        doc = _core.simulate_system(json.dumps(cfg), "json")
+    return SystemResult(json.loads(doc))
 
 
 class SystemResult:

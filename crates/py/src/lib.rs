@@ -8,7 +8,7 @@ Python exception in one place (`errors.rs`). Nothing here is meant to be called 
 typed stub `python/cachecolor/_core.pyi` documents the signatures the Python front relies on.
 
 Files: `errors.rs` (exception classes, the one mapping), `simulate.rs` (configs, runs),
-`system.rs` (whole-system runs), `presets.rs` (machine presets and `detect`),
+`system.rs` (whole-system runs), `policy.rs` (policies written in Python), `presets.rs` (machine presets and `detect`),
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches).
 `traces.rs` (read, write, convert, info), `capture.rs` (program capture, host caches),
 `analysis.rs` (miss-rate curves, per-set stack distance profiles), `bench.rs` (Cachetest:
@@ -22,6 +22,7 @@ mod capture;
 mod errors;
 mod offload;
 mod oscache;
+mod policy;
 mod presets;
 mod simulate;
 mod system;
@@ -46,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(system::simulate_system, m)?)?;
+    policy::register(m)?;
     m.add_function(wrap_pyfunction!(presets::machine_names, m)?)?;
     m.add_function(wrap_pyfunction!(presets::machine_toml, m)?)?;
     m.add_function(wrap_pyfunction!(presets::machine_json, m)?)?;

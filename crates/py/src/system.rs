@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::errors::{catch_panic, Result};
 
 /// Parse a system config, resolving `[machine] preset` (`cachecolor_sim::system::presets`).
-fn parse(text: &str, format: &str) -> Result<SystemConfig> {
+pub(crate) fn parse(text: &str, format: &str) -> Result<SystemConfig> {
     Ok(match format {
         "json" => presets::system_config_from_json(text)?,
         _ => presets::system_config_from_toml(text)?,
@@ -28,18 +28,24 @@ pub fn simulate_system(py: Python<'_>, text: &str, format: &str) -> PyResult<Str
         catch_panic(|| {
             let mut system = System::new(&config)?;
             system.run()?;
-            let report = system.report();
-            let mut doc = serde_json::Map::new();
-            doc.insert("version".into(), json!(cachecolor_sim::VERSION));
-            doc.insert(
-                "config".into(),
-                serde_json::to_value(&config).expect("configs serialise"),
-            );
-            if let Value::Object(r) = serde_json::to_value(&report).expect("reports serialise") {
-                doc.extend(r);
-            }
-            Ok(Value::Object(doc).to_string())
+            Ok(document(&config, &system))
         })
     })?;
     Ok(doc)
+}
+
+/// The report of a finished run as one JSON document: the version, the effective config, then
+/// the system's report (shared with runs under a Python policy, `policy.rs`).
+pub(crate) fn document(config: &SystemConfig, system: &System) -> String {
+    let report = system.report();
+    let mut doc = serde_json::Map::new();
+    doc.insert("version".into(), json!(cachecolor_sim::VERSION));
+    doc.insert(
+        "config".into(),
+        serde_json::to_value(config).expect("configs serialise"),
+    );
+    if let Value::Object(r) = serde_json::to_value(&report).expect("reports serialise") {
+        doc.extend(r);
+    }
+    Value::Object(doc).to_string()
 }
