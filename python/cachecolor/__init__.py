@@ -8,7 +8,9 @@ Public API (everything here is re-exported from submodules; see each for details
 
     load_config(path_or_dict) -> dict            # effective config, every default filled in
     simulate(config, trace=None, trace_format="native", progress=None, ...) -> Result
-    simulate_system(config, policy=None, seed=None) -> SystemResult   # whole OS simulation
+    simulate_system(config, policy=None, seed=None, progress=None) -> SystemResult   # whole OS simulation
+    sweep(spec_or_points, out_dir, executor="pool"|"serial"|Client|"tcp://..", workers=None) -> SweepResult
+    grid(configs, parameters={path: [values]}, policies=None, seeds=(None,)) -> list[Point]
     read_trace(path, format="native", limit=None, as_="frame") -> DataFrame | ndarray
     write_trace(path, records, metadata="") -> int
     convert_trace(src, fmt, out, progress=None) -> int
@@ -49,6 +51,7 @@ from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
 from .system import SystemResult, simulate_system
+from .sweep import Point, SweepError, SweepResult, grid, sweep
 from .traces import (
     KIND_NAMES,
     capture,
@@ -73,6 +76,11 @@ __all__ = [
     "RapidMrc",
     "Result",
     "SystemResult",
+    "Point",
+    "SweepError",
+    "SweepResult",
+    "grid",
+    "sweep",
     "SetProfile",
     "SimulationError",
     "TraceError",

@@ -69,12 +69,16 @@ def simulate_arrays(
     the ``privileged`` side of each level's split by mode.
     """
 
-def simulate_system(text: str, format: str = "toml") -> str:
+def simulate_system(text: str, format: str = "toml", progress: Optional[Callable[..., None]] = None) -> str:
     """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON.
 
     Its ``levels`` (summed over the chips' hierarchies) carry the ``user`` / ``privileged`` split
     as ``simulate``'s do; page-walk reads and the kernel's own copies are privileged records.
     """
+
+def effective_system_config(text: str, format: str = "toml", check: bool = True) -> str:
+    """Check a system config (with ``check``, by building the system, not running it); return it effective (preset expanded, defaults filled) as JSON."""
+
 
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""

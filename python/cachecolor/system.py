@@ -17,7 +17,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from . import _core
 from .results import format_modes
@@ -48,14 +48,28 @@ def is_system_config(config: Mapping[str, Any]) -> bool:
 
 
 def simulate_system(
-    config: SystemSource, *, policy: Optional[str] = None, seed: Optional[int] = None
+    config: SystemSource,
+    *,
+    policy: Optional[str] = None,
+    seed: Optional[int] = None,
+    progress: Optional[Callable[..., None]] = None,
 ) -> "SystemResult":
     """Run a whole system to the end of every thread; return a ``SystemResult``.
 
     ``policy`` replaces ``[policy] name``. ``seed`` seeds the page allocator and the hierarchy
-    and gives the k-th generated thread (in config order) seed ``seed + k``.
+    and gives the k-th generated thread (in config order) seed ``seed + k``. ``progress`` is
+    called once per scheduler tick with ``(records, bytes, total_bytes, total_records)`` summed
+    over the threads (a ``cachecolor.progress.ProgressLine`` fits); the run also checks for
+    Ctrl-C there, so ``KeyboardInterrupt`` arrives within a tick, and nothing is returned of a
+    run cut short.
     """
-    cfg = load_system_config(config)
+    cfg = apply_policy_seed(load_system_config(config), policy, seed)
+    return SystemResult(json.loads(_core.simulate_system(json.dumps(cfg), "json", progress)))
+
+
+def apply_policy_seed(cfg: dict[str, Any], policy: Optional[str], seed: Optional[int]) -> dict[str, Any]:
+    """``cfg`` (changed in place and returned) under ``policy`` and ``seed`` as
+    ``simulate_system`` applies them."""
     if policy is not None:
         cfg.setdefault("policy", {})["name"] = policy
     if seed is not None:
@@ -69,7 +83,7 @@ def simulate_system(
                 if isinstance(t.get("workload"), dict):
                     t["workload"]["seed"] = int(seed) + k
                     k += 1
-    return SystemResult(json.loads(_core.simulate_system(json.dumps(cfg), "json")))
+    return cfg
 
 
 class SystemResult:
