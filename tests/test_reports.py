@@ -61,7 +61,8 @@ def test_numbers_for_people():
     md = fmt.markdown_table(frame).splitlines()
     assert md[0] == "| policy | ipc | cycles |"
     assert md[1] == "|---|---:|---:|"
-    assert md[2] == "| a\\|b | 1.500 ± 0.2500 | 42.4 M |"
+    assert md[2] == "| a\\|b | 1.500 ± 0.25 | 42.4 M |"
+    assert fmt.half(0.0001479) == "0.00015" and fmt.half(8557.0) == "8,600" and fmt.half(1_234_567.0) == "1.2 M"
 
 
 def test_the_registry_names_every_policy_reporter():
@@ -85,7 +86,7 @@ def test_report_aggregates_seeds_and_writes_markdown_that_renders(tmp_path):
     victim = raw[(raw["process"] == "victim") & (raw["policy"] == "static")]["ipc"].to_numpy()
     mean, half = fmt.mean_ci(victim)
     row = next(line for line in lines if "| static | victim |" in line)
-    assert f"{fmt.number(mean)} ± {fmt.number(half)}" in row
+    assert f"{fmt.number(mean)} ± {fmt.half(half)}" in row
     assert (out / "report.html").is_file() and (out / "results.parquet").is_file()
     # Re-running the report computes nothing: every point is stored.
     again = reports.report_sweep(

@@ -2,7 +2,7 @@
 
 Contract: ``number`` formats one value (integers with thousands separators up to a million, then
 ``42.4 M``; other floats with four significant digits and no exponent; NaN and None as ``-``);
-``bytes_`` writes sizes in KiB / MiB / GiB; ``mean_ci`` gives the mean and the half-width of the
+``half`` gives an interval's half-width two significant digits; ``bytes_`` writes sizes in KiB / MiB / GiB; ``mean_ci`` gives the mean and the half-width of the
 95% confidence interval (Student's t, n - 1 degrees of freedom; the t quantiles are tabulated
 below and checked against a numerical integration of the t density in tests/test_reports.py);
 ``markdown_table`` renders a DataFrame as a GitHub pipe table (``x_ci`` columns folded into
@@ -75,6 +75,21 @@ def number(v: Any) -> str:
     return f"{x:.{digits}f}"
 
 
+def half(v: Any) -> str:
+    """An interval's half-width: two significant digits (``0.00015``, ``8,600``, ``1.2 M``)."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if x != x:
+        return "-"
+    if x == 0 or abs(x) >= 100:
+        r = float(f"{x:.2g}")
+        return number(int(r) if abs(r) < 1e6 else r)
+    digits = max(0, 1 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:.{digits}f}"
+
+
 def bytes_(n: float) -> str:
     """A size in bytes as B / KiB / MiB / GiB (``8 MiB``, ``1.5 KiB``)."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -95,7 +110,7 @@ def cells(frame: Any) -> tuple[list[str], list[list[str]]]:
             text = number(rec[c])
             ci = rec.get(f"{c}_ci")
             if ci is not None and ci == ci and f"{c}_ci" in frame.columns:
-                text += f" ± {number(ci)}"
+                text += f" ± {half(ci)}"
             row.append(text)
         rows.append(row)
     return [str(c) for c in cols], rows
