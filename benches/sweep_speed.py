@@ -8,6 +8,8 @@ load hits both alike. Usage: python benches/sweep_speed.py [REPEATS] (default 3)
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,11 +34,15 @@ def main() -> None:
     for r in range(repeats):
         for workers in (1, 2):
             out = work / f"out-{workers}-{r}"
+            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "cachecolor", "sweep", str(spec), "--out", str(out), "--workers", str(workers), "-q"], check=True)
             dt = time.perf_counter() - t0
+            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
             times[workers].append(dt)
-            print(f"repeat {r + 1}: {workers} worker(s): {dt:.1f} s", flush=True)
+            load = os.getloadavg()[0]
+            print(f"repeat {r + 1}: {workers} worker(s): {dt:.1f} s wall, {cpu:.1f} s CPU (load average {load:.1f})", flush=True)
     for w, ts in times.items():
         print(f"{w} worker(s): " + ", ".join(f"{t:.1f}" for t in ts) + f" s (best {min(ts):.1f})")
     pairs = [a / b for a, b in zip(times[1], times[2])]

@@ -231,3 +231,16 @@ def test_simulate_system_reports_progress_per_tick(tmp_path):
     assert records == sorted(records) and records[-1] <= seen[-1][3] == 400_000
     whole = cachecolor.simulate_system(cfg)
     assert whole.to_dict() == r.to_dict(), "progress never changes the run"
+
+
+def test_dask_is_imported_only_when_used(tmp_path):
+    # (pyarrow is not checked: pandas 3 itself imports it when installed, for its string dtype.)
+    cfg = small(tmp_path)
+    code = (
+        "import sys, cachecolor\n"
+        f"r = cachecolor.sweep(cachecolor.grid([{str(cfg)!r}], None, ['linux'], [1]), {str(tmp_path / 'o')!r}, executor='serial', progress=False, write_table=False)\n"
+        "print(sorted(m for m in ('dask', 'distributed', 'tqdm') if m in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
