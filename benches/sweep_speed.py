@@ -1,7 +1,8 @@
 """The speed-up of a 40-point sweep on 1 and 2 local workers (docs/PERFORMANCE.md, "Sweeps").
 
-40 points: examples/os/colors-disjoint.toml with 200,000 references per process, LLC 1 MiB and
-2 MiB, policies linux and static, seeds 1-10. Each timing runs `cachecolor sweep` afresh into an
+40 points: examples/os/colors-disjoint.toml with 3,000,000 references for the victim (the stream's
+600,000 as they are: more would not fit its two colors), L2 128 KiB and
+256 KiB, policies linux and static, seeds 1-10. Each timing runs `cachecolor sweep` afresh into an
 empty directory (nothing reused), alternating 1 and 2 workers so a change in the machine's other
 load hits both alike. Usage: python benches/sweep_speed.py [REPEATS] (default 3).
 """
@@ -24,11 +25,11 @@ def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     work = Path(tempfile.mkdtemp(prefix="sweep-speed-"))
     cfg = work / "disjoint.toml"
-    cfg.write_text((ROOT / "examples/os/colors-disjoint.toml").read_text().replace("references = 600000", "references = 200000"))
+    cfg.write_text((ROOT / "examples/os/colors-disjoint.toml").read_text().replace("references = 600000", "references = 3000000", 1))
     spec = work / "spec.toml"
     spec.write_text(
         f'configs = ["{cfg}"]\npolicies = ["linux", "static"]\nseeds = {{ first = 1, count = 10 }}\n'
-        '[parameters]\n"machine.hierarchy.levels[2].size" = ["1MiB", "2MiB"]\n'
+        '[parameters]\n"machine.hierarchy.levels[1].size" = ["128KiB", "256KiB"]\n'
     )
     times: dict[int, list[float]] = {1: [], 2: []}
     for r in range(repeats):

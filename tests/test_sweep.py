@@ -244,3 +244,13 @@ def test_dask_is_imported_only_when_used(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_set_works_on_cache_only_configs_too(tmp_path):
+    out = tmp_path / "c.json"
+    one = Path(__file__).resolve().parent.parent / "examples" / "crossval" / "one-level.toml"
+    run = cli("simulate", str(one), "--set", "hierarchy.levels[0].ways=4",
+              "--set", 'workload.phases=[{ pattern = "uniform", footprint = "64KiB", references = 10000 }]', "--json", str(out), "-q")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    assert doc["config"]["hierarchy"]["levels"][0]["ways"] == 4 and doc["records"] == 10_000
