@@ -145,20 +145,35 @@ def test_a_rerun_or_an_extended_grid_computes_only_what_is_missing(tmp_path):
 
 
 def test_a_failing_point_is_recorded_and_the_others_go_on(tmp_path):
+    # A 2 MiB LLC has 32 colors: the stream's two are 16 MiB of RAM, too few for its 16 MiB
+    # footprint and page tables. That shows only when it runs (the config itself is valid).
+    cfg = small(tmp_path)
+    oom = {"machine.hierarchy.levels[2].size": "2MiB", REFS[1]: 300_000}
+    res = sweep([Point(str(cfg), "static", 1), Point(str(cfg), "static", 1, oom)], tmp_path / "o", executor="serial", progress=False)
+    assert len(res.ran) == 2 and len(res.failed) == 1
+    t = res.table
+    bad = t[t["status"] == "error"]
+    assert len(bad) == 1 and "out of memory" in bad["error"].iloc[0] and bad["process"].isna().all()
+    assert len(t[t["status"] == "ok"]) == 2
+    rec = json.loads((tmp_path / "o" / "points" / f"{res.failed[0]}.json").read_text())
+    assert rec["status"] == "error" and rec["point"]["params"]["machine.hierarchy.levels[2].size"] == "2MiB"
+    # It is tried again on the next run (a failure is not a result); the good point is not.
+    again = sweep([Point(str(cfg), "static", 1), Point(str(cfg), "static", 1, oom)], tmp_path / "o", executor="serial", progress=False)
+    assert again.ran == res.failed and len(again.reused) == 1
+
+
+def test_a_bad_trace_is_named_before_anything_runs(tmp_path):
     cfg = small(tmp_path)
     trace = tmp_path / "bad.cctrace"
     trace.write_bytes(b"not a trace at all")
-    text = cfg.read_text().replace(
+    bad = tmp_path / "bad.toml"
+    bad.write_text(cfg.read_text().replace(
         'workload = { seed = 2, phases = [{ pattern = "sequential", footprint = "16MiB", references = 20000, size = 64, base = 0x400000000 }] }',
         f'trace = "{trace}"',
-    )
-    bad = tmp_path / "bad.toml"
-    bad.write_text(text)
-    res = sweep([Point(str(cfg), "linux", 1), Point(str(bad), "linux", 1)], tmp_path / "o", executor="serial", progress=False)
-    assert len(res.ran) == 2 and len(res.failed) == 1
-    rows = res.table.set_index("config")
-    assert rows.loc["bad", "status"] == "error" and "trace" in rows.loc["bad", "error"].lower()
-    assert (res.table[res.table["config"] == "small"]["status"] == "ok").all()
+    ))
+    with pytest.raises(SweepError, match="bad, linux, seed 1: .*not a cachecolor trace"):
+        sweep([Point(str(cfg), "linux", 1), Point(str(bad), "linux", 1)], tmp_path / "o", executor="serial", progress=False)
+    assert not (tmp_path / "o").exists()
 
 
 # --- interrupts ----------------------------------------------------------------------------------

@@ -305,8 +305,10 @@ def prepare(index: int, point: Point) -> Prepared:
                 traces[t["trace"]] = trace_hash(q)
     try:
         effective = json.loads(_core.effective_system_config(json.dumps(cfg), "json"))
-    except _core.ConfigError as e:
+    except (_core.ConfigError, _core.TraceError) as e:
         raise SweepError(f"{point.label()}: {e}") from e
+    except OSError as e:
+        raise SweepError(f"{point.label()}: {e.filename or ''}: {e.strerror or e}") from e
     doc = {
         "config": effective,
         "traces": traces,
