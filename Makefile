@@ -6,8 +6,9 @@
 #   `make build` (and so after `make demo` or `make test`) `.venv/bin/cachecolor` is the CLI and
 #   `.venv/bin/python -c "import cachecolor"` works.
 # - What the build and tests need beyond the machine's image is installed here: the Python tools
-#   (pinned minimum versions below, installed once, remembered by a stamp file) and, when run as
-#   root, qemu-user / valgrind from apt if their commands are missing.
+#   (pinned minimum versions below, installed once, remembered by a stamp file; the optional
+#   sweep extras dask, distributed and pyarrow among them so their tests run in CI) and, when run
+#   as root, qemu-user / valgrind / chromium from apt if their commands are missing.
 # - The extension is built by `maturin develop --release` into python/cachecolor/ (editable
 #   install), in the default Cargo target directory (or $CARGO_TARGET_DIR if you set one).
 
@@ -30,7 +31,11 @@ PY_DEPS := \
 	"matplotlib>=3.7" \
 	"pytest>=7.4" \
 	"pycachesim>=0.3.1" \
-	"libcachesim>=0.3"
+	"libcachesim>=0.3" \
+	"tqdm>=4.66" \
+	"dask>=2024.1" \
+	"distributed>=2024.1" \
+	"pyarrow>=14"
 
 # Only for `make bench-mrc` (a numba Fenwick kernel to compare with); never installed by
 # build or test, so CI does not pay for it.
@@ -54,10 +59,11 @@ $(DEPS_STAMP): Makefile
 	$(PIP) install -q $(PY_DEPS)
 	@touch $@
 
-tools: ## Install qemu-user (and valgrind) with apt when missing and running as root
+tools: ## Install qemu-user, valgrind and chromium (the HTML report's render test) with apt when missing and running as root
 	@missing=""; \
 	command -v qemu-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-user"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing$$missing (apt-get)"; \
@@ -65,7 +71,8 @@ tools: ## Install qemu-user (and valgrind) with apt when missing and running as 
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else \
 		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
-		echo "      Without them 'cachecolor trace' cannot capture programs and the capture tests skip."; \
+		echo "      Without them 'cachecolor trace' cannot capture programs and the capture tests skip;"; \
+		echo "      without chromium the HTML report's render test skips."; \
 	fi
 
 build: $(BUILD_STAMP) ## Build the Rust extension into .venv (maturin develop --release)

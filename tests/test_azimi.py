@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cachecolor import report
+from cachecolor import reports as report
 
 ROOT = Path(__file__).resolve().parent.parent
 AZIMI = ROOT / "examples" / "azimi"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import cachecolor
-from cachecolor import report
+from cachecolor import reports as report
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "coloris"

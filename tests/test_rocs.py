@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import cachecolor
-from cachecolor import report_rocs
+from cachecolor.reports import rocs as report_rocs
 from conftest import needs_cc, needs_qemu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def test_art_under_linux_and_rocs_from_the_cli(tmp_path):
 
 
 def test_report_tables_and_best_offline(tmp_path, monkeypatch):
-    from cachecolor import report
+    from cachecolor import reports as report
 
     monkeypatch.setattr(report_rocs, "best_offline_points", 3)
     runs = report.run_matrix([ART], ["linux", "rocs"])

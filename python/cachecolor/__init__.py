@@ -8,7 +8,9 @@ Public API (everything here is re-exported from submodules; see each for details
 
     load_config(path_or_dict) -> dict            # effective config, every default filled in
     simulate(config, trace=None, trace_format="native", progress=None, ...) -> Result
-    simulate_system(config, policy=None, seed=None) -> SystemResult   # whole OS simulation
+    simulate_system(config, policy=None, seed=None, progress=None) -> SystemResult   # whole OS simulation
+    sweep(spec_or_points, out_dir, executor="pool"|"serial"|Client|"tcp://..", workers=None) -> SweepResult
+    grid(configs, parameters={path: [values]}, policies=None, seeds=(None,)) -> list[Point]
     read_trace(path, format="native", limit=None, as_="frame") -> DataFrame | ndarray
     write_trace(path, records, metadata="") -> int
     convert_trace(src, fmt, out, progress=None) -> int
@@ -65,6 +67,7 @@ from ._core import (
     Tick,
 )
 from .policy import Policy, register_policy, registered_policies
+from .sweep import Point, SweepError, SweepResult, grid, sweep
 from .traces import (
     KIND_NAMES,
     capture,
@@ -103,6 +106,11 @@ __all__ = [
     "RapidMrc",
     "Result",
     "SystemResult",
+    "Point",
+    "SweepError",
+    "SweepResult",
+    "grid",
+    "sweep",
     "SetProfile",
     "SimulationError",
     "TraceError",

@@ -69,7 +69,7 @@ def simulate_arrays(
     the ``privileged`` side of each level's split by mode.
     """
 
-def simulate_system(text: str, format: str = "toml") -> str:
+def simulate_system(text: str, format: str = "toml", progress: Optional[Callable[..., None]] = None) -> str:
     """Run a whole system (machine, memory, policy, processes; ``[machine] preset`` resolved); the report as JSON.
 
     Its ``levels`` (summed over the chips' hierarchies) carry the ``user`` / ``privileged`` split
@@ -195,9 +195,12 @@ class Kernel:
     def set_prefetch(self, on: bool) -> None:
         """Hardware prefetchers on or off."""
 
-def simulate_system_policy(text: str, policy: Any, format: str = "toml") -> str:
+def simulate_system_policy(text: str, policy: Any, format: str = "toml", progress: Optional[Callable[..., None]] = None) -> str:
     """``simulate_system`` under a ``cachecolor.Policy`` instance (its hooks called with the GIL,
     the rest of the run without); an exception raised by a hook is raised from here."""
+def effective_system_config(text: str, format: str = "toml", check: bool = True) -> str:
+    """Check a system config (with ``check``, by building the system, not running it); return it effective (preset expanded, defaults filled) as JSON."""
+
 
 def simulate_offload(text: str, format: str = "toml") -> str:
     """Run an OS off-load config (``[offload]`` + ``[workload]``, Nellans et al. section 4); the report as JSON."""

@@ -2,7 +2,7 @@
 
 Commands::
 
-    cachecolor simulate CONFIG.toml [--trace FILE] [--format F] [--json OUT] [--seed N] [-q]
+    cachecolor simulate CONFIG.toml [--trace FILE] [--format F] [--json OUT] [--seed N] [--set PATH=VALUE]... [-q]
     cachecolor trace convert --from lackey|din|champsim IN OUT
     cachecolor trace info FILE [--format F] [--json]
     cachecolor trace capture [--backend auto|qemu|lackey] [--no-ifetch] [--max-records N] -o OUT -- PROGRAM ARGS
@@ -14,7 +14,9 @@ Commands::
     cachecolor profile [TRACE] --config CFG [--level LLC] [--sample-period N] [--json OUT] [--csv OUT] [--plot PREFIX]
     cachecolor sdp TRACE | --workload SPEC | --sweep --cache-size B --ways A [--placement ALLOC | --pagemap CSV] [--json OUT] [--plot OUT.png]
     cachecolor simulate SYSTEM.toml --policy module:Class|path/file.py:Class   (a policy written in Python)
-    cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--out DIR] [--no-plots] [-q]
+    cachecolor report CONFIG|DIR... [--policy NAME]... [--seeds N [--seed S]] [--set PATH=VALUE]... [--out DIR] [--no-plots] [--no-html]
+                      [--workers N | --scheduler tcp://HOST:PORT] [-q]
+    cachecolor sweep SPEC.toml [--out DIR] [--workers N | --scheduler tcp://HOST:PORT] [-q]
     cachecolor demo [--out DIR] [--backend B]
     cachecolor --version
 
@@ -24,7 +26,8 @@ Contract (tests/test_cli.py and tests/test_errors.py pin it):
   otherwise, nothing with ``--quiet``.
 - Exit codes: 0 success; 2 bad input (an invalid config, an unreadable trace, a missing file,
   a bad command line); 1 any other failure (a failed capture, the traced program failing, a
-  violated invariant, an internal error); 130 interrupted (Ctrl-C).
+  violated invariant, an internal error); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM,
+  whole-system simulate, report and sweep).
 - An error is reported as one line, ``cachecolor: error: ...``, never a Python traceback
   (set ``CACHECOLOR_DEBUG=1`` to get the traceback).
 """
@@ -123,12 +126,16 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
 
     if args.trace:
         raise CliError("--trace is for cache-only configs; a system config names each thread's trace", EXIT_BAD_INPUT)
+    progress = ProgressLine("simulate", quiet=args.quiet)
     try:
-        result = simulate_system(config, policy=args.policy, seed=args.seed)
+        with _terminable():
+            result = simulate_system(config, policy=args.policy, seed=args.seed, progress=progress)
     except _core.ConfigError as e:
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+    finally:
+        progress.close()
     return _report(args, result)
 
 
@@ -142,11 +149,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read config {args.config}: {e.strerror or e}", EXIT_BAD_INPUT) from e
     except _core.ConfigError as e:
         raise CliError(f"config {e}", EXIT_BAD_INPUT) from e
+    _apply_sets(raw, getattr(args, "set", None))
     if is_system_config(raw):
         return cmd_simulate_system(args, raw)
     if args.policy is not None:
         raise CliError("--policy applies to system configs (with [machine] and [[processes]])", EXIT_BAD_INPUT)
-    config = _load_config(args.config)
+    if getattr(args, "set", None):
+        try:
+            config = load_config(raw)
+        except _core.ConfigError as e:
+            raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+    else:
+        config = _load_config(args.config)
     if args.seed is not None:
         config = with_seed(config, args.seed)
     progress = ProgressLine("simulate", quiet=args.quiet)
@@ -563,7 +577,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         prof.to_json(args.json)
         _status(args, f"wrote {args.json}")
     if args.csv:
-        from .report import _atomic_write
+        from .reports.base import _atomic_write
         from pathlib import Path
 
         _atomic_write(Path(args.csv), pages.to_csv(index=False))
@@ -700,7 +714,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _write_json_first(args, s.doc)
     f = s.frame
     if args.csv:
-        from .report import _atomic_write
+        from .reports.base import _atomic_write
         from pathlib import Path
 
         _atomic_write(Path(args.csv), f.to_csv(index=False))
@@ -794,32 +808,133 @@ def _save_plot(draw: Any, out: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import run_matrix, write_report
+    from .reports import report_sweep
+    from .sweep import SweepError, config_paths, grid
 
     if args.seeds is not None and args.seeds < 1:
         raise CliError(f"--seeds {args.seeds}: give at least 1 seed", EXIT_BAD_INPUT)
     seeds = [None] if args.seeds is None else [args.seed + k for k in range(args.seeds)]
-    from .report import MatrixError
-
+    sets = dict(_parse_sets(args.set))
     try:
-        runs = run_matrix(args.paths, args.policy or None, seeds, progress=lambda m: _status(args, m))
+        configs = config_paths(args.paths)
+        points = []
+        for c in configs:
+            names = args.policy or _default_policies(c)
+            points += grid([c], {k: [v] for k, v in sets.items()}, names, seeds)
     except FileNotFoundError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
-    except MatrixError as e:
-        if e.runs:
-            write_report(e.runs, args.out, plots=False)
-            _status(args, f"wrote the {len(e.runs)} finished run(s) to {args.out}")
-        bad_input = isinstance(e.cause, (_core.ConfigError, _core.TraceError))
-        raise CliError(str(e), EXIT_BAD_INPUT if bad_input else EXIT_FAILURE) from e
-    text, written = write_report(runs, args.out, plots=not args.no_plots)
-    print(text)
-    _status(args, f"wrote {len(written)} files to {args.out}")
-    bad = [(r.config, r.policy, v) for r in runs for v in r.result.invariants]
-    for config, policy, v in bad:
-        print(f"{PROG}: invariant violated ({config}, {policy}): {v}", file=sys.stderr)
-    if bad:
-        raise CliError(f"{len(bad)} invariant(s) violated (a simulator bug: please report it)")
+    except (SweepError, _core.ConfigError) as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    try:
+        with _terminable():
+            rep = report_sweep(points, args.out, executor=_executor(args), workers=args.workers,
+                               plots=not args.no_plots, html=not args.no_html, progress=not args.quiet)
+    except SweepError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    print(rep.markdown)
+    _status(args, f"wrote {len(rep.files)} files to {args.out}")
+    for line in rep.failures:
+        print(f"{PROG}: {line}", file=sys.stderr)
+    if rep.failures:
+        raise CliError(f"{len(rep.failures)} run(s) failed (recorded in {args.out}/points; the report has the others)")
     return EXIT_OK
+
+
+def _default_policies(path: Any) -> list[str]:
+    from .system import load_system_config
+
+    own = load_system_config(path).get("policy", {}).get("name", "linux")
+    return ["linux"] if own == "linux" else ["linux", own]
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep (and what simulate / report share with it: --set, executors, SIGTERM)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be (the Rust loop checks for both once per tick)."""
+
+
+class _terminable:
+    """Within it SIGTERM stops the work as Ctrl-C does; the command then exits 143."""
+
+    def __enter__(self) -> "_terminable":
+        import signal
+
+        def raise_terminated(signum: int, frame: Any) -> None:
+            raise _Terminated()
+
+        try:
+            self.old = signal.signal(signal.SIGTERM, raise_terminated)
+        except ValueError:  # not the main thread: leave signals alone
+            self.old = None
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        import signal
+
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+        if isinstance(value, _Terminated):
+            print(f"\n{PROG}: terminated", file=sys.stderr)
+            raise SystemExit(143)
+
+
+def _parse_sets(items: Optional[list[str]]) -> list[tuple[str, Any]]:
+    from .sweep import SweepError, parse_set
+
+    try:
+        return [parse_set(t) for t in items or []]
+    except SweepError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+
+
+def _apply_sets(raw: dict[str, Any], items: Optional[list[str]]) -> None:
+    from .sweep import SweepError, set_path
+
+    for path, value in _parse_sets(items):
+        try:
+            set_path(raw, path, value)
+        except SweepError as e:
+            raise CliError(f"--set {path}: {e}", EXIT_BAD_INPUT) from e
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    if args.scheduler:
+        return args.scheduler
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers {args.workers}: at least 1", EXIT_BAD_INPUT)
+    return "serial" if args.workers == 1 else "pool"
+
+
+def _sweep_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: all cores; 1 runs in this process)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask scheduler instead (needs cachecolor[dask] on every worker)")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import SweepError, load_spec, sweep
+
+    try:
+        points = load_spec(args.spec)
+    except FileNotFoundError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    except SweepError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    except OSError as e:
+        raise CliError(f"cannot read {args.spec}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+    out = args.out or str(Path(args.spec).with_suffix("")) + "-sweep"
+    try:
+        with _terminable():
+            res = sweep(points, out, executor=_executor(args), workers=args.workers, progress=not args.quiet)
+    except SweepError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e
+    _status(args, f"{len(res.points)} points: {len(res.ran)} run now, {len(res.reused)} already done, {len(res.failed)} failed")
+    for key in res.failed:
+        rec = json.loads((Path(out) / "points" / f"{key}.json").read_text())
+        print(f"{PROG}: point failed ({key[:12]}): {rec.get('error')}", file=sys.stderr)
+    _status(args, "wrote " + ", ".join(str(f) for f in res.files))
+    return EXIT_FAILURE if res.failed else EXIT_OK
 
 
 def cmd_offload(args: argparse.Namespace) -> int:
@@ -916,6 +1031,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run: a built-in one (linux, static, rocs, global-pollute, "
         "mrc-partition, thread-cluster, coloris), or one written in Python as module:Class or path/file.py:Class "
         "(docs/policies.md)")
+    s.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a config field by its path, e.g. machine.hierarchy.levels[2].size=8MiB (repeatable)")
     _quiet(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -1074,8 +1190,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1, metavar="S", help="first seed with --seeds (default 1)")
     r.add_argument("--out", default="cachecolor-report", metavar="DIR", help="directory for the CSV, report.md and plots (default: cachecolor-report)")
     r.add_argument("--no-plots", action="store_true", help="tables only")
+    r.add_argument("--no-html", action="store_true", help="no report.html")
+    r.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field of every config by its path (repeatable)")
+    _sweep_options(r)
     _quiet(r)
     r.set_defaults(func=cmd_report)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="run a grid or list of whole-system runs (configs x field-path overrides x policies x seeds) in parallel into one table",
+        description="Run every point of SPEC.toml (docs/sweep.md) that OUT does not hold yet, on a local process pool "
+        "or a Dask cluster, and write OUT/results.parquet, OUT/results.csv and each point's JSON in OUT/points.",
+    )
+    sw.add_argument("spec", metavar="SPEC.toml", help="the sweep: configs, [parameters], policies, seeds, [[points]]")
+    sw.add_argument("--out", metavar="DIR", help="results directory (default: SPEC-sweep beside the spec)")
+    _sweep_options(sw)
+    _quiet(sw)
+    sw.set_defaults(func=cmd_sweep)
 
     o = sub.add_parser(
         "offload",

@@ -2,7 +2,7 @@
 
 Steps: first the papers' system at work: examples/rocs/art.toml (an art-shaped program on ROCS's
 PowerPC 970FX) simulated under ``linux`` and ``rocs``, the comparison and ROCS tables printed and
-the report written to ``OUT/rocs/`` (``report_rocs.demo``); then compile examples/demo/transpose.c with the system C compiler; capture its memory
+the report written to ``OUT/rocs/`` (``reports.rocs.demo``); then compile examples/demo/transpose.c with the system C compiler; capture its memory
 references twice (``naive`` and ``blocked`` transpose of a 512 x 512 matrix of doubles) with
 ``Backend.auto`` (QEMU user mode with cachecolor's plugin when installed, else Valgrind lackey);
 simulate both traces on a preset of this machine's cache hierarchy (``presets.detect()``, or
@@ -88,7 +88,7 @@ def run_demo(out_dir: str = "out/demo", backend: str = "auto", source_dir: Optio
     out.mkdir(parents=True, exist_ok=True)
     art = src.parent / "rocs" / "art.toml"
     if art.is_file():
-        from . import report_rocs
+        from .reports import rocs as report_rocs
 
         report_rocs.demo(art, out / "rocs", quiet=quiet)
         print()

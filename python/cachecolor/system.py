@@ -17,7 +17,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
 from .results import format_modes
@@ -51,7 +51,11 @@ def is_system_config(config: Mapping[str, Any]) -> bool:
 
 
 def simulate_system(
-    config: SystemSource, *, policy: "Optional[PolicySpec]" = None, seed: Optional[int] = None
+    config: SystemSource,
+    *,
+    policy: "Optional[PolicySpec]" = None,
+    seed: Optional[int] = None,
+    progress: Optional[Callable[..., None]] = None,
 ) -> "SystemResult":
     """Run a whole system to the end of every thread; return a ``SystemResult``.
 
@@ -59,11 +63,25 @@ def simulate_system(
     Python (``cachecolor.Policy``): a subclass, an instance, a name given with
     ``register_policy``, ``module:Class`` or ``path/file.py:Class`` (``[policy] name`` may be
     any of these strings too). ``seed`` seeds the page allocator and the hierarchy and gives the
-    k-th generated thread (in config order) seed ``seed + k``.
+    k-th generated thread (in config order) seed ``seed + k``. ``progress`` is called once per
+    scheduler tick with ``(records, bytes, total_bytes, total_records)`` summed over the threads
+    (a ``cachecolor.progress.ProgressLine`` fits); the run also checks for Ctrl-C there, so
+    ``KeyboardInterrupt`` arrives within a tick, and nothing is returned of a run cut short.
     """
+    cfg = load_system_config(config)
+    python_policy = apply_policy_seed(cfg, policy, seed)
+    if python_policy is not None:
+        doc = _core.simulate_system_policy(json.dumps(cfg), python_policy, "json", progress)
+    else:
+        doc = _core.simulate_system(json.dumps(cfg), "json", progress)
+    return SystemResult(json.loads(doc))
+
+
+def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed: Optional[int]) -> Any:
+    """Apply ``policy`` and ``seed`` to ``cfg`` (changed in place) as ``simulate_system`` does;
+    return the policy written in Python that the run needs (None for a built-in one)."""
     from .policy import resolve_policy
 
-    cfg = load_system_config(config)
     python_policy = None
     if policy is not None:
         python_policy = resolve_policy(policy)
@@ -87,11 +105,7 @@ def simulate_system(
                 if isinstance(t.get("workload"), dict):
                     t["workload"]["seed"] = int(seed) + k
                     k += 1
-    if python_policy is not None:
-        doc = _core.simulate_system_policy(json.dumps(cfg), python_policy, "json")
-    else:
-        doc = _core.simulate_system(json.dumps(cfg), "json")
-    return SystemResult(json.loads(doc))
+    return python_policy
 
 
 class SystemResult:

@@ -756,13 +756,15 @@ fn machine_info(config: &SystemConfig) -> Result<MachineInfo> {
 /// Run the system `text` describes (as `simulate_system`) under the Python policy `policy` (a
 /// `cachecolor.Policy` instance); returns the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (text, policy, format = "toml"))]
+#[pyo3(signature = (text, policy, format = "toml", progress = None))]
 pub fn simulate_system_policy(
     py: Python<'_>,
     text: &str,
     policy: Bound<'_, PyAny>,
     format: &str,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
+    let progress = progress.as_ref();
     let config = crate::system::parse(text, format)?;
     let machine = machine_info(&config)?;
     let hooks: Vec<String> = policy.call_method0("_defined_hooks")?.extract()?;
@@ -792,7 +794,7 @@ pub fn simulate_system_policy(
     let out = py.detach(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<String> {
             let mut system = System::with_policy(&config, Box::new(adapter))?;
-            system.run()?;
+            crate::system::run_observed(&mut system, progress)?;
             Ok(crate::system::document(&config, &system))
         }))
     });

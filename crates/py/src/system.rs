@@ -3,13 +3,19 @@ Whole-system runs for Python: a `SystemConfig` (machine, memory, policy, schedul
 as TOML or JSON text in (`[machine] preset = "NAME"` resolved first, the config's other
 `[machine]` keys merged over the preset's), the run's report as one JSON document out
 (`version`, `config` (the effective config, the preset expanded), `policy`, `allocator`,
-`processes`, `cores`, `levels`, `invariants`). The run releases the GIL.
+`processes`, `cores`, `levels`, `invariants`). The run releases the GIL and re-attaches once
+per scheduler tick (`System::run_observed`) to check for Ctrl-C / SIGTERM (`check_signals` runs
+Python's handlers) and to call the optional progress callback with `(records, bytes,
+total_bytes, total_records)` summed over the threads' sources. An exception there (a
+`KeyboardInterrupt`, the callback's own) stops the run at that tick and is re-raised unchanged:
+no report is made of a run cut short.
 */
 use cachecolor_sim::system::{presets, System, SystemConfig};
 use pyo3::prelude::*;
 use serde_json::{json, Value};
 
-use crate::errors::{catch_panic, Result};
+use crate::errors::{catch_panic, Failure, Result};
+use crate::simulate::report;
 
 /// Parse a system config, resolving `[machine] preset` (`cachecolor_sim::system::presets`).
 pub(crate) fn parse(text: &str, format: &str) -> Result<SystemConfig> {
@@ -21,17 +27,41 @@ pub(crate) fn parse(text: &str, format: &str) -> Result<SystemConfig> {
 
 /// Run the system described by `text` (`format` = "toml" or "json"); returns the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (text, format = "toml"))]
-pub fn simulate_system(py: Python<'_>, text: &str, format: &str) -> PyResult<String> {
+#[pyo3(signature = (text, format = "toml", progress = None))]
+pub fn simulate_system(
+    py: Python<'_>,
+    text: &str,
+    format: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let config = parse(text, format)?;
+    let progress = progress.as_ref();
     let doc = py.detach(|| {
         catch_panic(|| {
             let mut system = System::new(&config)?;
-            system.run()?;
+            run_observed(&mut system, progress)?;
             Ok(document(&config, &system))
         })
     })?;
     Ok(doc)
+}
+
+/// Run `system` to its end, re-attaching once per scheduler tick to check for Ctrl-C and call
+/// `progress`; an exception there stops the run and is returned (no report of a cut run).
+/// Shared by the built-in and the Python-written policies' runs (`policy.rs`).
+pub(crate) fn run_observed(system: &mut System, progress: Option<&Py<PyAny>>) -> Result<()> {
+    let mut stopped: Option<Failure> = None;
+    let finished = system.run_observed(|p| match report(progress, p) {
+        Ok(()) => true,
+        Err(e) => {
+            stopped = Some(e);
+            false
+        }
+    })?;
+    if !finished {
+        return Err(stopped.expect("a stopped run keeps its reason"));
+    }
+    Ok(())
 }
 
 /// The report of a finished run as one JSON document: the version, the effective config, then
@@ -48,4 +78,23 @@ pub(crate) fn document(config: &SystemConfig, system: &System) -> String {
         doc.extend(r);
     }
     Value::Object(doc).to_string()
+}
+
+/// Check a system config and return it effective (the preset expanded, every default filled
+/// in) as JSON: what a sweep hashes to key its points, and how it rejects a bad override
+/// before running anything. With `check` the system is also built (not run), so the rules
+/// `System::new` enforces (cache geometry, colors, pins, traces that open) are checked too.
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", check = true))]
+pub fn effective_system_config(
+    py: Python<'_>,
+    text: &str,
+    format: &str,
+    check: bool,
+) -> PyResult<String> {
+    let config = parse(text, format)?;
+    if check {
+        py.detach(|| catch_panic(|| System::new(&config).map(drop).map_err(Into::into)))?;
+    }
+    Ok(serde_json::to_string(&config).expect("configs serialise"))
 }

@@ -587,7 +587,38 @@ impl System {
 
     /// Run every thread to its end.
     pub fn run(&mut self) -> Result<(), Error> {
+        self.run_observed(|_| true).map(|_| ())
+    }
+
+    /// Run every thread to its end, calling `on_tick` once per scheduler tick with how far the
+    /// threads' sources have got (records summed; a total only when every thread knows its
+    /// own). When it returns false the run stops there and returns `Ok(false)` (the system is
+    /// then mid-run: its report is partial). The hook is how a front end shows progress and
+    /// honours Ctrl-C; it never changes the simulation.
+    pub fn run_observed(
+        &mut self,
+        mut on_tick: impl FnMut(crate::trace::Progress) -> bool,
+    ) -> Result<bool, Error> {
+        let mut seen_tick = self.next_tick;
         loop {
+            if self.next_tick != seen_tick {
+                seen_tick = self.next_tick;
+                let mut p = crate::trace::Progress {
+                    total_bytes: Some(0),
+                    total_records: Some(0),
+                    ..Default::default()
+                };
+                for t in &self.threads {
+                    let q = t.source.progress();
+                    p.records += q.records;
+                    p.bytes += q.bytes;
+                    p.total_bytes = p.total_bytes.zip(q.total_bytes).map(|(a, b)| a + b);
+                    p.total_records = p.total_records.zip(q.total_records).map(|(a, b)| a + b);
+                }
+                if !on_tick(p) {
+                    return Ok(false);
+                }
+            }
             if self.balance {
                 self.balance_idle_cores();
             }
@@ -616,7 +647,7 @@ impl System {
                 if end > self.next_tick - self.tick_milli {
                     self.tick(None, end);
                 }
-                return Ok(());
+                return Ok(true);
             };
             while self.cores[core].clock_milli >= self.next_tick {
                 let at = self.next_tick;

@@ -929,3 +929,42 @@ fn a_process_starts_at_its_start_cycle_and_the_policy_hears_of_it_then() {
         makespan(&r)
     );
 }
+
+#[test]
+fn run_observed_reports_every_tick_and_stops_when_asked() {
+    // The hook front ends use for progress and Ctrl-C: called once per tick, never changing the
+    // simulation, and a false return stops the run at that tick.
+    let text = include_str!("../../../../examples/os/colors-disjoint.toml");
+    let config: SystemConfig = crate::config::from_toml(text).unwrap();
+    let (whole, _, _) = run(text);
+    let mut s = System::new(&config).unwrap();
+    let mut seen = Vec::new();
+    assert!(s
+        .run_observed(|p| {
+            seen.push(p);
+            true
+        })
+        .unwrap());
+    let observed = s.report();
+    assert_eq!(
+        serde_json::to_string(&observed).unwrap(),
+        serde_json::to_string(&whole).unwrap()
+    );
+    // One call per tick boundary crossed (the final, cut interval is not a tick boundary).
+    assert!(seen.len() + 2 >= whole.intervals.len() && seen.len() <= whole.intervals.len());
+    assert!(seen.windows(2).all(|w| w[0].records <= w[1].records));
+    let total = seen[0]
+        .total_records
+        .expect("generated threads know their length");
+    assert!(seen.iter().all(|p| p.records <= total));
+
+    let mut s = System::new(&config).unwrap();
+    let mut calls = 0;
+    assert!(!s
+        .run_observed(|_| {
+            calls += 1;
+            calls < 3
+        })
+        .unwrap());
+    assert_eq!(calls, 3, "the run stops at the first false");
+}

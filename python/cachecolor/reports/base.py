@@ -1,11 +1,15 @@
-"""Experiment reports: run system configs under several policies (and seeds) and compare them in
-tables shaped like the papers' figures, with plots (``cachecolor report``).
+"""The core of ``cachecolor report`` (``reports/__init__.py`` runs it on ``sweep`` and holds the
+registry of policy reporters).
 
-``run_matrix`` runs every (config, policy, seed); ``comparison`` is the table every report has
-(one row per config, policy, seed and process: IPC, LLC miss rate and MPKI, page-walk cycles,
-remote accesses, pages recolored, kernel cycles); a policy adds tables and plots of its own by
-registering a ``PolicyReporter`` in ``REPORTERS`` (keyed by the policy name; it is given every run
-of the matrix, so it can set its policy beside the others, e.g. ROCS against ``linux``).
+``run_matrix`` runs every (config, policy, seed) in this process (the API kept for scripts and
+tests; the CLI runs the same points through ``cachecolor.sweep``); ``comparison`` is the table
+every report has (one row per config, policy, seed and process: IPC, LLC miss rate and MPKI,
+page-walk cycles, remote accesses, pages recolored, kernel cycles); ``aggregate`` folds the seeds
+of each (config, policy, process) into a mean and a 95% interval (Student's t); a policy adds
+tables and plots of its own through a ``PolicyReporter`` in the registry (keyed by the policy
+name; it is given every run, so it can set its policy beside the others, e.g. ROCS against
+``linux``). ``write_report`` writes the CSVs and ``report.md`` (pipe tables, numbers for people:
+``reports/fmt.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from .system import SystemResult, load_system_config, simulate_system
+from ..system import SystemResult, load_system_config, simulate_system
+from ..sweep import config_paths
+from . import fmt
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -38,30 +44,6 @@ class PolicyReporter:
 
     tables: Callable[[list[Run]], list[tuple[str, Any]]] = lambda runs: []
     plots: Callable[[list[Run], Path], list[Path]] = lambda runs, out: []
-
-
-REPORTERS: dict[str, PolicyReporter] = {}
-
-
-def config_paths(paths: Iterable[PathLike]) -> list[Path]:
-    """Expand directories into their ``*.toml`` system configs (sorted); keep files as given;
-    each config once (a file also named through its directory is not run twice)."""
-    out: list[Path] = []
-    seen: set[Path] = set()
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(q for q in p.glob("*.toml") if q.is_file())
-            if not found:
-                raise FileNotFoundError(f"{p}: no *.toml configs in this directory")
-        elif p.is_file():
-            found = [p]
-        else:
-            raise FileNotFoundError(f"{p}: no such config file or directory")
-        for q in found:
-            if q.resolve() not in seen:
-                seen.add(q.resolve())
-                out.append(q)
-    return out
 
 
 class MatrixError(Exception):
@@ -147,28 +129,31 @@ def comparison(runs: Sequence[Run]) -> Any:
 
 
 def write_report(
-    runs: Sequence[Run], out_dir: PathLike, plots: bool = True
+    runs: Sequence[Run], out_dir: PathLike, plots: bool = True, reporters: Optional[dict[str, PolicyReporter]] = None
 ) -> tuple[str, list[Path]]:
-    """Write ``comparison.csv`` (first, so a failing policy table loses nothing of it), one
-    CSV per policy table, ``report.md`` (every table) and the policies' plots into
-    ``out_dir``; return the report's text and the files written."""
+    """Write ``comparison.csv`` (every run and process; first, so a failing policy table loses
+    nothing of it), one CSV per policy table, ``report.md`` (the seeds' means and 95% intervals
+    when there are several seeds, then every policy table, as pipe tables) and the policies'
+    plots into ``out_dir``; return the report's text and the files written. ``reporters``
+    defaults to the registry (``cachecolor.reports.REPORTERS``)."""
+    if reporters is None:
+        from . import REPORTERS as reporters
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    first = ("comparison (ipc_vs_baseline: IPC over the config's first policy)", comparison(runs))
+    frame = comparison(runs)
     csv = out / "comparison.csv"
-    _atomic_write(csv, first[1].to_csv(index=False))
+    _atomic_write(csv, frame.to_csv(index=False))
     written.append(csv)
-    tables = [first]
-    for name in _policies_in(runs):
-        reporter = REPORTERS.get(name)
-        if reporter is not None:
-            tables.extend(reporter.tables(list(runs)))
-            if plots:
+    tables = report_tables(runs, frame, reporters)
+    if plots:
+        for name in _policies_in(runs):
+            reporter = reporters.get(name)
+            if reporter is not None:
                 written.extend(reporter.plots(list(runs), out))
     parts = []
     slugs = {"comparison"}
-    for i, (title, frame) in enumerate(tables):
+    for i, (title, table) in enumerate(tables):
         if i > 0:
             slug = base = _slug(title)
             k = 2
@@ -176,14 +161,52 @@ def write_report(
                 slug, k = f"{base}-{k}", k + 1
             slugs.add(slug)
             csv = out / f"{slug}.csv"
-            _atomic_write(csv, frame.to_csv(index=False))
+            _atomic_write(csv, table.to_csv(index=False))
             written.append(csv)
-        parts.append(f"## {title}\n\n{frame.to_string(index=False, float_format=_fmt)}\n")
+        parts.append(f"## {title}\n\n{fmt.markdown_table(table)}\n")
     text = "\n".join(parts)
     md = out / "report.md"
     _atomic_write(md, text)
     written.append(md)
     return text, written
+
+
+def report_tables(runs: Sequence[Run], frame: Any, reporters: dict[str, PolicyReporter]) -> list[tuple[str, Any]]:
+    """The report's tables in order: the comparison (seeds aggregated when there are several),
+    then each policy reporter's."""
+    several = frame["seed"].nunique(dropna=False) > 1 if len(frame) else False
+    if several:
+        first = ("comparison: mean and 95% interval over seeds (ipc_vs_baseline: IPC over the config's first policy)", aggregate(frame))
+    else:
+        first = ("comparison (ipc_vs_baseline: IPC over the config's first policy)", frame.drop(columns=["seed"]) if frame["seed"].isna().all() else frame)
+    tables = [first]
+    for name in _policies_in(runs):
+        reporter = reporters.get(name)
+        if reporter is not None:
+            tables.extend(reporter.tables(list(runs)))
+    return tables
+
+
+METRICS = ("ipc", "ipc_vs_baseline", "llc_miss_rate", "llc_mpki", "cycles", "page_walk_cycles", "remote_accesses", "recolored", "kernel_cycles")
+
+
+def aggregate(frame: Any, by: Sequence[str] = ("config", "policy", "process")) -> Any:
+    """Fold the seeds: one row per ``by`` group with ``seeds`` (how many) and, per metric, the
+    mean and the half-width of its 95% confidence interval (``<metric>_ci``; Student's t with
+    n - 1 degrees of freedom; NaN with one seed). Rows keep their first appearance's order."""
+    import pandas as pd
+
+    rows = []
+    for keys, g in frame.groupby(list(by), sort=False, dropna=False):
+        row = dict(zip(by, keys if isinstance(keys, tuple) else (keys,)))
+        row["seeds"] = len(g)
+        for m in METRICS:
+            if m in g:
+                mean, half = fmt.mean_ci(g[m].to_numpy(dtype=float))
+                row[m] = mean
+                row[f"{m}_ci"] = half
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _policies_in(runs: Sequence[Run]) -> list[str]:
@@ -199,16 +222,7 @@ def _slug(title: str) -> str:
     return "-".join(filter(None, keep.split("-")))[:60] or "table"
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
-
-
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
-from . import report_azimi  # noqa: E402,F401  (registers the Azimi policies' reporters)
-
-from . import report_rocs as _report_rocs  # noqa: E402,F401  (registers the rocs / global-pollute reporters)
-
-from . import report_coloris  # noqa: E402,F401  (registers the coloris tables and plots)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .report import REPORTERS, PolicyReporter, Run
+from .base import PolicyReporter, Run
 
 
 def _stem(run: Run) -> str:
@@ -257,4 +257,5 @@ def plots(runs: list[Run], out: Path) -> list[Path]:
     return written
 
 
-REPORTERS["coloris"] = PolicyReporter(tables=tables, plots=plots)
+#: This module's reporter (the registry in ``reports/__init__.py`` lists it).
+COLORIS = PolicyReporter(tables=tables, plots=plots)

@@ -1,0 +1,97 @@
+"""``cachecolor report``: whole-system runs compared under several policies, in tables shaped like
+the papers' and plots, as CSV, Markdown and one self-contained HTML page.
+
+Layout (issue 26 item 4: one package, an explicit registry):
+- ``base.py``: ``Run``, ``PolicyReporter``, ``run_matrix`` (in-process runs, for scripts),
+  ``comparison`` / ``aggregate`` (seeds as mean and 95% interval), ``write_report`` (CSV and
+  ``report.md``).
+- ``fmt.py``: numbers for people and pipe tables; ``html.py``: ``report.html``.
+- ``azimi.py``, ``coloris.py``, ``rocs.py``: each policy's own tables and plots.
+- ``REPORTERS`` below is the registry: policy name -> its reporter. Nothing registers itself on
+  import; a new policy's reporter is added here (or, at run time, by assigning into the dict).
+
+``report_sweep`` is what the CLI runs: the points go through ``cachecolor.sweep`` (a process pool
+or a Dask cluster; each point stored under its content hash in ``OUT/points``, so re-running a
+report recomputes nothing finished), then the report is written from the stored results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from . import azimi, coloris, rocs
+from .base import MatrixError, PolicyReporter, Run, aggregate, comparison, config_paths, run_matrix, write_report
+
+REPORTERS: dict[str, PolicyReporter] = {
+    "coloris": coloris.COLORIS,
+    "global-pollute": rocs.GLOBAL_POLLUTE,
+    "mrc-partition": azimi.MRC_PARTITION,
+    "rocs": rocs.ROCS,
+    "thread-cluster": azimi.THREAD_CLUSTER,
+}
+
+__all__ = [
+    "REPORTERS",
+    "MatrixError",
+    "PolicyReporter",
+    "Report",
+    "Run",
+    "aggregate",
+    "comparison",
+    "config_paths",
+    "report_sweep",
+    "run_matrix",
+    "write_report",
+]
+
+
+@dataclass
+class Report:
+    """A written report: the Markdown text, the files written, one line per failed run."""
+
+    markdown: str
+    files: list[Path]
+    failures: list[str]
+    runs: list[Run]
+
+
+def report_sweep(
+    points: Sequence[Any],
+    out_dir: Union[str, Path],
+    *,
+    executor: Any = "pool",
+    workers: Optional[int] = None,
+    plots: bool = True,
+    html: bool = True,
+    progress: Any = True,
+) -> Report:
+    """Run ``points`` (``cachecolor.sweep.Point``) through ``sweep`` into ``out_dir`` and write
+    the report of every point that finished: ``comparison.csv``, the policy tables' CSVs,
+    ``report.md``, the plots and ``report.html``. Failed points are listed in ``failures`` and
+    left out of the tables."""
+    import json
+
+    from ..sweep import read_point, results_of, sweep
+
+    res = sweep(list(points), out_dir, executor=executor, workers=workers, progress=progress)
+    runs = []
+    for p, result in results_of(out_dir, res.points):
+        policy = json.loads(p.config_json).get("policy", {}).get("name", p.point.policy or "linux")
+        runs.append(Run(p.point.config, policy, p.point.seed, result))
+    failures = []
+    for key in res.failed:
+        rec = read_point(Path(out_dir), key) or {}
+        label = next((p.point.label() for p in res.points if p.key == key), key[:12])
+        failures.append(f"run failed ({label}): {rec.get('error', 'unknown error')}")
+    files = list(res.files)
+    text = ""
+    if runs:
+        text, written = write_report(runs, out_dir, plots=plots)
+        files += written
+        if html:
+            from .html import write_html
+
+            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"]))
+    return Report(text, files, failures, runs)

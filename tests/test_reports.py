@@ -1,0 +1,158 @@
+"""``cachecolor report`` on sweeps (python/cachecolor/reports/): seeds folded into a mean and a 95%
+interval (checked against a numerical integration of Student's t), pipe tables that render,
+numbers for people, the registry, and the HTML page rendered in headless Chromium (not blank, no
+console errors)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cachecolor import reports
+from cachecolor.reports import fmt
+
+OS = Path(__file__).resolve().parent.parent / "examples" / "os"
+
+
+def small(tmp_path: Path, references: int = 20_000) -> Path:
+    text = (OS / "colors-disjoint.toml").read_text().replace("references = 600000", f"references = {references}")
+    p = tmp_path / "small.toml"
+    p.write_text(text)
+    return p
+
+
+def t_cdf(x: float, df: int) -> float:
+    """Student's t CDF by Simpson integration of its density (independent of the table)."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+    n = 20_000
+    xs = np.linspace(0.0, x, n + 1)
+    f = c * (1 + xs**2 / df) ** (-(df + 1) / 2)
+    h = x / n
+    return 0.5 + h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 19, 29])
+def test_t_quantiles_match_the_t_distribution(df):
+    assert t_cdf(fmt.t975(df), df) == pytest.approx(0.975, abs=2e-4)
+
+
+def test_mean_and_interval():
+    m, h = fmt.mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0 and h == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    m, h = fmt.mean_ci([5.0])
+    assert m == 5.0 and h != h
+
+
+def test_numbers_for_people():
+    assert fmt.number(42_424_242.0) == "42.4 M"
+    assert fmt.number(np.int64(123456)) == "123,456"
+    assert fmt.number(1.23456) == "1.235"
+    assert fmt.number(0.0123456) == "0.01235"
+    assert fmt.number(float("nan")) == "-" and fmt.number(None) == "-"
+    assert fmt.bytes_(8 << 20) == "8 MiB" and fmt.bytes_(1536) == "1.5 KiB"
+    frame = pd.DataFrame({"policy": ["a|b"], "ipc": [1.5], "ipc_ci": [0.25], "cycles": [4.242e7]})
+    md = fmt.markdown_table(frame).splitlines()
+    assert md[0] == "| policy | ipc | cycles |"
+    assert md[1] == "|---|---:|---:|"
+    assert md[2] == "| a\\|b | 1.500 ± 0.25 | 42.4 M |"
+    assert fmt.half(0.0001479) == "0.00015" and fmt.half(8557.0) == "8,600" and fmt.half(1_234_567.0) == "1.2 M"
+
+
+def test_the_registry_names_every_policy_reporter():
+    assert set(reports.REPORTERS) == {"coloris", "global-pollute", "mrc-partition", "rocs", "thread-cluster"}
+    assert all(isinstance(r, reports.PolicyReporter) for r in reports.REPORTERS.values())
+
+
+def test_report_aggregates_seeds_and_writes_markdown_that_renders(tmp_path):
+    cfg = small(tmp_path)
+    out = tmp_path / "rep"
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux", "--policy", "static",
+                          "--seeds", "3", "--out", str(out), "--workers", "2", "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    md = (out / "report.md").read_text()
+    assert "seed None" not in md and "e+0" not in md
+    lines = [line for line in md.splitlines() if line.startswith("|")]
+    assert lines[0].startswith("| config | policy | process | seeds | ipc |")
+    widths = {line.count("|") - line.count("\\|") for line in lines[:8]}
+    assert len(widths) == 1, "every row of the first table has the header's columns"
+    raw = pd.read_csv(out / "comparison.csv")
+    victim = raw[(raw["process"] == "victim") & (raw["policy"] == "static")]["ipc"].to_numpy()
+    mean, half = fmt.mean_ci(victim)
+    row = next(line for line in lines if "| static | victim |" in line)
+    assert f"{fmt.number(mean)} ± {fmt.half(half)}" in row
+    assert (out / "report.html").is_file() and (out / "results.parquet").is_file()
+    # Re-running the report computes nothing: every point is stored.
+    again = reports.report_sweep(
+        [p for c in [cfg] for p in __import__("cachecolor").grid([c], None, ["linux", "static"], [1, 2, 3])],
+        out, executor="serial", progress=False, plots=False, html=False,
+    )
+    assert again.markdown == md
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium is not installed (make tools installs it as root)")
+    return exe
+
+
+def render(exe: str, page: Path, png: Path) -> str:
+    """Screenshot ``page`` with headless Chromium; return its log (console messages included)."""
+    run = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2400",
+         "--enable-logging=stderr", "--v=0", f"--user-data-dir={page.parent / 'chromium-profile'}",
+         f"--screenshot={png}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert png.is_file(), run.stderr[-2000:]
+    return run.stderr
+
+
+def console_errors(log: str) -> list[str]:
+    # Chromium's log gives every console message (error, warning, log, an uncaught exception) as
+    # INFO:CONSOLE without its level; the report has no script, so any message is an error.
+    return [line for line in log.splitlines() if ":CONSOLE" in line]
+
+
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    exe = chromium()
+    import matplotlib.pyplot as plt
+
+    # The console check can fail: a page that logs an error is caught.
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><html><body><p>x</p><script>console.error('boom')</script></body></html>")
+    assert any("boom" in line for line in console_errors(render(exe, bad, tmp_path / "bad.png")))
+
+    cfg = small(tmp_path)
+    out = tmp_path / "rep"
+    rep = reports.report_sweep(
+        __import__("cachecolor").grid([cfg], None, ["linux", "static"], [1, 2]), out, executor="serial", progress=False
+    )
+    page = out / "report.html"
+    assert page in rep.files
+    text = page.read_text()
+    assert "<script" not in text and "<link" not in text
+    # Self-contained: every resource is inline (a missing file would not reach the console).
+    import re
+
+    refs = re.findall(r'(?:src|href)="([^"]*)"', text)
+    assert all(r.startswith(("data:", "#")) for r in refs), [r for r in refs if not r.startswith(("data:", "#"))][:3]
+    assert "time (cycles)" in text or "<svg" in text
+    png = tmp_path / "report.png"
+    log = render(exe, page, png)
+    assert console_errors(log) == [], console_errors(log)
+    img = plt.imread(png)
+    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
+    # Not blank: many distinct colors, and a good part of the page is not the background.
+    flat = (img[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
+    assert len(np.unique(flat, axis=0)) > 50
+    background = np.all(flat == flat[0], axis=1).mean()
+    assert background < 0.97, background
+    shutil.copy(png, Path("/tmp/cachecolor-report-screenshot.png")) if Path("/tmp").is_dir() else None
