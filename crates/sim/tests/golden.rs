@@ -28,21 +28,15 @@ Regenerate after an intended change: `make golden` (runs this test with `GOLDEN_
 then shows `git diff --stat` and the diff of `tests/golden/`). Without it a mismatch fails
 with the first differing figure of each run named.
 */
+use cachecolor_sim::policy::PolicyKind;
 use cachecolor_sim::system::{presets, System};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
-/// The OS policies every config is run under (the registry's names; `registry_covers_policies`
-/// below fails if the registry gains one this list lacks).
-const POLICIES: &[&str] = &[
-    "linux",
-    "static",
-    "rocs",
-    "global-pollute",
-    "mrc-partition",
-    "thread-cluster",
-    "coloris",
-];
+/// The OS policies every config is run under: the registry's, in its order.
+fn policies() -> Vec<&'static str> {
+    PolicyKind::ALL.iter().map(|k| k.name()).collect()
+}
 
 /// At most this many references a run (see the module comment).
 const CAP: u64 = 1_000_000;
@@ -278,9 +272,9 @@ fn golden_counts_of_every_example_under_every_policy() {
         ));
         seen.push(file.clone());
         let mut runs = Map::new();
-        for policy in POLICIES {
+        for policy in policies() {
             let t = std::time::Instant::now();
-            runs.insert((*policy).into(), run(path, policy));
+            runs.insert(policy.into(), run(path, policy));
             if std::env::var_os("GOLDEN_TIMES").is_some() {
                 eprintln!("{name} {policy}: {:.2}s", t.elapsed().as_secs_f64());
             }
@@ -299,8 +293,8 @@ fn golden_counts_of_every_example_under_every_policy() {
                 continue;
             }
         };
-        for policy in POLICIES {
-            if let Some(d) = first_difference(&want["runs"][*policy], &got["runs"][*policy], "") {
+        for policy in policies() {
+            if let Some(d) = first_difference(&want["runs"][policy], &got["runs"][policy], "") {
                 failures.push(format!("{name} under {policy}: {d}"));
             }
         }
