@@ -7,7 +7,6 @@ as TOML or JSON text in (`[machine] preset = "NAME"` resolved first, the config'
 */
 use cachecolor_sim::system::{presets, System, SystemConfig};
 use pyo3::prelude::*;
-use serde_json::{json, Value};
 
 use crate::errors::{catch_panic, Result};
 
@@ -28,17 +27,8 @@ pub fn simulate_system(py: Python<'_>, text: &str, format: &str) -> PyResult<Str
         catch_panic(|| {
             let mut system = System::new(&config)?;
             system.run()?;
-            let report = system.report();
-            let mut doc = serde_json::Map::new();
-            doc.insert("version".into(), json!(cachecolor_sim::VERSION));
-            doc.insert(
-                "config".into(),
-                serde_json::to_value(&config).expect("configs serialise"),
-            );
-            if let Value::Object(r) = serde_json::to_value(&report).expect("reports serialise") {
-                doc.extend(r);
-            }
-            Ok(Value::Object(doc).to_string())
+            // The report carries the version and the effective config itself.
+            Ok(serde_json::to_string(&system.report()).expect("reports serialise"))
         })
     })?;
     Ok(doc)

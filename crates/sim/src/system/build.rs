@@ -205,6 +205,7 @@ impl System {
             arrivals: VecDeque::new(),
             mmu: m.mmu.clone(),
             next_core: 0,
+            config: config.clone(),
         };
         for (pid, p) in config.processes.iter().enumerate() {
             sys.add_process(pid, p)?;

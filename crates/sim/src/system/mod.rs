@@ -194,6 +194,8 @@ pub struct System {
     /// Page-table shape of every address space, and the next core an unpinned thread gets.
     mmu: crate::mmu::PageTableConfig,
     next_core: usize,
+    /// The config it was built from, for the report.
+    config: SystemConfig,
 }
 
 /// What an access of a batched burst is, for charging it once its level is known.

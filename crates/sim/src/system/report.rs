@@ -372,6 +372,11 @@ pub struct CoherenceStats {
 /// What a run reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
+    /// The version of the simulator that ran it (`crate::VERSION`).
+    pub version: String,
+    /// The effective config: what the run was built from, every default filled in and the
+    /// machine preset expanded (STYLE.md: the effective config beside the results).
+    pub config: SystemConfig,
     pub policy: String,
     pub allocator: String,
     pub chips: usize,
@@ -470,6 +475,8 @@ impl System {
             })
             .collect();
         SystemReport {
+            version: crate::VERSION.into(),
+            config: self.config.clone(),
             policy: self.policy_name.into(),
             allocator: self.memory.allocator_name().into(),
             chips: self.chips.len(),

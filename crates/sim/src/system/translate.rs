@@ -141,60 +141,34 @@ impl System {
             .allowed_colors(pid, vpn)
             .clone();
         if recolor {
-            let mut allowed = allowed;
-            let mut retried = false;
-            loop {
-                let space = self.processes[pid].space.as_mut().expect("tables");
+            // A lazy move is a fault too: it retries in widened colors as a first touch does.
+            return self.alloc_widening(pid, vpn, allowed, &oom, |sys, allowed| {
+                let space = sys.processes[pid].space.as_mut().expect("tables");
                 let old = space.pte(vpn).expect("a marked page has tables").pfn();
-                if allowed.contains(self.memory.color_of(old)) {
+                if allowed.contains(sys.memory.color_of(old)) {
                     space.remap(vpn, old);
                     return Ok(Translation {
                         pfn: old,
                         huge: false,
                     });
                 }
-                match self.move_page(core, pid, vpn, &allowed) {
-                    Ok(new) => {
-                        self.processes[pid].lazy_recolors += 1;
-                        return Ok(Translation {
-                            pfn: new,
-                            huge: false,
-                        });
-                    }
-                    // A lazy move is a fault too: out of memory in the new colors, the policy
-                    // may widen them (COLORIS 3.2, ALLOC_COLORS on running out of memory).
-                    Err(e @ MemoryError::OutOfFrames { .. }) if !retried => {
-                        retried = true;
-                        allowed = self
-                            .widened_colors(pid, vpn, &allowed)
-                            .ok_or_else(|| oom(&e))?;
-                    }
-                    Err(e) => return Err(oom(&e)),
-                }
-            }
+                let new = sys.move_page(core, pid, vpn, allowed)?;
+                sys.processes[pid].lazy_recolors += 1;
+                Ok(Translation {
+                    pfn: new,
+                    huge: false,
+                })
+            });
         }
-        let mut allowed = allowed;
-        let mut retried = false;
-        let pfn = loop {
+        let pfn = self.alloc_widening(pid, vpn, allowed, &oom, |sys, allowed| {
             let req = AllocRequest {
-                allowed: &allowed,
+                allowed,
                 cpu: core,
                 asid,
                 vpn,
             };
-            match self.memory.alloc(&req, Owner::Space(asid)) {
-                Ok(pfn) => break pfn,
-                // Out of memory in the process's colors: the policy may widen them (COLORIS
-                // section 3.2, ALLOC_COLORS on running out of memory); then retry once.
-                Err(e @ MemoryError::OutOfFrames { .. }) if !retried => {
-                    retried = true;
-                    allowed = self
-                        .widened_colors(pid, vpn, &allowed)
-                        .ok_or_else(|| oom(&e))?;
-                }
-                Err(e) => return Err(oom(&e)),
-            }
-        };
+            sys.memory.alloc(&req, Owner::Space(asid))
+        })?;
         self.memory.stamp(pfn, page_checksum(asid, vpn));
         let p = &mut self.processes[pid];
         p.space
@@ -206,6 +180,34 @@ impl System {
         p.frames += 1;
         p.pages_per_color[color] += 1;
         Ok(Translation { pfn, huge: false })
+    }
+
+    /// The fault path's one allocation with widening: `attempt` with `allowed` (`pid`'s colors
+    /// for `vpn`); out of frames in them, the policy may widen them (COLORIS section 3.2:
+    /// ALLOC_COLORS when a process runs out of memory in its colors, `Policy::out_of_colors`)
+    /// and `attempt` runs once more with the new colors. Any other error, or a second
+    /// shortage, is `oom`'s error.
+    fn alloc_widening<T>(
+        &mut self,
+        pid: usize,
+        vpn: u64,
+        mut allowed: ColorSet,
+        oom: &dyn Fn(&dyn std::fmt::Display) -> Error,
+        mut attempt: impl FnMut(&mut System, &ColorSet) -> Result<T, MemoryError>,
+    ) -> Result<T, Error> {
+        let mut retried = false;
+        loop {
+            match attempt(self, &allowed) {
+                Ok(v) => return Ok(v),
+                Err(e @ MemoryError::OutOfFrames { .. }) if !retried => {
+                    retried = true;
+                    allowed = self
+                        .widened_colors(pid, vpn, &allowed)
+                        .ok_or_else(|| oom(&e))?;
+                }
+                Err(e) => return Err(oom(&e)),
+            }
+        }
     }
 
     /// The fault path ran out of frames in `allowed`, `pid`'s colors for `vpn`: the colors to
