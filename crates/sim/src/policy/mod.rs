@@ -13,22 +13,30 @@ Shipped so far:
 - `mrc-partition`: colors divided by online miss-rate curves (Azimi et al. case study 1).
 - `thread-cluster`: threads sharing data moved to one chip (Azimi et al. case study 3).
 - `rocs`: the ROCS pollute buffer (papers/000 sections 3-5); `global-pollute`: one pollute
-  buffer shared by every process (Azimi case study 2); both are the engine of `pollute.rs`, one
+  buffer shared by every process (Azimi case study 2); both are the engine of `rocs/mod.rs`, one
   unit per process or one of all (`pollute::Scope`).
 - `coloris`: COLORIS's dynamic scheme (sections 3.2-3.3, Algorithm 1): the static sections to
   start, then a Cache Utilization Monitor that moves colors between processes by their LLC
   miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
+// A folder per policy, named as its config name (issue 26 item 3); Rust module names stay
+// identifiers (`static` is a keyword, `-` is not allowed), hence the paths.
 mod coloris;
 mod linux;
+#[path = "mrc-partition/mod.rs"]
 pub mod mrc_partition;
+/// The pollute-buffer engine of `rocs` and `global-pollute` (`policy/rocs/`).
+#[path = "rocs/mod.rs"]
 pub mod pollute;
+#[path = "static/mod.rs"]
 mod static_sections;
+#[path = "thread-cluster/mod.rs"]
 pub mod thread_cluster;
 
 #[cfg(test)]
 mod azimi_tests;
 #[cfg(test)]
+#[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 
 pub use coloris::{Coloris, ColorisConfig, Expansion};
