@@ -285,6 +285,17 @@ def capture_backends() -> list[str]:
 def host_caches() -> list[tuple[int, str, int, int, int, int]]:
     """The host's caches as (level, type, size, ways, line_size, shared_by), from sysfs."""
 
+POLICIES: list[str]
+"""The OS policies a system config's ``[policy] name`` may give, in registry order."""
+ALLOCATORS: list[str]
+"""The page allocators ``[memory] allocator`` may give."""
+REPLACEMENT_POLICIES: list[str]
+"""The replacement policies a cache level's ``policy`` may give (aliases not listed)."""
+TRACE_FORMATS: list[str]
+"""The trace formats (``--format``, a thread's ``format``)."""
+PREFETCHERS: list[str]
+"""The prefetchers a cache level's ``prefetcher`` may give."""
+
 def trace_formats() -> list[str]:
     """The trace format names the readers accept."""
 

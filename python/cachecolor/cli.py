@@ -49,7 +49,8 @@ from .progress import ProgressLine
 
 PROG = "cachecolor"
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FORMATS = ("native", "lackey", "din", "champsim")
+FORMATS = tuple(_core.TRACE_FORMATS)  # the trace-format registry (crates/sim/src/registry.rs)
+POLICIES = tuple(_core.POLICIES)  # the OS-policy registry
 BACKENDS = ("auto", "qemu", "lackey")
 
 
@@ -1028,9 +1029,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=FORMATS, default="native", help="format of --trace (default: native)")
     s.add_argument("--json", metavar="OUT", help="write the results (per-level stats, effective config, version) as JSON")
     s.add_argument("--seed", type=int, metavar="N", help="seed for the workload and random replacement (overrides the config)")
-    s.add_argument("--policy", metavar="NAME", help="system configs: the OS policy to run: a built-in one (linux, static, rocs, global-pollute, "
-        "mrc-partition, thread-cluster, coloris), or one written in Python as module:Class or path/file.py:Class "
-        "(docs/policies.md)")
+    s.add_argument("--policy", metavar="NAME", help=f"system configs: the OS policy to run: a built-in one ({', '.join(POLICIES)}), "
+        "or one written in Python as module:Class or path/file.py:Class (docs/policies.md)")
     s.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a config field by its path, e.g. machine.hierarchy.levels[2].size=8MiB (repeatable)")
     _quiet(s)
     s.set_defaults(func=cmd_simulate)
@@ -1185,7 +1185,7 @@ def build_parser() -> argparse.ArgumentParser:
         "table and each policy's own tables (CSV, report.md) and plots (PNG) into --out.",
     )
     r.add_argument("paths", nargs="+", metavar="CONFIG|DIR", help="system configs, or directories of them")
-    r.add_argument("--policy", action="append", metavar="NAME", help="a policy to run (repeat for several)")
+    r.add_argument("--policy", action="append", metavar="NAME", help=f"a policy to run (repeat for several): {', '.join(POLICIES)}")
     r.add_argument("--seeds", type=int, metavar="N", help="run N seeds each: --seed, --seed + 1, ... (default: the configs' own)")
     r.add_argument("--seed", type=int, default=1, metavar="S", help="first seed with --seeds (default 1)")
     r.add_argument("--out", default="cachecolor-report", metavar="DIR", help="directory for the CSV, report.md and plots (default: cachecolor-report)")

@@ -20,7 +20,7 @@ import numpy as np
 from . import _core
 from .analysis import SetProfile, _config_error, set_profile
 
-ALLOCATORS = ("buddy", "color-pool", "random", "sequential", "bin-hopping", "contiguous")
+ALLOCATORS = tuple(_core.ALLOCATORS)  # the page-allocator registry (crates/sim/src/registry.rs)
 
 
 def placement_spec(placement: Any, *, page_size: int = 4096, memory: Optional[dict[str, Any]] = None) -> dict[str, Any]:

@@ -163,11 +163,8 @@ def register_policy(name: str, cls: Optional[type] = None) -> Any:
 
 
 def rust_policy_names() -> list[str]:
-    """The policies built into the simulator."""
-    names = getattr(_core, "policy_names", None)
-    if callable(names):
-        return list(names())
-    return ["linux", "static", "rocs", "global-pollute", "mrc-partition", "thread-cluster", "coloris"]
+    """The policies built into the simulator (the Rust registry, ``_core.POLICIES``)."""
+    return list(_core.POLICIES)
 
 
 def registered_policies() -> dict[str, type]:

@@ -39,9 +39,32 @@ fn trace_formats() -> Vec<&'static str> {
         .collect()
 }
 
+/// The names of every kind of a registry (`cachecolor_sim::registry`), in registry order.
+fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|&k| name(k)).collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", cachecolor_sim::VERSION)?;
+    // The plug-in registries' names (issue 26 item 1): the CLI's choices and help,
+    // `placement.ALLOCATORS` and the docs' tables are made from these, never spelled again.
+    use cachecolor_sim::cache::{prefetch::PrefetcherKind, ReplacementKind};
+    use cachecolor_sim::{memory::AllocatorKind, policy::PolicyKind, trace::Format};
+    m.add("POLICIES", names(&PolicyKind::ALL, PolicyKind::name))?;
+    m.add(
+        "ALLOCATORS",
+        names(&AllocatorKind::ALL, AllocatorKind::name),
+    )?;
+    m.add(
+        "REPLACEMENT_POLICIES",
+        names(&ReplacementKind::ALL, ReplacementKind::name),
+    )?;
+    m.add("TRACE_FORMATS", names(&Format::ALL, Format::name))?;
+    m.add(
+        "PREFETCHERS",
+        names(&PrefetcherKind::ALL, PrefetcherKind::name),
+    )?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(simulate::effective_config, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;

@@ -795,7 +795,7 @@ pub fn simulate_system_policy(
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<String> {
             let mut system = System::with_policy(&config, Box::new(adapter))?;
             crate::system::run_observed(&mut system, progress)?;
-            Ok(crate::system::document(&config, &system))
+            Ok(crate::system::document(&system))
         }))
     });
     let stored = failure.lock().unwrap_or_else(|p| p.into_inner()).take();

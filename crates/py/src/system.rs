@@ -12,7 +12,6 @@ no report is made of a run cut short.
 */
 use cachecolor_sim::system::{presets, System, SystemConfig};
 use pyo3::prelude::*;
-use serde_json::{json, Value};
 
 use crate::errors::{catch_panic, Failure, Result};
 use crate::simulate::report;
@@ -40,7 +39,7 @@ pub fn simulate_system(
         catch_panic(|| {
             let mut system = System::new(&config)?;
             run_observed(&mut system, progress)?;
-            Ok(document(&config, &system))
+            Ok(document(&system))
         })
     })?;
     Ok(doc)
@@ -64,20 +63,10 @@ pub(crate) fn run_observed(system: &mut System, progress: Option<&Py<PyAny>>) ->
     Ok(())
 }
 
-/// The report of a finished run as one JSON document: the version, the effective config, then
-/// the system's report (shared with runs under a Python policy, `policy.rs`).
-pub(crate) fn document(config: &SystemConfig, system: &System) -> String {
-    let report = system.report();
-    let mut doc = serde_json::Map::new();
-    doc.insert("version".into(), json!(cachecolor_sim::VERSION));
-    doc.insert(
-        "config".into(),
-        serde_json::to_value(config).expect("configs serialise"),
-    );
-    if let Value::Object(r) = serde_json::to_value(&report).expect("reports serialise") {
-        doc.extend(r);
-    }
-    Value::Object(doc).to_string()
+/// The report of a finished run as one JSON document (the report carries the version and the
+/// effective config itself; shared with runs under a Python policy, `policy.rs`).
+pub(crate) fn document(system: &System) -> String {
+    serde_json::to_string(&system.report()).expect("reports serialise")
 }
 
 /// Check a system config and return it effective (the preset expanded, every default filled

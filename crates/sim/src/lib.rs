@@ -20,6 +20,7 @@ pub mod mmu;
 pub mod oscache;
 pub mod pmu;
 pub mod policy;
+pub mod registry;
 pub mod rng;
 pub mod system;
 pub mod timing;

@@ -11,15 +11,16 @@ off while it profiles, because prefetch-induced fills blur the per-page miss cou
   memory trace): when two successive triggers are `s` lines apart, and the previous pair was
   too, prefetch L+s .. L+degree*s.
 */
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrefetcherKind {
-    #[default]
-    None,
-    NextLine,
-    Stride,
+crate::registry! {
+    /// The prefetchers a cache level can have (config key `prefetcher`): the registry
+    /// (`crate::registry`), one line per prefetcher.
+    #[derive(Default)]
+    pub enum PrefetcherKind (field = "prefetcher", what = "prefetcher", plural = "prefetchers") {
+        #[default]
+        None = "none",
+        NextLine = "next-line",
+        Stride = "stride",
+    }
 }
 
 /// At most this many lines per trigger.

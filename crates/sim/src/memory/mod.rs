@@ -185,22 +185,19 @@ pub trait FrameAllocator: std::fmt::Debug + Send {
     }
 }
 
-/// The allocators a config can name (`[memory] allocator`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum AllocatorKind {
-    #[default]
-    Buddy,
-    Random,
-    Sequential,
-    BinHopping,
-    ColorPool,
-    Contiguous,
-}
-
-impl AllocatorKind {
-    pub const NAMES: &'static str =
-        "buddy, random, sequential, bin-hopping, color-pool, contiguous";
+crate::registry! {
+    /// The allocators a config can name (`[memory] allocator`): the registry
+    /// (`crate::registry`), one line per allocator.
+    #[derive(Default)]
+    pub enum AllocatorKind (field = "memory.allocator", what = "allocator", plural = "allocators") {
+        #[default]
+        Buddy = "buddy",
+        Random = "random",
+        Sequential = "sequential",
+        BinHopping = "bin-hopping",
+        ColorPool = "color-pool",
+        Contiguous = "contiguous",
+    }
 }
 
 fn default_ram() -> Size {

@@ -13,22 +13,30 @@ Shipped so far:
 - `mrc-partition`: colors divided by online miss-rate curves (Azimi et al. case study 1).
 - `thread-cluster`: threads sharing data moved to one chip (Azimi et al. case study 3).
 - `rocs`: the ROCS pollute buffer (papers/000 sections 3-5); `global-pollute`: one pollute
-  buffer shared by every process (Azimi case study 2); both are the engine of `pollute.rs`, one
+  buffer shared by every process (Azimi case study 2); both are the engine of `rocs/mod.rs`, one
   unit per process or one of all (`pollute::Scope`).
 - `coloris`: COLORIS's dynamic scheme (sections 3.2-3.3, Algorithm 1): the static sections to
   start, then a Cache Utilization Monitor that moves colors between processes by their LLC
   miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
+// A folder per policy, named as its config name (issue 26 item 3); Rust module names stay
+// identifiers (`static` is a keyword, `-` is not allowed), hence the paths.
 mod coloris;
 mod linux;
+#[path = "mrc-partition/mod.rs"]
 pub mod mrc_partition;
+/// The pollute-buffer engine of `rocs` and `global-pollute` (`policy/rocs/`).
+#[path = "rocs/mod.rs"]
 pub mod pollute;
+#[path = "static/mod.rs"]
 mod static_sections;
+#[path = "thread-cluster/mod.rs"]
 pub mod thread_cluster;
 
 #[cfg(test)]
 mod azimi_tests;
 #[cfg(test)]
+#[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 
 pub use coloris::{Coloris, ColorisConfig, Expansion};
@@ -239,71 +247,92 @@ impl MachineInfo {
     }
 }
 
-/// `[policy]` in a config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
-    #[serde(default = "default_name")]
-    pub name: String,
-    #[serde(default, rename = "mrc-partition")]
-    pub mrc_partition: MrcPartitionConfig,
-    #[serde(default, rename = "thread-cluster")]
-    pub thread_cluster: ThreadClusterConfig,
-    /// `[policy.rocs]`.
-    #[serde(default)]
-    pub rocs: PolluteConfig,
-    /// `[policy.global-pollute]`.
-    #[serde(default, rename = "global-pollute", alias = "global_pollute")]
-    pub global_pollute: PolluteConfig,
-    /// `[policy.coloris]`: COLORIS's parameters (used when `name = "coloris"`).
-    #[serde(default)]
-    pub coloris: ColorisConfig,
+/// The OS-policy registry: one line per policy gives its enum variant, its config name, its
+/// `[policy.NAME]` parameter table (if it has one: a field of `PolicyConfig`) and how to build
+/// it. From it come `PolicyKind` (`ALL`, `name()`, `NAMES`, `parse`; `crate::registry`),
+/// `PolicyConfig` with one defaulted section per policy (all may coexist in one config; only
+/// the named policy's is used) and `build`, whose `match` has one arm per line and no wildcard.
+macro_rules! policies {
+    (
+        $(
+            $(#[$vmeta:meta])*
+            $Variant:ident = $name:literal
+            $(, [$(#[$fmeta:meta])* $field:ident: $Config:ty])?
+            => $build:expr
+        ),+ $(,)?
+    ) => {
+        crate::registry! {
+            /// The OS policies a config can name (`[policy] name`).
+            pub enum PolicyKind (field = "policy.name", what = "policy", plural = "policies") {
+                $( $(#[$vmeta])* $Variant = $name, )+
+            }
+        }
+
+        /// `[policy]` in a config: `name` and one `[policy.NAME]` table per policy with
+        /// parameters (defaults filled in).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct PolicyConfig {
+            #[serde(default = "default_name")]
+            pub name: String,
+            $($(
+                #[doc = concat!("`[policy.", $name, "]`.")]
+                #[serde(default, rename = $name)]
+                $(#[$fmeta])*
+                pub $field: $Config,
+            )?)+
+        }
+
+        impl Default for PolicyConfig {
+            fn default() -> Self {
+                PolicyConfig {
+                    name: default_name(),
+                    $($( $field: <$Config>::default(), )?)+
+                }
+            }
+        }
+
+        /// Build the named policy for `machine`.
+        pub fn build(
+            config: &PolicyConfig,
+            machine: &MachineInfo,
+        ) -> Result<Box<dyn Policy>, ConfigError> {
+            match PolicyKind::parse(&config.name)? {
+                $(
+                    PolicyKind::$Variant => {
+                        let build: fn(
+                            &PolicyConfig,
+                            &MachineInfo,
+                        ) -> Result<Box<dyn Policy>, ConfigError> = $build;
+                        build(config, machine)
+                    }
+                )+
+            }
+        }
+    };
+}
+
+policies! {
+    Linux = "linux" => |_, m| Ok(Box::new(Linux::new(m.colors))),
+    Static = "static" => |_, m| Ok(Box::new(StaticSections::new(m.cores, m.colors))),
+    Rocs = "rocs", [rocs: PolluteConfig] => |c, m| {
+        Ok(Box::new(PolluteEngine::policy(&c.rocs, pollute::Scope::PerProcess, m)?))
+    },
+    GlobalPollute = "global-pollute", [#[serde(alias = "global_pollute")] global_pollute: PolluteConfig] => |c, m| {
+        Ok(Box::new(PolluteEngine::policy(&c.global_pollute, pollute::Scope::Global, m)?))
+    },
+    MrcPartition = "mrc-partition", [mrc_partition: MrcPartitionConfig] => |c, m| {
+        Ok(Box::new(MrcPartition::new(&c.mrc_partition, m)?))
+    },
+    ThreadCluster = "thread-cluster", [thread_cluster: ThreadClusterConfig] => |c, m| {
+        Ok(Box::new(ThreadCluster::new(&c.thread_cluster, m)?))
+    },
+    Coloris = "coloris", [coloris: ColorisConfig] => |c, m| Ok(Box::new(Coloris::new(&c.coloris, m)?)),
 }
 
 fn default_name() -> String {
-    "linux".into()
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig {
-            name: default_name(),
-            mrc_partition: MrcPartitionConfig::default(),
-            thread_cluster: ThreadClusterConfig::default(),
-            rocs: PolluteConfig::default(),
-            global_pollute: PolluteConfig::default(),
-            coloris: ColorisConfig::default(),
-        }
-    }
+    PolicyKind::Linux.name().into()
 }
 
 /// The policy names a config may give.
-pub const NAMES: &str =
-    "linux, static, rocs, global-pollute, mrc-partition, thread-cluster, coloris";
-
-/// Build the named policy for `machine`.
-pub fn build(config: &PolicyConfig, machine: &MachineInfo) -> Result<Box<dyn Policy>, ConfigError> {
-    Ok(match config.name.as_str() {
-        "linux" => Box::new(Linux::new(machine.colors)),
-        "static" => Box::new(StaticSections::new(machine.cores, machine.colors)),
-        "mrc-partition" => Box::new(MrcPartition::new(&config.mrc_partition, machine)?),
-        "thread-cluster" => Box::new(ThreadCluster::new(&config.thread_cluster, machine)?),
-        "rocs" => Box::new(PolluteEngine::policy(
-            &config.rocs,
-            pollute::Scope::PerProcess,
-            machine,
-        )?),
-        "global-pollute" => Box::new(PolluteEngine::policy(
-            &config.global_pollute,
-            pollute::Scope::Global,
-            machine,
-        )?),
-        "coloris" => Box::new(Coloris::new(&config.coloris, machine)?),
-        other => {
-            return Err(ConfigError::new(
-                "policy.name",
-                format!("unknown policy `{other}`; the policies are: {NAMES}"),
-            ))
-        }
-    })
-}
+pub const NAMES: &str = PolicyKind::NAMES;

@@ -1,5 +1,7 @@
 //! What a whole-system run reports (the JSON of `cachecolor simulate SYSTEM.toml`), and the
-//! tallies the engine keeps to build it.
+//! tallies the engine keeps to build it; `System::report`, which assembles it and checks every
+//! invariant, and the content check run at each process exit.
+use super::*;
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::pmu::{Event, EventCounts};
 use crate::timing::{Served, StallBreakdown, StallCause};
@@ -370,6 +372,11 @@ pub struct CoherenceStats {
 /// What a run reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
+    /// The version of the simulator that ran it (`crate::VERSION`).
+    pub version: String,
+    /// The effective config: what the run was built from, every default filled in and the
+    /// machine preset expanded (STYLE.md: the effective config beside the results).
+    pub config: SystemConfig,
     pub policy: String,
     pub allocator: String,
     pub chips: usize,
@@ -382,4 +389,172 @@ pub struct SystemReport {
     /// What the policy reports of itself (`Policy::report`; null if nothing).
     pub policy_report: serde_json::Value,
     pub invariants: Vec<String>,
+}
+
+impl System {
+    /// Results so far (and every invariant checked).
+    pub fn report(&self) -> SystemReport {
+        let mut invariants = self.violations.clone();
+        for (i, h) in self.chips.iter().enumerate() {
+            for v in h.check_invariants() {
+                invariants.push(if self.chips.len() > 1 {
+                    format!("chip {i}: {v}")
+                } else {
+                    v
+                });
+            }
+        }
+        invariants.extend(self.memory.check_invariants());
+        let llc = self.event_levels.llc;
+        let processes = (0..self.processes.len())
+            .map(|pid| {
+                let p = &self.processes[pid];
+                let t = self.process_tally(pid);
+                let cycles = t.breakdown.cycles();
+                let [llc_accesses, llc_misses] = t.levels[llc];
+                ProcessStats {
+                    name: p.name.clone(),
+                    threads: p.threads.len(),
+                    instructions: t.instructions,
+                    references: t.references,
+                    cycles,
+                    ipc: if cycles > 0.0 {
+                        t.instructions as f64 / cycles
+                    } else {
+                        0.0
+                    },
+                    llc_accesses,
+                    llc_misses,
+                    llc_miss_rate: ratio(llc_misses, llc_accesses),
+                    llc_mpki: per_kilo(llc_misses, t.instructions),
+                    levels: level_uses(&t, &self.level_names),
+                    remote_accesses: t.remote,
+                    tlb_misses: t.tlb_misses,
+                    page_walk_cycles: t.walk_milli as f64 / 1000.0,
+                    faults: t.faults,
+                    frames: p.frames,
+                    huge_pages: p.huge_pages,
+                    recolors: p.recolors,
+                    lazy_recolors: p.lazy_recolors,
+                    pages_per_color: p.pages_per_color.clone(),
+                    stalls: StallReport::of(&t.breakdown),
+                    kernel: KernelReport::of(&p.kernel),
+                }
+            })
+            .collect::<Vec<_>>();
+        // Cycles are accounted twice: each core's clock, and the stall breakdowns of the
+        // threads it ran plus its kernel work for nobody and its idle time.
+        let by_threads: u64 = self
+            .threads
+            .iter()
+            .map(|t| t.tally.breakdown.total_milli())
+            .sum::<u64>()
+            + self
+                .cores
+                .iter()
+                .map(|c| {
+                    c.idle_kernel_milli
+                        + c.idle_milli
+                        + c.tally.since(&c.burst_start).breakdown.total_milli()
+                })
+                .sum::<u64>();
+        let by_cores: u64 = self.cores.iter().map(|c| c.clock_milli).sum();
+        if by_threads != by_cores {
+            invariants.push(format!(
+                "cycles: threads' stall breakdowns (with idle and unattributed kernel time) sum to {} but the cores ran {}",
+                by_threads as f64 / 1000.0,
+                by_cores as f64 / 1000.0
+            ));
+        }
+        let levels = (0..self.level_names.len())
+            .map(|l| {
+                LevelStats::from_counters(
+                    &self.level_names[l],
+                    self.chips.iter().flat_map(|h| h.counters(l)),
+                )
+            })
+            .collect();
+        SystemReport {
+            version: crate::VERSION.into(),
+            config: self.config.clone(),
+            policy: self.policy_name.into(),
+            allocator: self.memory.allocator_name().into(),
+            chips: self.chips.len(),
+            processes,
+            cores: self
+                .cores
+                .iter()
+                .map(|c| {
+                    let exact = self.event_levels.events(&c.tally);
+                    let cycles = c.clock_milli as f64 / 1000.0;
+                    CoreStats {
+                        chip: c.chip,
+                        cycles,
+                        instructions: c.tally.instructions,
+                        ipc: if cycles > 0.0 {
+                            c.tally.instructions as f64 / cycles
+                        } else {
+                            0.0
+                        },
+                        levels: level_uses(&c.tally, &self.level_names),
+                        tlb_l1_misses: c.tlb_l1_misses,
+                        tlb_l2_misses: c.tlb_l2_misses,
+                        samples: c.samples,
+                        context_switches: c.context_switches,
+                        kernel: KernelReport::of(&c.tally.kernel),
+                        idle_kernel_cycles: c.idle_kernel_milli as f64 / 1000.0,
+                        counters: c
+                            .counters
+                            .read()
+                            .into_iter()
+                            .map(|r| CounterReport {
+                                event: r.event,
+                                raw: r.raw,
+                                scaled: r.scaled(),
+                                exact: exact.get(r.event),
+                                time_enabled: r.time_enabled,
+                                time_running: r.time_running,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+            levels,
+            coherence: self.coherence.stats,
+            intervals: self.intervals.clone(),
+            policy_report: self
+                .policy
+                .as_ref()
+                .map_or(serde_json::Value::Null, |p| p.report()),
+            invariants,
+        }
+    }
+
+    /// Content preservation: every page of `pid` still holds what was written at its first
+    /// touch (recolors copy it), in a frame the process owns.
+    pub(super) fn check_contents(&mut self, pid: usize) {
+        let Some(space) = &self.processes[pid].space else {
+            return;
+        };
+        let asid = pid as u32;
+        for (vpn, pte, huge) in space.mappings() {
+            let n = if huge { ENTRIES } else { 1 };
+            for i in 0..n {
+                let pfn = pte.pfn() + i;
+                if self.memory.owner(pfn) != Owner::Space(asid) {
+                    self.violations.push(format!(
+                        "process `{}` maps page {:#x} to frame {pfn:#x}, which it does not own",
+                        self.processes[pid].name,
+                        vpn + i
+                    ));
+                } else if self.memory.content(pfn) != page_checksum(asid, vpn + i) {
+                    self.violations.push(format!(
+                        "process `{}`: page {:#x} lost its contents (frame {pfn:#x})",
+                        self.processes[pid].name,
+                        vpn + i
+                    ));
+                }
+            }
+        }
+    }
 }

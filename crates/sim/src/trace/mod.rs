@@ -182,51 +182,18 @@ pub fn collect(src: &mut dyn RecordSource) -> Result<Vec<Record>, TraceError> {
 // ---------------------------------------------------------------------------------------------
 // Trace files: formats, opening by format, conversion to the native format.
 
-/// The on-disk trace formats cachecolor reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// cachecolor's own format (`native.rs`, docs/trace-format.md).
-    Native,
-    /// Valgrind `--tool=lackey --trace-mem=yes` output.
-    Lackey,
-    /// Dinero III/IV `din` text.
-    Din,
-    /// ChampSim binary `input_instr` records.
-    ChampSim,
-}
-
-impl Format {
-    pub const ALL: [Format; 4] = [
-        Format::Native,
-        Format::Lackey,
-        Format::Din,
-        Format::ChampSim,
-    ];
-
-    /// The name used in configs and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Native => "native",
-            Format::Lackey => "lackey",
-            Format::Din => "din",
-            Format::ChampSim => "champsim",
-        }
-    }
-
-    /// Parse a format name (case-insensitive).
-    pub fn parse(s: &str) -> Result<Format, crate::ConfigError> {
-        Format::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| {
-            crate::ConfigError::new(
-                "format",
-                format!("unknown trace format {s:?} (expected one of: native, lackey, din, champsim)"),
-            )
-        })
-    }
-}
-
-impl std::fmt::Display for Format {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+crate::registry! {
+    /// The on-disk trace formats cachecolor reads: the registry (`crate::registry`), one line
+    /// per format.
+    pub enum Format (field = "format", what = "trace format", plural = "trace formats") {
+        /// cachecolor's own format (`native.rs`, docs/trace-format.md).
+        Native = "native",
+        /// Valgrind `--tool=lackey --trace-mem=yes` output.
+        Lackey = "lackey",
+        /// Dinero III/IV `din` text.
+        Din = "din",
+        /// ChampSim binary `input_instr` records.
+        ChampSim = "champsim",
     }
 }
 

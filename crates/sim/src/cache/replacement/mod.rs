@@ -19,7 +19,6 @@ mod random;
 mod rrip;
 
 use crate::error::ConfigError;
-use serde::{Deserialize, Serialize};
 
 pub use fifo::Fifo;
 pub(crate) use lru::move_to_front;
@@ -29,36 +28,20 @@ pub use plru::TreePlru;
 pub use random::RandomReplacement;
 pub use rrip::{Drrip, Rrip, RripInsertion};
 
-/// The replacement policies a cache level can use (config key `policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReplacementKind {
-    #[default]
-    Lru,
-    #[serde(alias = "plru")]
-    TreePlru,
-    Random,
-    Nru,
-    Srrip,
-    Brrip,
-    Drrip,
-    Fifo,
-}
-
-impl ReplacementKind {
-    pub const NAMES: &'static str = "lru, tree-plru (plru), random, nru, srrip, brrip, drrip, fifo";
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReplacementKind::Lru => "lru",
-            ReplacementKind::TreePlru => "tree-plru",
-            ReplacementKind::Random => "random",
-            ReplacementKind::Nru => "nru",
-            ReplacementKind::Srrip => "srrip",
-            ReplacementKind::Brrip => "brrip",
-            ReplacementKind::Drrip => "drrip",
-            ReplacementKind::Fifo => "fifo",
-        }
+crate::registry! {
+    /// The replacement policies a cache level can use (config key `policy`): the registry
+    /// (`crate::registry`), one line per policy.
+    #[derive(Default)]
+    pub enum ReplacementKind (field = "policy", what = "replacement policy", plural = "replacement policies") {
+        #[default]
+        Lru = "lru",
+        TreePlru = "tree-plru" | "plru",
+        Random = "random",
+        Nru = "nru",
+        Srrip = "srrip",
+        Brrip = "brrip",
+        Drrip = "drrip",
+        Fifo = "fifo",
     }
 }
 

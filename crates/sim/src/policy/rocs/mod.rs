@@ -790,5 +790,4 @@ impl Policy for PolluteEngine {
 }
 
 #[cfg(test)]
-#[path = "pollute_tests.rs"]
 mod tests;

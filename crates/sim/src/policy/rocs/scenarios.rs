@@ -1,6 +1,6 @@
 //! Scenario tests of `rocs` and `global-pollute` on the `examples/rocs/` and
 //! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results); the unit
-//! tests of the pollute engine's branches with a scripted kernel are in `pollute_tests.rs`.
+//! tests of the pollute engine's branches with a scripted kernel are in `tests.rs`.
 use crate::system::presets::system_config_from_toml;
 use crate::system::{System, SystemReport};
 
@@ -24,7 +24,7 @@ pub(crate) fn run(text: &str, policy: &str) -> SystemReport {
     run_with(text, policy, |_| {})
 }
 
-const ART: &str = include_str!("../../../../examples/rocs/art.toml");
+const ART: &str = include_str!("../../../../../examples/rocs/art.toml");
 
 /// Fraction of `(pid, vpn)` pages whose address lies in `[lo, hi)`.
 fn fraction_in(pages: &serde_json::Value, page: u64, lo: u64, hi: u64) -> f64 {
@@ -122,7 +122,7 @@ fn art_rocs_comes_near_best_offline() {
 
 #[test]
 fn swim_rocs_shortens_page_walks() {
-    let text = include_str!("../../../../examples/rocs/swim.toml");
+    let text = include_str!("../../../../../examples/rocs/swim.toml");
     let (l, r) = (run(text, "linux"), run(text, "rocs"));
     let (l, r) = (&l.processes[0], &r.processes[0]);
     let per = |p: &crate::system::ProcessStats| p.page_walk_cycles / p.tlb_misses as f64;
@@ -152,7 +152,7 @@ fn late_ipc(r: &SystemReport) -> f64 {
 
 #[test]
 fn mcf_rocs_neither_helps_nor_hurts_beyond_its_cost() {
-    let text = include_str!("../../../../examples/rocs/mcf.toml");
+    let text = include_str!("../../../../../examples/rocs/mcf.toml");
     let (lr, rr) = (run(text, "linux"), run(text, "rocs"));
     let (l, r) = (&lr.processes[0], &rr.processes[0]);
     let monitoring = r.kernel.interrupt.cycles;
@@ -190,7 +190,7 @@ fn mcf_rocs_neither_helps_nor_hurts_beyond_its_cost() {
 /// little to move and the gain is lost.
 #[test]
 fn art_prefetch_profiling_with_the_prefetcher_on_hides_the_polluters() {
-    let text = include_str!("../../../../examples/rocs/art-prefetch.toml");
+    let text = include_str!("../../../../../examples/rocs/art-prefetch.toml");
     let linux = run(text, "linux");
     let off = run(text, "rocs");
     let on = run_with(text, "rocs", |c| c.policy.rocs.profile_prefetch = true);
@@ -240,7 +240,7 @@ fn art_prefetch_profiling_with_the_prefetcher_on_hides_the_polluters() {
 
 #[test]
 fn global_pollute_shares_one_buffer_fed_by_both_cores() {
-    let text = include_str!("../../../../examples/azimi/global-pollute.toml");
+    let text = include_str!("../../../../../examples/azimi/global-pollute.toml");
     let (lr, gr) = (run(text, "linux"), run(text, "global-pollute"));
     let (l, g) = (&lr.processes[0], &gr.processes[0]);
     let search = &gr.policy_report["units"][0]["searches"][0];
@@ -336,7 +336,7 @@ fn bad_pollute_settings_are_named_errors() {
 /// which restores the buffer and profiles again; the steady art.toml never fires it.
 #[test]
 fn phases_rocs_detects_the_phase_change_and_profiles_again() {
-    let text = include_str!("../../../../examples/rocs/phases.toml");
+    let text = include_str!("../../../../../examples/rocs/phases.toml");
     let r = run(text, "rocs");
     let u = &r.policy_report["units"][0];
     let searches = u["searches"].as_array().unwrap();

@@ -1,0 +1,469 @@
+/*!
+The burst/batch engine: a burst of up to `BURST` records of one thread on one core
+(`run_burst`), either one access at a time through the chip (`step`, `step_pages`) or, without
+a sampler, batched: TLB-hit records translated in one loop (`burst_hits`), their physical
+accesses collected (`defer`) and run through the hierarchy as one block with its look-ahead,
+then charged count by count (`flush_batch`). Both orders give the same accesses in the same
+order (translation never depends on the caches), so the same results; the batched one is the
+fast path (docs/PERFORMANCE.md).
+*/
+use super::*;
+
+impl System {
+    /// Move what `core` counted since the last save to the thread that was running.
+    pub(super) fn save_counts(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if let Some(t) = c.current {
+            let d = c.tally.since(&c.burst_start);
+            self.threads[t].tally.add(&d);
+        }
+        c.burst_start = c.tally;
+    }
+
+    pub(super) fn run_burst(&mut self, core: usize) -> Result<(), Error> {
+        self.save_counts(core);
+        let clock = self.cores[core].clock_milli;
+        let c = &mut self.cores[core];
+        let tid = match c.current {
+            Some(t) if clock < c.slice_end || c.queue.is_empty() => t,
+            prev => {
+                // Start, or the time slice is over and another thread waits: round-robin.
+                if let Some(t) = prev {
+                    c.queue.push_back(t);
+                }
+                let n = c.queue.pop_front().expect("checked by run");
+                c.current = Some(n);
+                c.slice_end = clock + self.slice_milli;
+                c.context_switches += 1;
+                self.pending.push(SchedEvent::Switch {
+                    core,
+                    from: prev,
+                    to: n,
+                });
+                n
+            }
+        };
+        // Without a sampler to interrupt it (and a hierarchy the lean engine runs), a burst is
+        // batched: its records are translated in order, their physical accesses (walk reads,
+        // data, a recolor's copies) collected and run through the hierarchy as one block with
+        // its look-ahead, then charged in order. The same accesses in the same order as one at
+        // a time: translation never depends on the caches, and nothing else runs meanwhile.
+        let chip = self.cores[core].chip;
+        let batched = self.batching
+            && self.cores[core].sampler.is_none()
+            && self.chips[chip].uses_lean_engine();
+        self.deferring = batched;
+        // The burst's records, a few host lines of a thread buffer the other cores' bursts
+        // have since pushed out of the host's caches: fetched together rather than one miss
+        // at a time as the loop reaches them.
+        let th = &self.threads[tid];
+        let ahead = th.buf.len().min(th.pos + BURST + HOST_AHEAD);
+        let line_records = (64 / std::mem::size_of::<Record>()).max(1);
+        for i in (th.pos..ahead).step_by(line_records) {
+            crate::cache::prefetch_read(&th.buf[i]);
+        }
+        if batched {
+            // The L2 TLB sets of the burst's first records: the loop prefetches them
+            // `HOST_AHEAD` records ahead, but what it prefetched for them at the end of the
+            // thread's previous burst is gone after the other cores' bursts (perf: a hit's
+            // loads of keys, frame and last use stalled on most of `translate`'s samples).
+            let tlb = &self.cores[core].tlbs[L2TLB];
+            for r in &th.buf[th.pos..th.buf.len().min(th.pos + HOST_AHEAD)] {
+                tlb.prefetch(r.addr >> self.page_shift);
+            }
+        }
+        let mut exited = false;
+        let mut left = BURST;
+        while left > 0 {
+            let mut walked = None;
+            if batched {
+                let (taken, walk) = self.burst_hits(core, tid, left);
+                left -= taken;
+                if walk.is_none() && left == 0 {
+                    break;
+                }
+                // Else a record whose TLB lookups missed, or the next record crosses a page or
+                // the buffer needs refilling: as unbatched.
+                walked = walk;
+            }
+            let stepped = match walked {
+                Some(r) => self.step_walked(core, tid, &r),
+                None => {
+                    left -= 1;
+                    let th = &mut self.threads[tid];
+                    if th.pos == th.buf.len() {
+                        th.pos = 0;
+                        match th.source.next_block(&mut th.buf) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                exited = true;
+                                break;
+                            }
+                            Err(e) => {
+                                self.abandon_batch();
+                                return Err(e.into());
+                            }
+                        }
+                    }
+                    let th = &mut self.threads[tid];
+                    let r = th.buf[th.pos];
+                    th.pos += 1;
+                    if let Some(&ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                        if batched {
+                            // The L2 TLB set that record's translation will look up (the
+                            // engine and `step` prefetch the cache sets once translated).
+                            self.cores[core].tlbs[L2TLB].prefetch(ahead.addr >> self.page_shift);
+                        } else {
+                            let pid = th.pid;
+                            self.host_prefetch(core, pid, &ahead);
+                        }
+                    }
+                    self.step(core, tid, &r)
+                }
+            };
+            if let Err(e) = stepped {
+                self.abandon_batch();
+                return Err(e);
+            }
+            self.deliver_samples(core);
+            if self.cores[core].current != Some(tid) {
+                break; // a policy moved it elsewhere
+            }
+        }
+        if batched {
+            self.deferring = false;
+            self.flush_batch(core);
+        }
+        if exited {
+            self.threads[tid].done = true;
+            self.save_counts(core);
+            self.cores[core].current = None;
+            self.thread_exited(tid);
+        }
+        self.save_counts(core);
+        self.rotate_counters(core);
+        Ok(())
+    }
+
+    /// An error ended a burst: its batched accesses are dropped with it.
+    pub(super) fn abandon_batch(&mut self) {
+        self.deferring = false;
+        self.batch.clear();
+        self.batch_marks.clear();
+    }
+
+    /// Hand the samples a record's access took to the policy.
+    #[inline(always)]
+    pub(super) fn deliver_samples(&mut self, core: usize) {
+        if !self.samples_due.is_empty() {
+            for sample in std::mem::take(&mut self.samples_due) {
+                self.run_hook(core, |p, k| p.sample(k, &sample));
+            }
+        }
+    }
+
+    /// Run a batched burst's accesses through the core's chip and charge them: counted by what
+    /// they are (walk read, data or instruction reference) and where they were served, then
+    /// charged count by count. Every charge adds to a counter nothing reads meanwhile, so this is
+    /// exactly charging each in order (callgrind on examples/os/speed-4core.toml: the loop went
+    /// from about 120 host instructions per access to a fraction of that).
+    pub(super) fn flush_batch(&mut self, core: usize) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let chip = self.cores[core].chip;
+        let mut served = std::mem::take(&mut self.batch_served);
+        served.clear();
+        self.chips[chip].run_block_served(&self.batch, &mut served);
+        debug_assert_eq!(served.len(), self.batch.len());
+        // [walk, data, instruction][level served, or MAX_LEVELS for memory][remote]
+        let mut counts = [[[0u64; 2]; MAX_LEVELS + 1]; 3];
+        // SERVED_BY_MEMORY (u8::MAX) goes to MAX_LEVELS, a level to itself.
+        let at = |s: u8| (s as usize).min(MAX_LEVELS);
+        if self.chips.len() == 1 {
+            // No other chip to serve a line or to invalidate it in.
+            for (&s, mark) in served.iter().zip(&self.batch_marks) {
+                if let Some(row) = mark.row() {
+                    counts[row][at(s)][0] += 1;
+                }
+            }
+        } else {
+            for (i, &s) in served.iter().enumerate() {
+                let remote = self.coherence.after_access(
+                    &mut self.chips,
+                    chip,
+                    &self.batch[i],
+                    s == SERVED_BY_MEMORY,
+                );
+                if let Some(row) = self.batch_marks[i].row() {
+                    counts[row][at(s)][remote as usize] += 1;
+                }
+            }
+        }
+        let c = &mut self.cores[core];
+        let mut spent = 0;
+        for (row, by_level) in counts.iter().enumerate() {
+            let path = &self.paths[row.saturating_sub(1)];
+            for (at, by_remote) in by_level.iter().enumerate() {
+                let s = if at == MAX_LEVELS {
+                    SERVED_BY_MEMORY
+                } else {
+                    at as u8
+                };
+                for (remote, &n) in by_remote.iter().enumerate() {
+                    if n == 0 {
+                        continue;
+                    }
+                    let served = c.tally.serve_n(path, s, remote == 1, n);
+                    if row == 0 {
+                        let w = self.timing.walk_reads(&mut c.tally.breakdown, served, n);
+                        c.tally.walk_milli += w;
+                        spent += w;
+                    } else {
+                        spent += self.timing.references(&mut c.tally.breakdown, served, n);
+                    }
+                }
+            }
+        }
+        c.clock_milli += spent;
+        self.batch.clear();
+        self.batch_marks.clear();
+        self.batch_served = served;
+    }
+
+    /// One record of thread `tid` on `core`. A batched burst's common case, a record within
+    /// one page, is inlined into the burst loop; other records take `step_pages` (callgrind on
+    /// examples/os/speed-4core.toml: the call cost about 30 host instructions per reference).
+    #[inline(always)]
+    pub(super) fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
+        // Milli-cycles charged to the core's breakdown by this record (kernel work included
+        // is charged by `charge_kernel`, which moves the clock itself).
+        let mut spent = 0;
+        let size = r.size.max(1) as u64;
+        let first_page = r.addr >> self.page_shift;
+        let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
+        if self.deferring && first_page == last_page {
+            let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
+            self.defer_page(core, r, pfn, spent);
+        } else {
+            self.step_pages(core, tid, r, &mut spent)?;
+            self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        }
+        Ok(())
+    }
+
+    /// Defer one-page record `r`, translated to frame `pfn`, and charge it beside the `spent`
+    /// milli-cycles its translation cost.
+    #[inline(always)]
+    pub(super) fn defer_page(&mut self, core: usize, r: &Record, pfn: u64, spent: u64) {
+        let page_mask = (1u64 << self.page_shift) - 1;
+        let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
+        self.defer(core, r, paddr, r.size.max(1), r.kind.is_instruction() as u8);
+        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+    }
+
+    /// Charge `references` records of `instructions` instructions in all to `core`, beside
+    /// `spent` milli-cycles of their accesses.
+    #[inline(always)]
+    pub(super) fn charge_records(
+        &mut self,
+        core: usize,
+        references: u64,
+        instructions: u64,
+        spent: u64,
+    ) {
+        let c = &mut self.cores[core];
+        let spent = spent
+            + self
+                .timing
+                .instructions(&mut c.tally.breakdown, instructions);
+        c.tally.instructions += instructions;
+        c.tally.references += references;
+        c.clock_milli += spent;
+    }
+
+    /// `step` for a batched burst's one-page record whose TLB lookups (`Core::tlb_translate`)
+    /// both missed: the walk, then as `step`.
+    #[inline(never)]
+    pub(super) fn step_walked(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
+        let mut spent = 0;
+        let vpn = r.addr >> self.page_shift;
+        let (pfn, _) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
+        self.defer_page(core, r, pfn, spent);
+        Ok(())
+    }
+
+    /// A batched burst's run of records that need nothing but the TLBs: each within one page
+    /// and in the thread's buffer, at most `max`. They are translated and deferred exactly as
+    /// `step` would, with the thread, the core and the batch borrowed once for the run and
+    /// their instructions charged once at its end: nothing reads the core's clock or tally
+    /// meanwhile (callgrind on examples/os/speed-4core.toml: `step`'s per-record reloads and
+    /// bounds checks were about a tenth of the system's host instructions). Returns how many
+    /// records it took, and the last of them if its TLB lookups both missed (done, counted;
+    /// the caller finishes it with `step_walked`). Stops before a record crossing a page or at
+    /// the buffer's end, for `step`.
+    pub(super) fn burst_hits(
+        &mut self,
+        core: usize,
+        tid: usize,
+        max: usize,
+    ) -> (usize, Option<Record>) {
+        let page_shift = self.page_shift;
+        let page_mask = (1u64 << page_shift) - 1;
+        let th = &mut self.threads[tid];
+        let asid = th.pid as u32;
+        let c = &mut self.cores[core];
+        let chip = &mut self.chips[c.chip];
+        // Each record taken adds one access and one mark: room for all of them is made here,
+        // they are written in place, and the lengths set once at the end (callgrind on
+        // examples/os/speed-4core.toml: pushing them one by one, with its capacity checks and
+        // length updates, cost about 20 host instructions per reference).
+        let start = self.batch.len();
+        debug_assert_eq!(start, self.batch_marks.len());
+        self.batch.reserve(max);
+        self.batch_marks.reserve(max);
+        let parts = &mut self.batch.spare_capacity_mut()[..max];
+        let marks = &mut self.batch_marks.spare_capacity_mut()[..max];
+        let (mut taken, mut deferred, mut instructions, mut walk) = (0, 0, 0, None);
+        while taken < max && th.pos < th.buf.len() {
+            let r = &th.buf[th.pos];
+            // Within one page: the offset plus the size (0 counts as 1, which always fits)
+            // does not pass the page's end.
+            if (r.addr & page_mask) + r.size as u64 > page_mask + 1 {
+                break;
+            }
+            th.pos += 1;
+            taken += 1;
+            if let Some(ahead) = th.buf.get(th.pos + HOST_AHEAD) {
+                c.tlbs[L2TLB].prefetch(ahead.addr >> page_shift);
+            }
+            let Some(pfn) = c.tlb_translate(asid, r.addr >> page_shift, r.kind) else {
+                walk = Some(*r);
+                break;
+            };
+            instructions += (r.icount as u64).max(1);
+            // As `defer`: copied whole from the thread's buffer, then the fields that
+            // change set in place.
+            let part = parts[deferred].write(*r);
+            part.addr = (pfn << page_shift) | (r.addr & page_mask);
+            part.thread = c.local;
+            part.size = r.size.max(1);
+            if start + deferred < HOST_AHEAD {
+                chip.prefetch_host(part);
+            }
+            marks[deferred].write(Mark::Demand(r.kind.is_instruction() as u8));
+            deferred += 1;
+        }
+        // SAFETY: the first `deferred` spare slots of both were written above, and `reserve`
+        // made room for `max >= deferred` more.
+        unsafe {
+            self.batch.set_len(start + deferred);
+            self.batch_marks.set_len(start + deferred);
+        }
+        self.charge_records(core, deferred as u64, instructions, 0);
+        (taken, walk)
+    }
+
+    /// `step`'s translation and access of `r`, page by page (a record may cross pages), one
+    /// access at a time unless the burst is batched; adds the cycles charged to `spent`.
+    #[inline(never)]
+    pub(super) fn step_pages(
+        &mut self,
+        core: usize,
+        tid: usize,
+        r: &Record,
+        spent: &mut u64,
+    ) -> Result<(), Error> {
+        let pid = self.threads[tid].pid;
+        let page_mask = (1u64 << self.page_shift) - 1;
+        let size = r.size.max(1) as u64;
+        let first_page = r.addr >> self.page_shift;
+        let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
+        let path = r.kind.is_instruction() as usize;
+        for vpn in first_page..=last_page {
+            let start = if vpn == first_page {
+                r.addr
+            } else {
+                vpn << self.page_shift
+            };
+            let end = if vpn == last_page {
+                r.addr.saturating_add(size - 1)
+            } else {
+                (vpn << self.page_shift) | page_mask
+            };
+            let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, spent)?;
+            let paddr = (pfn << self.page_shift) | (start & page_mask);
+            let size = (end - start + 1) as u16;
+            if self.deferring {
+                self.defer(core, r, paddr, size, path as u8);
+                continue;
+            }
+            let part = Record {
+                addr: paddr,
+                thread: self.cores[core].local,
+                size,
+                ..*r
+            };
+            let (served, remote) = self.access(core, &part);
+            let c = &mut self.cores[core];
+            let s = c.tally.serve(&self.paths[path], served, remote);
+            *spent += self.timing.reference(&mut c.tally.breakdown, s);
+            if path == 0 && c.sampler.is_some() {
+                self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Add the part of `r` at `paddr` (`size` bytes, on `path`) to the batched burst.
+    #[inline(always)]
+    pub(super) fn defer(&mut self, core: usize, r: &Record, paddr: u64, size: u16, path: u8) {
+        // Copied whole, then its fields set in place: a record assembled on the stack from
+        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
+        // of `run_burst`'s samples on that one load).
+        let c = &self.cores[core];
+        self.batch.push(*r);
+        let part = self.batch.last_mut().expect("just pushed");
+        part.addr = paddr;
+        part.thread = c.local;
+        part.size = size;
+        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
+        // it, within the batch: the first few of a batch are prefetched here instead, while
+        // the rest of the burst is translated.
+        if self.batch.len() <= HOST_AHEAD {
+            self.chips[c.chip].prefetch_host(self.batch.last().expect("just pushed"));
+        }
+        self.batch_marks.push(Mark::Demand(path));
+    }
+
+    /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
+    /// level that served it locally (or memory) and whether another chip's cache served it.
+    #[inline]
+    pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool) {
+        let chip = self.cores[core].chip;
+        let served = self.chips[chip].access(rec);
+        let remote =
+            self.coherence
+                .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
+        (served, remote)
+    }
+
+    /// A record of `pid` comes `HOST_AHEAD` places later on `core`: if the L2 TLB already
+    /// translates it, have the host prefetch the simulated sets it will visit (the system's
+    /// version of `run_block`'s look-ahead; changes nothing simulated).
+    #[inline]
+    pub(super) fn host_prefetch(&mut self, core: usize, pid: usize, r: &Record) {
+        let c = &self.cores[core];
+        if let Some(pfn) = c.tlbs[L2TLB].peek(pid as u32, r.addr >> self.page_shift) {
+            let page_mask = (1u64 << self.page_shift) - 1;
+            let rec = Record {
+                addr: (pfn << self.page_shift) | (r.addr & page_mask),
+                thread: c.local,
+                ..*r
+            };
+            self.chips[c.chip].prefetch_host(&rec);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+"""The plug-in registries (issue 26 item 1; crates/sim/src/registry.rs) seen from Python: every
+name of every registry round-trips through config parsing, the CLI's choices and help, and
+``_core``'s lists, and nothing in the Python front spells a list of its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import cachecolor
+from cachecolor import _core, cli, placement
+
+REGISTRIES = ("POLICIES", "ALLOCATORS", "REPLACEMENT_POLICIES", "TRACE_FORMATS", "PREFETCHERS")
+
+# A one-core machine and one small process: every policy and allocator runs it.
+SYSTEM = """
+[machine.hierarchy]
+cores = 1
+[[machine.hierarchy.levels]]
+name = "L1D"
+size = "4KiB"
+ways = 4
+[[machine.hierarchy.levels]]
+name = "LLC"
+size = "64KiB"
+ways = 4
+[machine.timing]
+level_latency = [4, 40]
+dram_latency = 200
+[memory]
+ram = "16MiB"
+allocator = "{allocator}"
+[policy]
+name = "{policy}"
+[[processes]]
+name = "p"
+[[processes.threads]]
+workload = {{ seed = 1, phases = [{{ pattern = "uniform", footprint = "64KiB", references = 2000 }}] }}
+"""
+
+
+def _help(*args: str) -> str:
+    run = subprocess.run([sys.executable, "-m", "cachecolor", *args, "--help"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return " ".join(run.stdout.split())
+
+
+@pytest.mark.parametrize("registry", REGISTRIES)
+def test_core_exports_each_registry_once(registry):
+    names = list(getattr(_core, registry))
+    assert names and len(set(names)) == len(names)
+    assert all(n == n.lower() and " " not in n for n in names)
+
+
+def test_python_lists_are_the_registries():
+    assert cli.FORMATS == tuple(_core.TRACE_FORMATS)
+    assert cli.POLICIES == tuple(_core.POLICIES)
+    assert placement.ALLOCATORS == tuple(_core.ALLOCATORS)
+    assert _core.trace_formats() == list(_core.TRACE_FORMATS)
+
+
+def test_every_policy_is_in_the_cli_help():
+    simulate, report = _help("simulate"), _help("report")
+    for name in _core.POLICIES:
+        assert name in simulate, name
+        assert name in report, name
+    assert ", ".join(_core.POLICIES) in simulate
+
+
+def test_every_trace_format_is_a_cli_choice():
+    for cmd in (("simulate",), ("trace", "info")):
+        text = _help(*cmd)
+        assert "{" + ",".join(_core.TRACE_FORMATS) + "}" in text, cmd
+
+
+@pytest.mark.parametrize("policy", _core.POLICIES)
+def test_every_policy_name_round_trips_through_a_system_run(policy):
+    doc = json.loads(_core.simulate_system(SYSTEM.format(policy=policy, allocator="buddy")))
+    assert doc["policy"] == policy
+    assert doc["config"]["policy"]["name"] == policy
+    assert doc["invariants"] == []
+
+
+@pytest.mark.parametrize("allocator", _core.ALLOCATORS)
+def test_every_allocator_name_round_trips_through_a_system_run(allocator):
+    doc = json.loads(_core.simulate_system(SYSTEM.format(policy="linux", allocator=allocator)))
+    assert doc["allocator"] == allocator
+    assert doc["config"]["memory"]["allocator"] == allocator
+
+
+def _level_config(**level: str) -> str:
+    keys = "".join(f'{k} = "{v}"\n' for k, v in level.items())
+    return f'[hierarchy]\n[[hierarchy.levels]]\nname = "L1"\nsize = "4KiB"\nways = 4\n{keys}'
+
+
+@pytest.mark.parametrize("name", _core.REPLACEMENT_POLICIES)
+def test_every_replacement_policy_round_trips_through_config_parsing(name):
+    eff = json.loads(_core.effective_config(_level_config(policy=name)))
+    assert eff["hierarchy"]["levels"][0]["policy"] == name
+
+
+@pytest.mark.parametrize("name", _core.PREFETCHERS)
+def test_every_prefetcher_round_trips_through_config_parsing(name):
+    eff = json.loads(_core.effective_config(_level_config(prefetcher=name)))
+    assert eff["hierarchy"]["levels"][0]["prefetcher"] == name
+
+
+@pytest.mark.parametrize(
+    "config, listed",
+    [
+        (SYSTEM.format(policy="no-such", allocator="buddy"), "POLICIES"),
+    ],
+)
+def test_an_unknown_policy_lists_the_registry(config, listed):
+    with pytest.raises(cachecolor.ConfigError) as e:
+        _core.simulate_system(config)
+    assert ", ".join(getattr(_core, listed)) in str(e.value)
