@@ -41,7 +41,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools build demo test test-rust test-python bench bench-mrc lint fmt clean distclean
+.PHONY: help venv tools build demo workloads test test-rust test-python bench bench-mrc lint fmt clean distclean
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -85,6 +85,11 @@ test-rust: ## Rust unit and integration tests (the bindings are tested from Pyth
 
 test-python: build ## Python tests (API, CLI, bad inputs, cross-validation)
 	$(PY) -m pytest tests -q -ra
+
+workloads: build tools ## Install the real-program suite's Debian packages (root) and capture their traces into the cache (docs/workloads.md)
+	$(VENV)/bin/cachecolor workloads install
+	$(VENV)/bin/cachecolor workloads build
+	$(VENV)/bin/cachecolor workloads characterize --plots docs/workloads --markdown docs/workloads.md
 
 bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
 	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi
