@@ -46,7 +46,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools build demo test test-rust test-python golden bench bench-mrc lint fmt clean distclean
+.PHONY: help venv tools build demo workloads test test-rust test-python golden bench bench-mrc lint fmt clean distclean
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -98,6 +98,11 @@ golden: ## Regenerate the golden counts (crates/sim/tests/golden/) and show what
 	@git add -N crates/sim/tests/golden 2>/dev/null || true
 	@git --no-pager diff --stat -- crates/sim/tests/golden
 	@git --no-pager diff -U0 -- crates/sim/tests/golden
+
+workloads: build tools ## Install the real-program suite's Debian packages (root) and capture their traces into the cache (docs/workloads.md)
+	$(VENV)/bin/cachecolor workloads install
+	$(VENV)/bin/cachecolor workloads build
+	$(VENV)/bin/cachecolor workloads characterize --plots docs/workloads --markdown docs/workloads.md
 
 bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
 	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi

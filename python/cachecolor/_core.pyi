@@ -276,6 +276,7 @@ def capture(
     max_records: Optional[int] = None,
     progress: Optional[_Progress] = None,
     syscalls: bool = False,
+    skip_instructions: int = 0,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 

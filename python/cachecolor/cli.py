@@ -1013,6 +1013,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # parser and main
 
 
+def cmd_workloads(args: argparse.Namespace) -> int:
+    """`cachecolor workloads ...`: the real-program suite (cachecolor.workloads, issue 21)."""
+    from . import workloads
+
+    return workloads.cli(args, lambda msg: CliError(msg, EXIT_BAD_INPUT))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="cachecolor: cache simulation, traces and cache-aware page management.")
     p.add_argument("--version", action="version", version=f"{PROG} {_core.__version__}")
@@ -1288,6 +1295,26 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", metavar="OUT", help="write the result as JSON (verdict, levels: name, color_effective)")
     _quiet(pr)
     pr.set_defaults(func=cmd_probe)
+
+    wl = sub.add_parser("workloads", help="the suite of real programs: list, install, build (capture), info, characterize")
+    wlsub = wl.add_subparsers(dest="workloads_cmd", metavar="SUBCOMMAND", parser_class=_Parser, required=True)
+    for wname, whelp in (("list", "the programs, their packages, inputs and regions"),
+                         ("install", "apt-get install the packages the programs need (root)"),
+                         ("build", "capture each program's region into the cache (rebuilt when missing)"),
+                         ("info", "the cached trace's metadata: command, versions, region, records, hash"),
+                         ("characterize", "IPC, LLC MPKI, MRC, page profile, privileged share of each built trace")):
+        wc = wlsub.add_parser(wname, help=whelp)
+        wc.add_argument("names", nargs="*", metavar="NAME", help="programs (default: all)")
+        wc.add_argument("--cache", metavar="DIR", help="cache root (default: $CACHECOLOR_CACHE or ~/.cache/cachecolor)")
+        if wname == "build":
+            wc.add_argument("--ci", action="store_true", help="the CI subset's short regions")
+            wc.add_argument("--force", action="store_true", help="capture again even if cached")
+            wc.add_argument("--skip", type=int, metavar="N", help="instructions to fast-forward (default: the program's)")
+            wc.add_argument("--records", type=int, metavar="N", help="records to capture (default: the program's)")
+        if wname == "characterize":
+            wc.add_argument("--plots", metavar="DIR", help="write one plot per program (NAME.png) here")
+            wc.add_argument("--markdown", metavar="DOC", help="rewrite the suite table between <!-- suite-table --> markers in DOC")
+        wc.set_defaults(func=cmd_workloads)
 
     d = sub.add_parser("demo", help="trace a small program and simulate it on this machine's caches")
     d.add_argument("--out", default=os.path.join("out", "demo"), metavar="DIR", help="output directory (default: out/demo)")

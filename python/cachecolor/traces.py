@@ -106,6 +106,7 @@ def capture(
     max_records: Optional[int] = None,
     progress: Optional[Callable[[Progress], Any]] = None,
     syscalls: bool = False,
+    skip_instructions: int = 0,
 ) -> dict[str, Any]:
     """Run an unmodified program and write its memory references to the native trace ``out``.
 
@@ -116,11 +117,14 @@ def capture(
     and ``CaptureError`` is raised with the summary in ``.summary``. ``syscalls=True`` (qemu
     only) turns every system call into privileged records: a kernel-stack marker carrying the
     call's identity, then the user-buffer accesses the call implies (docs/oscache.md).
+    ``skip_instructions=N`` (qemu only) fast-forwards: nothing is recorded until the program
+    has executed N instructions (all threads, counted per executed block: within one block).
     """
     argv = [program_args] if isinstance(program_args, str) else list(program_args)
     if not argv:
         raise ValueError("capture needs a program to run")
     doc = _core.capture(
-        argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress), syscalls
+        argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress), syscalls,
+        skip_instructions,
     )
     return json.loads(doc)

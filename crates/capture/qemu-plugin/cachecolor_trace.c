@@ -17,6 +17,12 @@
  *   syscalls=on|off  off (default): nothing about system calls is sent; on: every system call's
  *                 entry (number and its first three arguments) and return (its value) is sent
  *                 in the thread's stream (SYSCALL, SYSARG, SYSRET below)
+ *   skip=N        fast-forward: send nothing about execution until the guest (all threads
+ *                 together) has executed N instructions, counted per executed block (so the
+ *                 region starts within one block of N; a block left early by a fault counts
+ *                 whole); then each thread starts recording at its next block (default 0).
+ *                 TB definitions and THREAD records are still sent while skipping (the reader
+ *                 needs them); the skipped instructions appear nowhere in the stream.
  *
  * Why blocks, not one record per instruction: an instruction-fetch record per executed
  * instruction would dominate the stream (~90% of records) and cost a callback each. Instead the
@@ -148,6 +154,19 @@ static uint16_t guest_arch = 0; /* HELLO idx: 1 x86_64, 2 aarch64 */
 static uint64_t written_records = 0; /* under out_lock */
 static uint64_t next_tb = 0;         /* under out_lock */
 static int64_t sys_exit = -1, sys_execve = -1, sys_execveat = -1;
+/* skip=N: instructions still to fast-forward (all threads), whether the region has begun, and
+ * per vCPU whether that thread has started recording (at a block start, so its first record is
+ * a TBEXEC and never a load of a block the reader has not seen it enter). */
+static int skipping = 0;
+static int64_t skip_left = 0;
+static volatile int skip_done = 0;
+static uint8_t vcpu_on[MAX_VCPUS];
+
+/* Should `vcpu`'s execution be recorded now? (Always, without skip=.) */
+static inline int rec_on(unsigned int vcpu)
+{
+    return likely(!skipping) || vcpu >= MAX_VCPUS || vcpu_on[vcpu];
+}
 
 static void write_locked(const void *data, size_t len)
 {
@@ -256,23 +275,40 @@ static void flush_vcpu(unsigned int vcpu)
 
 /* ---- execution-time callbacks (hot) ---- */
 
+/* skip=N only, registered before a block's other callbacks: count the block's `udata`
+ * instructions towards the fast-forward, and switch this vCPU on once the region has begun. */
+static void on_tb_skip(unsigned int vcpu, void *udata)
+{
+    if (vcpu >= MAX_VCPUS || vcpu_on[vcpu]) {
+        return;
+    }
+    if (!skip_done) {
+        int64_t n = (int64_t)(uintptr_t)udata;
+        if (__atomic_sub_fetch(&skip_left, n, __ATOMIC_RELAXED) > 0) {
+            return;
+        }
+        skip_done = 1;
+    }
+    vcpu_on[vcpu] = 1;
+}
+
 static void on_tb_exec(unsigned int vcpu, void *udata)
 {
-    if (likely(active)) {
+    if (likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)(uintptr_t)udata, CC_TBEXEC, 0, 0);
     }
 }
 
 static void on_confirm(unsigned int vcpu, void *udata)
 {
-    if (likely(active)) {
+    if (likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)(uintptr_t)udata, CC_CONFIRM, 0, 0);
     }
 }
 
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
-    if (likely(active)) {
+    if (likely(active) && rec_on(vcpu)) {
         uint8_t kind = qemu_plugin_mem_is_store(info) ? CC_STORE : CC_LOAD;
         uint8_t size = (uint8_t)(1u << qemu_plugin_mem_size_shift(info));
         emit(vcpu, vaddr, kind, size, (uint16_t)(uintptr_t)udata);
@@ -293,7 +329,7 @@ static inline struct vbuf *count_buf(unsigned int vcpu)
 static void on_tb_exec_count(unsigned int vcpu, void *udata)
 {
     struct vbuf *b;
-    if (likely(active) && likely((b = count_buf(vcpu)) != NULL)) {
+    if (likely(active) && rec_on(vcpu) && likely((b = count_buf(vcpu)) != NULL)) {
         uintptr_t u = (uintptr_t)udata;
         if (b->cursor < b->tb_n) {
             b->pending += b->tb_n - b->cursor;
@@ -308,7 +344,7 @@ static void on_confirm_count(unsigned int vcpu, void *udata)
 {
     struct vbuf *b;
     (void)udata;
-    if (likely(active) && likely((b = count_buf(vcpu)) != NULL)) {
+    if (likely(active) && rec_on(vcpu) && likely((b = count_buf(vcpu)) != NULL)) {
         b->tb_n = b->tb_full;
     }
 }
@@ -316,7 +352,7 @@ static void on_confirm_count(unsigned int vcpu, void *udata)
 static void on_mem_count(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
                          void *udata)
 {
-    if (likely(active)) {
+    if (likely(active) && rec_on(vcpu)) {
         uint8_t kind = qemu_plugin_mem_is_store(info) ? CC_STORE : CC_LOAD;
         uint8_t size = (uint8_t)(1u << qemu_plugin_mem_size_shift(info));
         uint16_t icount = 0;
@@ -349,6 +385,11 @@ static void on_tb_trans_count(struct qemu_plugin_tb *tb, size_t n)
 {
     struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
     int confirm = last_needs_confirmation(n, qemu_plugin_insn_vaddr(last));
+    if (skipping) {
+        /* A flagged last instruction usually does not run here: count it out. */
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_skip, QEMU_PLUGIN_CB_NO_REGS,
+                                             (void *)(uintptr_t)(n - (size_t)confirm));
+    }
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec_count, QEMU_PLUGIN_CB_NO_REGS,
                                          (void *)(uintptr_t)((n << 1) | (size_t)confirm));
     if (confirm) {
@@ -406,6 +447,11 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     def_buf.n += (uint32_t)(n + 1);
     pthread_mutex_unlock(&out_lock);
 
+    if (skipping) {
+        /* A flagged last instruction usually does not run here: count it out. */
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_skip, QEMU_PLUGIN_CB_NO_REGS,
+                                             (void *)(uintptr_t)(n - (size_t)confirm));
+    }
     if (confirm) {
         qemu_plugin_register_vcpu_insn_exec_cb(qemu_plugin_tb_get_insn(tb, n - 1), on_confirm,
                                                QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)number);
@@ -450,7 +496,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
                        uint64_t a7, uint64_t a8)
 {
     (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
-    if (send_syscalls && likely(active)) {
+    if (send_syscalls && likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)num, CC_SYSCALL, 0, 0);
         emit(vcpu, a1, CC_SYSARG, 0, 1);
         emit(vcpu, a2, CC_SYSARG, 0, 2);
@@ -466,7 +512,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, int64_t ret)
 {
     (void)id, (void)num;
-    if (likely(active)) {
+    if (likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)ret, CC_SYSRET, 0, 0);
     }
 }
@@ -572,6 +618,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                 return -1;
             }
             buf_cap = (uint32_t)n;
+        } else if (klen == 4 && !strncmp(a, "skip", 4)) {
+            char *end = NULL;
+            errno = 0;
+            long long n = strtoll(v, &end, 10);
+            if (errno || end == v || *end || n < 0) {
+                fprintf(stderr, "cachecolor-trace: skip=%s: expected a number of instructions >= 0\n", v);
+                return -1;
+            }
+            skip_left = (int64_t)n;
+            skipping = n > 0;
         } else {
             fprintf(stderr, "cachecolor-trace: unknown argument '%s'\n", a);
             return -1;

@@ -121,6 +121,11 @@ pub struct CaptureOptions {
     /// carrying the call's identity and the user-buffer accesses the call implies. Off by
     /// default; lackey cannot see system calls and rejects it.
     pub syscalls: bool,
+    /// Fast-forward (qemu only): record nothing until the program (all threads together) has
+    /// executed this many instructions, counted per executed block (so within one block of
+    /// it); each thread then starts at its next block. 0 (default) records from the first instruction. Lackey
+    /// rejects a non-zero value.
+    pub skip_instructions: u64,
 }
 
 impl Default for CaptureOptions {
@@ -130,6 +135,7 @@ impl Default for CaptureOptions {
             ifetch: true,
             max_records: None,
             syscalls: false,
+            skip_instructions: 0,
         }
     }
 }
@@ -293,6 +299,14 @@ pub fn capture(
                 .into(),
         });
     }
+    if opts.skip_instructions > 0 && backend == Backend::Lackey {
+        return Err(CaptureError::Unsupported {
+            backend,
+            what: "fast-forward (skip instructions)".into(),
+            hint: "only the QEMU plugin can skip; use --backend qemu (apt-get install qemu-user)"
+                .into(),
+        });
+    }
     let command: Vec<String> = std::iter::once(program.to_string())
         .chain(args.iter().cloned())
         .collect();
@@ -362,6 +376,7 @@ pub(crate) fn metadata(
         "ifetch": opts.ifetch,
         "max_records": opts.max_records,
         "syscalls": opts.syscalls,
+        "skip_instructions": opts.skip_instructions,
         "host": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
     })
     .to_string()

@@ -102,6 +102,7 @@ fn qemu_argv(
     fifo: &Path,
     ifetch: bool,
     syscalls: bool,
+    skip: u64,
 ) -> Vec<String> {
     let mut v = Vec::new();
     if matches!(
@@ -112,11 +113,16 @@ fn qemu_argv(
     }
     v.push("-plugin".into());
     v.push(format!(
-        "{},out={},ifetch={}{}",
+        "{},out={},ifetch={}{}{}",
         qemu_opt_escape(so),
         qemu_opt_escape(fifo),
         if ifetch { "on" } else { "off" },
-        if syscalls { ",syscalls=on" } else { "" }
+        if syscalls { ",syscalls=on" } else { "" },
+        if skip > 0 {
+            format!(",skip={skip}")
+        } else {
+            String::new()
+        }
     ));
     match &prog.interpreter {
         None => {
@@ -243,7 +249,15 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
-    let argv = qemu_argv(prog, args, &so, &fifo_path, opts.ifetch, opts.syscalls);
+    let argv = qemu_argv(
+        prog,
+        args,
+        &so,
+        &fifo_path,
+        opts.ifetch,
+        opts.syscalls,
+        opts.skip_instructions,
+    );
     sink.start(&metadata(
         Backend::Qemu,
         &qemu.binary,
@@ -333,6 +347,7 @@ mod tests {
             Path::new("/t/x,y"),
             false,
             false,
+            0,
         );
         assert_eq!(
             v,
@@ -360,8 +375,9 @@ mod tests {
             Path::new("/f"),
             true,
             true,
+            5000,
         );
         assert_eq!(v[4..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
-        assert_eq!(v[3], "/p.so,out=/f,ifetch=on,syscalls=on");
+        assert_eq!(v[3], "/p.so,out=/f,ifetch=on,syscalls=on,skip=5000");
     }
 }

@@ -200,6 +200,7 @@ fn opts(backend: Backend, ifetch: bool) -> CaptureOptions {
         ifetch,
         max_records: None,
         syscalls: false,
+        skip_instructions: 0,
     }
 }
 
@@ -574,6 +575,7 @@ fn max_records_truncates_and_stops_the_program() {
                 ifetch: true,
                 max_records: Some(50_000),
                 syscalls: false,
+                skip_instructions: 0,
             },
             &mut |_| {},
         )

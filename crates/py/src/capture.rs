@@ -40,7 +40,7 @@ pub fn summary_json(s: &CaptureSummary) -> String {
 
 /// Capture `program args` into the native trace `out`. Returns the summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false))]
+#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false, skip_instructions = 0))]
 #[allow(clippy::too_many_arguments)]
 pub fn capture(
     py: Python<'_>,
@@ -52,6 +52,7 @@ pub fn capture(
     max_records: Option<u64>,
     progress: Option<Py<PyAny>>,
     syscalls: bool,
+    skip_instructions: u64,
 ) -> PyResult<String> {
     let backend = Backend::parse(backend).map_err(Failure::from)?;
     let opts = CaptureOptions {
@@ -59,6 +60,7 @@ pub fn capture(
         ifetch,
         max_records,
         syscalls,
+        skip_instructions,
     };
     let progress = progress.as_ref();
     let doc = py.detach(|| {

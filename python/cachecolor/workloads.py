@@ -1,0 +1,614 @@
+"""The workload suite: real, unmodified programs from Debian packages, captured in regions
+(issue 21; docs/workloads.md).
+
+Contract:
+
+- ``SUITE`` lists the programs. Each names the Debian packages it needs (installed on demand by
+  ``make workloads`` / ``install()``; nothing is vendored), the command it runs, the input it
+  reads -- generated here, deterministically, from a fixed seed -- and its capture region.
+- A region is the papers' kind (ROCS section 6.2 profiled after skipping 4 billion cycles of
+  initialisation): fast-forward ``skip`` instructions (the QEMU plugin's ``skip=`` argument: the
+  whole program, all threads, counted per executed block, so within one block of it), then capture ``records`` records
+  (instruction fetches, loads and stores; the program is killed there). The trace's exact
+  instruction count is measured and stored, not assumed.
+- Traces live in a cache outside git: ``$CACHECOLOR_CACHE/workloads/NAME/`` (default
+  ``~/.cache/cachecolor``): ``input/`` (generated), ``trace.cctrace`` and ``meta.json`` (command,
+  package versions, region, record counts and the trace hash). A trace is rebuilt when missing
+  or when its ``meta.json`` no longer matches the definition (command, region, versions).
+- Captures are made reproducible where the program allows: address-space randomisation off
+  (``setarch -R``), a fixed environment (``env -i`` with ``PYTHONHASHSEED=0``, ``LC_ALL=C``,
+  one BLAS thread), a fixed working directory. The trace hash is the SHA-256 of the trace's
+  blocks (everything after the header, whose metadata holds temporary paths), so two captures
+  of the same records have the same hash. Multithreaded programs are the documented exception:
+  the plugin sends each thread's records in chunks whose interleaving depends on the host's
+  scheduling.
+- A program that fails to install or crashes during capture is reported with its error and
+  skipped; the rest of the suite is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+META_VERSION = 1
+
+
+def cache_dir() -> Path:
+    """``$CACHECOLOR_CACHE`` or ``~/.cache/cachecolor``."""
+    env = os.environ.get("CACHECOLOR_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "cachecolor"
+
+
+# ---- deterministic inputs ------------------------------------------------------------------
+
+_WORDS = (
+    "the of and to in is was that for on with as by at from his her they this which have had "
+    "cache page color memory line set way miss hit policy kernel thread process core chip "
+    "array stream buffer pointer table index query record trace region program compiler "
+    "interpreter database compression sort stencil matrix vector sparse dense block frame"
+).split()
+
+
+def _corpus(path: Path, size: int, seed: int) -> None:
+    """Text with a Zipf-like word distribution, sentence breaks and some numbers: compressible
+    like prose. Drawn in bulk (one ``choices`` call) so 16 MiB takes a second or two."""
+    rng = random.Random(seed)
+    weights = [1.0 / (i + 1) for i in range(len(_WORDS))]
+    vocab = _WORDS + [str(n) for n in range(1000, 1300)] + ["the end.\n", "and so.\n"]
+    weights += [0.002] * 300 + [0.05, 0.05]
+    words = rng.choices(vocab, weights, k=size // 4)
+    text = " ".join(words)
+    while len(text) < size:
+        text += " " + text[: size - len(text)]
+    path.write_text(text[:size])
+
+
+def _lines(path: Path, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    keys = [rng.getrandbits(30) for _ in range(count)]
+    names = rng.choices(_WORDS, k=count)
+    path.write_text("".join(f"{k:09d} {n} {k % 99991}\n" for k, n in zip(keys, names)))
+
+
+def _sql(path: Path, rows: int, queries: int, seed: int) -> None:
+    """A table and an index, then a mix of point lookups, range aggregates and joins."""
+    rng = random.Random(seed)
+    s = ["PRAGMA journal_mode=OFF;", "PRAGMA synchronous=OFF;", "BEGIN;",
+         "CREATE TABLE item(id INTEGER PRIMARY KEY, cat INTEGER, name TEXT, price REAL);",
+         "CREATE TABLE cat(id INTEGER PRIMARY KEY, label TEXT);"]
+    s += [f"INSERT INTO cat VALUES({c}, '{rng.choice(_WORDS)}{c}');" for c in range(100)]
+    # One statement fills the table (deterministic arithmetic, not sqlite's random()).
+    s.append(f"INSERT INTO item WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {rows}) "
+             "SELECT i, (i * 7919) % 100, 'item-' || i, ((i * 104729) % 10000) / 100.0 FROM n;")
+    s += ["COMMIT;", "CREATE INDEX item_cat ON item(cat);", "CREATE INDEX item_price ON item(price);"]
+    for _ in range(queries):
+        r = rng.random()
+        if r < 0.5:
+            s.append(f"SELECT name, price FROM item WHERE id = {rng.randrange(rows)};")
+        elif r < 0.8:
+            lo = rng.random() * 99
+            s.append(f"SELECT count(*), avg(price) FROM item WHERE price BETWEEN {lo:.2f} AND {lo + 1:.2f};")
+        else:
+            s.append(f"SELECT c.label, count(*) FROM item i JOIN cat c ON i.cat = c.id WHERE i.cat = {rng.randrange(100)} GROUP BY c.label;")
+    path.write_text("\n".join(s) + "\n")
+
+
+def _python_script(path: Path, seed: int) -> None:
+    """A pure-Python workload: objects, dicts, strings, sorting, recursion."""
+    path.write_text(f"""# generated by cachecolor.workloads (seed {seed})
+import random
+rng = random.Random({seed})
+class Node:
+    __slots__ = ("key", "left", "right")
+    def __init__(self, key):
+        self.key, self.left, self.right = key, None, None
+def insert(root, key):
+    if root is None:
+        return Node(key)
+    node = root
+    while True:
+        if key < node.key:
+            if node.left is None:
+                node.left = Node(key); return root
+            node = node.left
+        else:
+            if node.right is None:
+                node.right = Node(key); return root
+            node = node.right
+def depth(n):
+    return 0 if n is None else 1 + max(depth(n.left), depth(n.right))
+for rnd in range(40):
+    root = None
+    for _ in range(20000):
+        root = insert(root, rng.random())
+    counts = {{}}
+    for i in range(50000):
+        w = "w%d" % rng.randrange(5000)
+        counts[w] = counts.get(w, 0) + i
+    words = sorted(counts, key=counts.get)
+    text = " ".join(words[:2000]).upper().split()
+    print(rnd, depth(root), len(text))
+""")
+
+
+def _c_source(path: Path, functions: int, seed: int) -> None:
+    """A self-contained C file (no headers) of many small functions for cc1 -O2."""
+    rng = random.Random(seed)
+    parts = ["struct pt { long x, y, z; double w; };"]
+    for f in range(functions):
+        k = rng.randrange(2, 9)
+        body = [f"long f{f}(struct pt *p, long n, const long *a) {{", "  long s = 0;",
+                "  for (long i = 0; i < n; i++) {"]
+        for j in range(k):
+            op = rng.choice(["+", "-", "^", "*"])
+            body.append(f"    s = s {op} (a[(i * {rng.randrange(1, 17)} + {j}) % n] {rng.choice('+-^')} p[i % {k}].x);")
+            if rng.random() < 0.4:
+                body.append(f"    if (s > {rng.randrange(1000)}) p[i % {k}].w += (double)s / {j + 1};")
+        body += ["  }", f"  return s + {f > 0 and f'f{f - 1}(p, n / 2, a)' or '0'};", "}"]
+        parts.append("\n".join(body))
+    path.write_text("\n\n".join(parts) + "\n")
+
+
+def _tree(root: Path, dirs: int, files_per_dir: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for d in range(dirs):
+        sub = root / f"d{d % 16:02d}" / f"d{d:03d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        for f in range(files_per_dir):
+            (sub / f"f{f:03d}.txt").write_bytes(rng.randbytes(rng.randrange(64, 8192)))
+
+
+_NUMPY_STREAM = """# STREAM triad (McCalpin) with NumPy: a = b + s*c over arrays far larger than any LLC
+import numpy as np
+n = 4_000_000
+a = np.zeros(n); b = np.arange(n, dtype=float); c = np.ones(n)
+for _ in range(1000):
+    np.multiply(c, 3.0, out=a); np.add(a, b, out=a)
+"""
+
+_NUMPY_MATMUL = """# dense linear algebra: repeated 384x384 matrix products (BLAS dgemm)
+import numpy as np
+rng = np.random.default_rng(1)
+a = rng.random((384, 384)); b = rng.random((384, 384))
+for _ in range(1000):
+    c = a @ b
+    a, b = b, c / c.max()
+"""
+
+_NUMPY_STENCIL = """# 2-D 5-point Jacobi stencil on a 1024x1024 grid (8 MiB per array)
+import numpy as np
+n = 1024
+u = np.zeros((n, n)); u[0, :] = 1.0
+v = u.copy()
+for _ in range(10000):
+    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    u, v = v, u
+"""
+
+_SCIPY_SPMV = """# sparse matrix-vector products (CSR, random pattern: indirect, pointer-chasing-like loads)
+import numpy as np, scipy.sparse as sp
+n, k = 400_000, 12
+rng = np.random.default_rng(1)
+m = sp.csr_matrix((rng.random(n * k), rng.integers(0, n, n * k), np.arange(0, n * k + 1, k)), shape=(n, n))
+x = np.ones(n)
+for _ in range(10000):
+    x = m @ x + 1.0
+    x /= x.max()
+"""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One program of the suite."""
+
+    name: str
+    cls: str  # the papers' class it stands for
+    packages: tuple[str, ...]  # Debian packages (installed on demand; versions recorded)
+    command: tuple[str, ...]  # run in the input directory; {in} = that directory
+    make_input: Callable[[Path], None]
+    input_desc: str
+    skip: int  # instructions fast-forwarded (initialisation)
+    records: int  # records captured after that
+    threads: int = 1
+    os_intensive: bool = False  # needs full-system capture for its kernel side
+    note: str = ""
+
+
+def _files(**texts: str) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        for name, text in texts.items():
+            (d / name.replace("_", ".", 1)).write_text(text)
+    return make
+
+
+def _py(script: str) -> tuple[str, ...]:
+    """python3 running ``script`` through ``-c``: the interpreter then never sees the script's
+    absolute path (``sys.path[0]`` is ''), so the trace does not depend on where the cache is."""
+    return ("/usr/bin/python3", "-c", f"exec(compile(open({script!r}).read(), {script!r}, 'exec'))")
+
+
+M = 1_000_000
+SUITE: tuple[Workload, ...] = (
+    Workload("stream", "streaming over large arrays", ("python3", "python3-numpy"),
+             _py("stream.py"), _files(stream_py=_NUMPY_STREAM),
+             "NumPy triad over 3 x 32 MB arrays", 450 * M, 20 * M),
+    Workload("matmul", "dense linear algebra", ("python3", "python3-numpy", "libblas3"),
+             _py("matmul.py"), _files(matmul_py=_NUMPY_MATMUL),
+             "384 x 384 dgemm, repeated", 450 * M, 20 * M),
+    Workload("stencil", "stencil", ("python3", "python3-numpy"),
+             _py("stencil.py"), _files(stencil_py=_NUMPY_STENCIL),
+             "5-point Jacobi, 1024 x 1024 doubles", 450 * M, 20 * M),
+    Workload("spmv", "sparse / pointer-chasing", ("python3", "python3-scipy", "python3-numpy"),
+             _py("spmv.py"), _files(spmv_py=_SCIPY_SPMV),
+             "CSR 400k x 400k, 4.8 M nonzeros, random columns", 700 * M, 20 * M),
+    Workload("xz", "compression", ("xz-utils",), ("xz", "-6", "-c", "-T1", "corpus.txt"),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 1), "16 MiB generated text", 50 * M, 20 * M),
+    Workload("zstd", "compression", ("zstd",), ("zstd", "-19", "-c", "-T1", "corpus.txt"),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 2), "16 MiB generated text", 50 * M, 20 * M),
+    Workload("bzip2", "compression", ("bzip2",), ("bzip2", "-9", "-c", "corpus.txt"),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 3), "16 MiB generated text", 50 * M, 20 * M),
+    Workload("sqlite", "database", ("sqlite3",), ("sqlite3", ":memory:", ".read queries.sql"),
+             lambda d: _sql(d / "queries.sql", 100_000, 100_000, 4),
+             "100k-row table, 2 indexes, 100k queries (50% point, 30% range, 20% join)", 400 * M, 20 * M),
+    Workload("python", "interpreter", ("python3",), _py("work.py"),
+             lambda d: _python_script(d / "work.py", 5), "generated script: BST, dicts, strings", 300 * M, 20 * M),
+    Workload("cc1", "compiler", ("gcc", "cpp-12", "gcc-12"),
+             ("/usr/lib/gcc/x86_64-linux-gnu/12/cc1", "-quiet", "-O2", "gen.c", "-o", "gen.s"),
+             lambda d: _c_source(d / "gen.c", 3000, 6), "generated C, 3000 functions, -O2", 200 * M, 20 * M),
+    Workload("sort", "sort", ("coreutils",), ("sort", "--parallel=1", "-S", "512M", "lines.txt"),
+             lambda d: _lines(d / "lines.txt", 500_000, 7), "500 k generated lines", 100 * M, 20 * M),
+    Workload("sort-mt", "multithreaded, shared data", ("coreutils",),
+             ("sort", "--parallel=4", "-S", "512M", "lines.txt"),
+             lambda d: _lines(d / "lines.txt", 500_000, 8), "500 k generated lines, 4 threads",
+             100 * M, 20 * M, threads=4,
+             note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    Workload("find", "OS-intensive: file system walk", ("findutils",),
+             ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),
+             lambda d: _tree(d / "tree", 400, 20, 9), "generated tree, 400 dirs x 20 files",
+             1 * M, 20 * M, os_intensive=True),
+    Workload("tar", "OS-intensive: file reads and writes", ("tar",),
+             ("tar", "-cf", "out.tar", "tree"),
+             lambda d: _tree(d / "tree", 400, 20, 10), "generated tree, 400 dirs x 20 files",
+             1 * M, 20 * M, os_intensive=True),
+)
+
+# The CI-sized subset: three programs, short regions (tests/test_workloads.py).
+CI_SUBSET = {"sort": (2 * M, 300_000), "sqlite": (20 * M, 300_000), "xz": (5 * M, 300_000)}
+
+
+def by_name(name: str) -> Workload:
+    for w in SUITE:
+        if w.name == name:
+            return w
+    raise KeyError(f"unknown workload {name!r}; the suite has {', '.join(w.name for w in SUITE)}")
+
+
+# ---- packages ------------------------------------------------------------------------------
+
+def package_versions(packages: tuple[str, ...]) -> dict[str, Optional[str]]:
+    """Installed Debian versions (None when not installed)."""
+    out: dict[str, Optional[str]] = {}
+    for p in packages:
+        r = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", p], capture_output=True, text=True)
+        parts = r.stdout.split()
+        out[p] = parts[3] if r.returncode == 0 and len(parts) >= 4 and parts[2] == "installed" else None
+    return out
+
+
+def install(workloads: tuple[Workload, ...] = SUITE) -> dict[str, str]:
+    """Install missing packages with apt-get (as root); returns {package: error} for failures."""
+    missing = sorted({p for w in workloads for p, v in package_versions(w.packages).items() if v is None})
+    if not missing:
+        return {}
+    if os.geteuid() != 0:
+        return {p: "not installed; run: sudo apt-get install " + " ".join(missing) for p in missing}
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    errors = {}
+    for p in missing:  # one by one, so one missing package does not stop the others
+        r = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", p], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            errors[p] = (r.stderr.strip().splitlines() or ["apt-get failed"])[-1]
+    return errors
+
+
+# ---- capture -------------------------------------------------------------------------------
+
+def trace_hash(path: Path) -> str:
+    """SHA-256 of the trace's blocks (the bytes after the header and its metadata)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        head = f.read(16)
+        meta_len = int.from_bytes(head[12:16], "little")
+        f.seek(16 + meta_len + 8)
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_CLEAN_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "LANG": "C", "PYTHONHASHSEED": "0",
+    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TZ": "UTC",
+}
+
+
+def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, records: Optional[int] = None,
+                  ifetch: bool = True) -> tuple[dict[str, Any], float]:
+    """Capture ``argv`` with QEMU into ``out`` in a child Python with address-space randomisation
+    off (``setarch -R``) and a clean, fixed environment, so that the guest program sees the same
+    stack, environment and layout on every run. Returns (the capture summary, seconds); a
+    program that exits non-zero gives a summary with ``error``."""
+    code = (
+        "import json, sys\nfrom cachecolor.traces import capture\nfrom cachecolor._core import CaptureError\n"
+        "a = json.loads(sys.argv[1])\n"
+        "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'])\n"
+        "except CaptureError as e:\n    s = dict(getattr(e, 'summary', None) or {}, error=str(e))\n"
+        "print(json.dumps(s))\n"
+    )
+    args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch})
+    cmd = ["setarch", "x86_64", "-R", "env", "-i", *[f"{k}={v}" for k, v in _CLEAN_ENV.items()],
+           "HOME=/nonexistent", sys.executable, "-c", code, args]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    secs = time.monotonic() - t0
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    try:
+        return json.loads(last), secs
+    except json.JSONDecodeError:
+        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"capture failed (exit {r.returncode}): {err}") from None
+
+
+def _spec(w: Workload, skip: int, records: int) -> dict[str, Any]:
+    return {"meta_version": META_VERSION, "name": w.name, "command": list(w.command), "skip": skip,
+            "records_requested": records, "packages": package_versions(w.packages), "input": w.input_desc}
+
+
+def wdir(w: Workload, root: Optional[Path] = None) -> Path:
+    return (root or cache_dir()) / "workloads" / w.name
+
+
+def info(w: Workload, root: Optional[Path] = None) -> Optional[dict[str, Any]]:
+    p = wdir(w, root) / "meta.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = None,
+          root: Optional[Path] = None, force: bool = False, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Capture ``w`` (unless its cached trace matches); returns its metadata. Raises
+    ``RuntimeError`` naming what failed (package missing, capture error)."""
+    skip = w.skip if skip is None else skip
+    records = w.records if records is None else records
+    d = wdir(w, root)
+    spec = _spec(w, skip, records)
+    missing = [p for p, v in spec["packages"].items() if v is None]
+    if missing:
+        raise RuntimeError(f"package(s) not installed: {', '.join(missing)} (make workloads installs them)")
+    trace = d / "trace.cctrace"
+    old = info(w, root)
+    if not force and old and trace.exists() and all(old.get(k) == v for k, v in spec.items()):
+        return old
+    inp = d / "input"
+    if inp.exists():
+        shutil.rmtree(inp)
+    inp.mkdir(parents=True)
+    w.make_input(inp)
+    (d / "meta.json").unlink(missing_ok=True)  # a failed capture leaves no stale metadata
+    summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip, records=records)
+    if summary.get("error") and not summary.get("truncated"):
+        raise RuntimeError(f"capture failed: {summary['error']}")
+    if not trace.exists():
+        raise RuntimeError("capture wrote no trace")
+    from .traces import trace_info
+
+    ti = trace_info(trace)
+    meta = dict(spec)
+    meta.update(
+        records=ti["records"], instructions=ti.get("instructions"), threads=ti.get("threads"),
+        kinds=dict(ti["kinds"]),
+        privileged_records=ti.get("privileged", 0), truncated=bool(summary.get("truncated")),
+        exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
+        trace_hash=trace_hash(trace), trace_bytes=trace.stat().st_size,
+        reproducible=w.threads == 1, note=w.note,
+        kernel_code=False,  # user-mode capture: no kernel records (full-system capture: issue 27)
+    )
+    (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def build_all(names: Optional[list[str]] = None, *, log: Callable[[str], Any] = print, **kw: Any) -> dict[str, Any]:
+    """Build every named workload (default: all); failures are reported and skipped."""
+    results: dict[str, Any] = {}
+    for w in (SUITE if not names else tuple(by_name(n) for n in names)):
+        t0 = time.monotonic()
+        try:
+            m = build(w, log=log, **kw)
+            results[w.name] = m
+            log(f"{w.name:8} ok   {m['records']:>11,} records {m['instructions'] or 0:>11,} instructions "
+                f"{time.monotonic() - t0:6.1f} s  {m['trace_hash'][:12]}")
+        except Exception as e:  # noqa: BLE001 -- one program's failure must not stop the suite
+            results[w.name] = {"error": str(e)}
+            log(f"{w.name:8} SKIPPED: {e}")
+    return results
+
+
+# ---- characterization (issue 21 item 3) ----------------------------------------------------
+
+CHAR_MACHINE = "xeon-e5506"  # COLORIS's machine (002 section 4): 4 MiB 16-way LLC, 64 colors
+
+
+def system_config(trace: Path, name: str, machine: str = CHAR_MACHINE) -> dict[str, Any]:
+    """One process running the captured trace alone on core 0 of ``machine``, linux policy."""
+    return {
+        "machine": {"preset": machine},
+        "memory": {"ram": "2GiB"},
+        "policy": {"name": "linux"},
+        "processes": [{"name": name, "pin": [0], "threads": [{"trace": str(trace), "format": "native"}]}],
+    }
+
+
+def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHAR_MACHINE,
+                 plot_dir: Optional[Path] = None) -> dict[str, Any]:
+    """IPC and LLC MPKI (whole-system model of ``machine``), the line MRC, the page-level LLC
+    profile, the footprint and the privileged share of ``w``'s cached trace; writes
+    ``characterization.json`` beside it and, with ``plot_dir``, ``NAME.png``."""
+    from .analysis import mrc
+    from .pages import page_profile
+    from .system import simulate_system
+
+    meta = info(w, root)
+    d = wdir(w, root)
+    trace = d / "trace.cctrace"
+    if meta is None or not trace.exists():
+        raise RuntimeError(f"{w.name}: no trace; run `cachecolor workloads build {w.name}` first")
+    sysres = simulate_system(system_config(trace, w.name, machine)).process(w.name)
+    curve = mrc(trace, method="shards", rate=0.1, points=60) if meta["records"] > 2_000_000 else mrc(trace, points=60)
+    from .presets import machine as preset
+
+    # One core's view of the machine's caches (the page profile takes a cache hierarchy).
+    hier = {k: v for k, v in preset(machine)["hierarchy"].items() if k not in ("cores", "chips")}
+    prof = page_profile({"hierarchy": hier}, trace, level=hier["levels"][-1]["name"])
+    pages = prof.pages
+    # The whole-system model charges max(icount, 1) instructions per record (system/mod.rs:
+    # "a record is at least one instruction"), so on a captured trace with fetches, where a
+    # load or store has icount 0 because its instruction was counted by its fetch, it counts
+    # every record as an instruction. IPC and MPKI here use the trace's exact instruction count;
+    # the model's own figures are kept as model_* (its cycles include the base CPI of the extra
+    # "instructions", so IPC is a lower bound).
+    insns = int(meta["instructions"])
+    model_insns = int(sysres["instructions"])
+    llc_misses_sys = float(sysres["llc_mpki"]) * model_insns / 1000.0
+    ch = {
+        "name": w.name, "machine": machine, "instructions": insns,
+        "model_instructions": model_insns, "cycles": float(sysres["cycles"]),
+        "ipc": insns / float(sysres["cycles"]), "llc_mpki": llc_misses_sys * 1000.0 / max(1, insns),
+        "model_ipc": float(sysres["ipc"]), "model_llc_mpki": float(sysres["llc_mpki"]),
+        "llc_miss_rate": float(sysres["llc_miss_rate"]),
+        "llc_pages": int(len(pages)),
+        "footprint_bytes": int(round(curve.distinct)) * curve.unit_bytes,  # distinct lines touched
+        "llc_accesses": prof.accesses, "llc_misses": prof.misses,
+        "privileged_share": (meta.get("privileged_records") or 0) / max(1, meta["records"]),
+        "mrc": {"method": curve.method, "sizes_bytes": [int(x) * curve.unit_bytes for x in curve.sizes],
+                "miss_rate": [float(x) for x in curve.miss_rate]},
+        "pages_histogram": [int(x) for x in prof.histogram(bins=10)["pages"]],
+    }
+    (d / "characterization.json").write_text(json.dumps(ch, indent=2) + "\n")
+    if plot_dir is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+        curve.plot(ax=axes[0], label=w.name)
+        axes[0].set_title(f"{w.name}: miss-ratio curve (lines)")
+        prof.plot_histogram(ax=axes[1])
+        axes[1].set_title(f"LLC miss rate per page ({machine})")
+        prof.plot_address_space(ax=axes[2])
+        axes[2].set_title("pages in address order")
+        fig.tight_layout()
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(plot_dir / f"{w.name}.png", dpi=80)
+        plt.close(fig)
+    return ch
+
+
+def suite_table(root: Optional[Path] = None) -> str:
+    """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
+    rows = ["| program | class | packages (version) | input | region: skip / records | records | instructions | "
+            "IPC | LLC MPKI | footprint | trace hash | capture s |",
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for w in SUITE:
+        m = info(w, root)
+        if m is None:
+            rows.append(f"| {w.name} | {w.cls} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | |")
+            continue
+        cp = wdir(w, root) / "characterization.json"
+        c = json.loads(cp.read_text()) if cp.exists() else {}
+        pk = ", ".join(f"{p} {v}" for p, v in m["packages"].items())
+        fp = f"{c['footprint_bytes'] / 2**20:.2f} MiB" if c else ""
+        rows.append(
+            f"| {w.name} | {w.cls} | {pk} | {w.input_desc} | {m['skip']:,} / {m['records_requested']:,} | {m['records']:,} | "
+            f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {fp} | "
+            f"`{m['trace_hash'][:12]}`{'' if m.get('reproducible') else ' (threads)'} | {m['capture_seconds']} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def write_table(doc: Path, root: Optional[Path] = None) -> None:
+    """Replace the text between ``<!-- suite-table -->`` and ``<!-- /suite-table -->`` in ``doc``."""
+    text = doc.read_text()
+    a, b = "<!-- suite-table -->", "<!-- /suite-table -->"
+    i, j = text.index(a) + len(a), text.index(b)
+    doc.write_text(text[:i] + "\n" + suite_table(root) + text[j:])
+
+
+# ---- command line (cachecolor workloads ...) -----------------------------------------------
+
+def cli(args: Any, error: Callable[[str], Exception]) -> int:
+    """``cachecolor workloads list|install|build|info|characterize``; ``error`` makes the CLI's
+    bad-input exception (exit 2)."""
+    names = list(getattr(args, "names", None) or [])
+    try:
+        chosen = tuple(by_name(n) for n in names) if names else SUITE
+    except KeyError as e:
+        raise error(str(e.args[0])) from None
+    root = Path(args.cache) if getattr(args, "cache", None) else None
+    if args.workloads_cmd == "list":
+        print(f"{'name':8} {'class':32} {'packages':34} {'region (skip / records)':>24}  input")
+        for w in chosen:
+            print(f"{w.name:8} {w.cls[:32]:32} {' '.join(w.packages)[:34]:34} {w.skip:>13,} / {w.records:>10,}  {w.input_desc}")
+        return 0
+    if args.workloads_cmd == "install":
+        errors = install(chosen)
+        for p, e in errors.items():
+            print(f"{p}: {e}", file=sys.stderr)
+        return 0
+    if args.workloads_cmd == "build":
+        kw: dict[str, Any] = {"root": root, "force": args.force}
+        if args.ci:
+            if names and any(n not in CI_SUBSET for n in names):
+                raise error(f"--ci: the CI subset is {', '.join(CI_SUBSET)}")
+            res = {}
+            for n, (skip, recs) in CI_SUBSET.items():
+                if not names or n in names:
+                    res.update(build_all([n], skip=skip, records=recs, **kw))
+        else:
+            if args.skip is not None:
+                kw["skip"] = args.skip
+            if args.records is not None:
+                kw["records"] = args.records
+            res = build_all([w.name for w in chosen], **kw)
+        failed = [n for n, m in res.items() if "error" in m]
+        print(f"{len(res) - len(failed)} built, {len(failed)} skipped" + (f" ({', '.join(failed)})" if failed else ""))
+        return 0
+    if args.workloads_cmd == "info":
+        for w in chosen:
+            m = info(w, root)
+            print(json.dumps({"name": w.name, "built": m is not None, **(m or {})}, indent=2))
+        return 0
+    if args.workloads_cmd == "characterize":
+        for w in chosen:
+            if info(w, root) is None:
+                print(f"{w.name:8} SKIPPED: not built", file=sys.stderr)
+                continue
+            try:
+                c = characterize(w, root=root, plot_dir=Path(args.plots) if args.plots else None)
+            except Exception as e:  # noqa: BLE001 -- report and go on with the others
+                print(f"{w.name:8} FAILED: {e}", file=sys.stderr)
+                continue
+            print(f"{w.name:8} IPC {c['ipc']:.3f}  LLC MPKI {c['llc_mpki']:8.3f}  footprint {c['footprint_bytes'] / 2**20:7.2f} MiB  "
+                  f"privileged {c['privileged_share']:.3f}")
+        if args.markdown:
+            write_table(Path(args.markdown), root)
+        return 0
+    raise error(f"unknown workloads command {args.workloads_cmd!r}")
