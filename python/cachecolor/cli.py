@@ -299,6 +299,9 @@ def _trace_capture_system(args: argparse.Namespace, command: list[str]) -> int:
     g = res["guest"]
     sys.stdout.write(g["output"])
     _status(args, _capture_line(res["summary"]).replace(" with qemu ", " with qemu-system (kernel and user) "))
+    if g["run_seconds"] > 0:
+        rate = res["summary"]["records"] / g["run_seconds"] / 1e6
+        _status(args, f"guest: boot {g['boot_seconds']:.1f} s (not traced), then {g['run_seconds']:.1f} s for the traced run and power-off ({rate:.1f} M records/s)")
     if g["utime"] is not None:
         _status(
             args,
