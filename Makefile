@@ -46,7 +46,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools build demo workloads test test-rust test-python golden bench bench-mrc lint fmt clean distclean
+.PHONY: help venv tools tools-system build demo workloads test test-rust test-python golden bench bench-mrc lint fmt clean distclean
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -59,7 +59,7 @@ $(DEPS_STAMP): Makefile
 	$(PIP) install -q $(PY_DEPS)
 	@touch $@
 
-tools: ## Install qemu-user, valgrind and chromium (the HTML report's render test) with apt when missing and running as root
+tools: tools-system ## Install qemu-user, valgrind and chromium (the HTML report's render test) with apt when missing and running as root
 	@missing=""; \
 	command -v qemu-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-user"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
@@ -73,6 +73,21 @@ tools: ## Install qemu-user, valgrind and chromium (the HTML report's render tes
 		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
 		echo "      Without them 'cachecolor trace' cannot capture programs and the capture tests skip;"; \
 		echo "      without chromium the HTML report's render test skips."; \
+	fi
+
+tools-system: ## Install what full-system capture boots (qemu-system-x86, linux-image-amd64, busybox-static) with apt when missing and root
+	@missing=""; \
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	ls /boot/vmlinuz-* >/dev/null 2>&1 || missing="$$missing linux-image-amd64"; \
+	command -v busybox >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
+		echo "      Without them 'cachecolor trace capture --system' cannot run and its tests skip."; \
 	fi
 
 build: $(BUILD_STAMP) ## Build the Rust extension into .venv (maturin develop --release)

@@ -22,6 +22,8 @@ fn main() {
     println!("cargo::rerun-if-changed=qemu-plugin/cachecolor_trace.c");
     println!("cargo::rerun-if-changed=qemu-plugin/qemu-plugin-api.h");
     println!("cargo::rerun-if-env-changed=CC");
+    println!("cargo::rerun-if-changed=qemu-plugin/cachecolor_system.c");
+    println!("cargo::rerun-if-changed=guest/cc_run.c");
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let so = out_dir.join("cachecolor_trace.so");
@@ -42,6 +44,60 @@ fn main() {
         fs::write(&so, b"").expect("write placeholder plugin");
         println!("cargo::rustc-cfg=cachecolor_no_qemu_plugin");
     }
+    build_system_parts(&out_dir, target_os == "linux");
+}
+
+/// Full-system capture (src/system.rs): the system-mode plugin and the guest's static launcher.
+/// Either one failing leaves an empty file, which src/system.rs reports as "not built".
+fn build_system_parts(out_dir: &std::path::Path, linux: bool) {
+    let parts: [(&str, &str, &[&str]); 2] = [
+        (
+            "cachecolor_system.so",
+            "qemu-plugin/cachecolor_system.c",
+            &["-shared", "-fPIC", "-fvisibility=hidden", "-Iqemu-plugin"],
+        ),
+        ("cc_run", "guest/cc_run.c", &["-static"]),
+    ];
+    for (name, source, flags) in parts {
+        let out = out_dir.join(name);
+        let result = if linux {
+            compile(&out, source, flags)
+        } else {
+            Err("not a Linux target".into())
+        };
+        if let Err(e) = result {
+            println!(
+                "cargo::warning={name} not built ({e}); full-system capture will be unavailable"
+            );
+            fs::write(&out, b"").expect("write placeholder");
+        }
+    }
+}
+
+fn compile(out: &std::path::Path, source: &str, flags: &[&str]) -> Result<(), String> {
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .try_get_compiler()
+        .map_err(|e| format!("no C compiler: {e}"))?;
+    let mut cmd = compiler.to_command();
+    cmd.args(flags)
+        .args(["-O2", "-std=gnu11", "-Wall", "-Wextra", "-o"])
+        .arg(out)
+        .arg(source);
+    let res = cmd
+        .output()
+        .map_err(|e| format!("cannot run the C compiler: {e}"))?;
+    if !res.status.success() {
+        return Err(format!(
+            "the C compiler failed ({}): {}",
+            res.status,
+            String::from_utf8_lossy(&res.stderr).trim()
+        ));
+    }
+    for line in String::from_utf8_lossy(&res.stderr).lines() {
+        println!("cargo::warning={source}: {line}");
+    }
+    Ok(())
 }
 
 fn build_plugin(so: &PathBuf) -> Result<(), String> {

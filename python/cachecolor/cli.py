@@ -137,7 +137,23 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
     finally:
         progress.close()
-    return _report(args, result)
+    code = _report(args, result)
+    _kernel_notes(args.config, config)
+    return code
+
+
+def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
+    """The one-line honesty note for each trace-fed thread whose trace holds no kernel code."""
+    from .fullsys import kernel_note
+
+    base = Path(config_path).parent
+    for p in config.get("processes", []):
+        for t in p.get("threads", []):
+            if "trace" in t:
+                path = base / t["trace"] if (base / t["trace"]).exists() else Path(t["trace"])
+                note = kernel_note(path, t.get("format", "native"))
+                if note:
+                    print(f"{p.get('name', '?')}: {note}")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -223,6 +239,10 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
     if info["address_min"] is not None:
         rows.append(("addresses", f"{info['address_min']:#x} .. {info['address_max']:#x}"))
     rows.append(("privileged", f"{info['privileged']:,}"))
+    from .fullsys import kernel_note
+
+    note = kernel_note(args.file, args.format)
+    rows.append(("kernel code", note if note else "yes: full-system capture (kernel and user references)"))
     rows.append(("bytes accessed", f"{info['bytes_accessed']:,}"))
     rows.append(("instructions", f"{info['instructions']:,}"))
     if info.get("metadata") not in (None, ""):
@@ -242,6 +262,10 @@ def cmd_trace_capture(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise CliError("give the program to trace after '--', e.g. cachecolor trace -o out.cctrace -- ./prog args", EXIT_BAD_INPUT)
+    if args.system:
+        return _trace_capture_system(args, command)
+    if args.kernel or args.guest_file:
+        raise CliError("--kernel and --guest-file apply to --system captures", EXIT_BAD_INPUT)
     progress = ProgressLine("capture", quiet=args.quiet)
     try:
         summary = capture(
@@ -258,6 +282,48 @@ def cmd_trace_capture(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     _status(args, _capture_line(summary))
+    return EXIT_OK
+
+
+def _trace_capture_system(args: argparse.Namespace, command: list[str]) -> int:
+    from .fullsys import capture_system
+
+    if args.backend != "auto" or args.no_ifetch or args.syscalls:
+        raise CliError("--system records every instruction of the guest: --backend, --no-ifetch and --syscalls do not apply", EXIT_BAD_INPUT)
+    if not 64 <= args.guest_memory <= 16384:
+        raise CliError(f"--guest-memory {args.guest_memory}: allowed 64 to 16384 (MiB)", EXIT_BAD_INPUT)
+    if not args.boot_timeout > 0:
+        raise CliError(f"--boot-timeout {args.boot_timeout}: a positive number of seconds", EXIT_BAD_INPUT)
+    if args.max_records is not None and args.max_records < 1:
+        raise CliError("--max-records: at least 1", EXIT_BAD_INPUT)
+    progress = ProgressLine("capture", quiet=args.quiet)
+    try:
+        res = capture_system(
+            command,
+            args.output,
+            kernel=args.kernel,
+            guest_files=args.guest_file,
+            memory_mib=args.guest_memory,
+            boot_timeout=args.boot_timeout,
+            max_records=args.max_records,
+            progress=progress,
+        )
+    except _core.CaptureError as e:
+        raise CliError(f"capture: {e}", EXIT_FAILURE) from e
+    finally:
+        progress.close()
+    g = res["guest"]
+    sys.stdout.write(g["output"])
+    _status(args, _capture_line(res["summary"]).replace(" with qemu ", " with qemu-system (kernel and user) "))
+    if g["run_seconds"] > 0:
+        rate = res["summary"]["records"] / g["run_seconds"] / 1e6
+        _status(args, f"guest: boot {g['boot_seconds']:.1f} s (not traced), then {g['run_seconds']:.1f} s for the traced run and power-off ({rate:.1f} M records/s)")
+    if g["utime"] is not None:
+        _status(
+            args,
+            f"guest: booted {g['kernel']} in {g['boot_seconds']:.1f} s; the program's CPU time as the guest accounted it: "
+            f"utime {g['utime']}, stime {g['stime']} ticks of 1/{g['hz']} s",
+        )
     return EXIT_OK
 
 
@@ -1075,6 +1141,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="qemu only: turn each system call into privileged records (a marker with its identity, the user buffers it "
         "reads or writes) for 'cachecolor oscache'",
     )
+    # Full-system capture (fullsys.py, docs/capture.md "Full-system capture").
+    k.add_argument("--system", action="store_true", help="boot a Linux guest (qemu-system-x86_64) and trace the kernel's and the program's references")
+    k.add_argument("--kernel", metavar="VMLINUZ", help="with --system: kernel image to boot (default: the newest /boot/vmlinuz-*)")
+    k.add_argument("--guest-file", action="append", default=[], metavar="PATH", help="with --system: copy this host file or tree into the guest at the same path (repeatable)")
+    k.add_argument("--guest-memory", type=int, default=512, metavar="MIB", help="with --system: guest memory in MiB, 64-16384 (default 512)")
+    k.add_argument("--boot-timeout", type=float, default=600.0, metavar="S", help="with --system: seconds the guest may take to boot (default 600)")
     k.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS")
     _quiet(k)
     k.set_defaults(func=cmd_trace_capture)

@@ -197,6 +197,10 @@ def run_report(
                 raise RuntimeError(f"invariant violated ({sname}, {mname}): {r['invariants'][0]}")
             reports[mname] = r
         out["sources"][sname] = {"characterisation": characterisation(reports[base_name]), "reports": reports}
+        if trace is not None:
+            from .fullsys import kernel_note
+
+            out["sources"][sname]["kernel_note"] = kernel_note(trace, trace_format)
     return out
 
 
@@ -217,6 +221,9 @@ def tables(res: dict[str, Any]) -> str:
     first = next(iter(srcs.values()))["characterisation"]
     buckets = first["buckets"]
     lines += [f"## Characterisation on `{res['baseline']}` (section 3)", ""]
+    notes = [f"{name}: {s['kernel_note']}" for name, s in srcs.items() if s.get("kernel_note")]
+    if notes:
+        lines += notes + [""]
     lines += ["Figure 1 (privileged instructions) and Figure 2 (privileged runs by length, instructions):", ""]
     lines.append("| source | privileged instructions | runs | " + " | ".join(buckets) + " |")
     lines.append("|---|---|---|" + "---|" * len(buckets))

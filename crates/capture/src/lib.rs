@@ -43,12 +43,14 @@ Contract of [`capture`]:
 
 mod child;
 mod fifo;
+mod initramfs;
 mod lackey;
 mod program;
 mod qemu;
 mod sink;
 mod stream;
 mod syscalls;
+pub mod system;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -56,6 +58,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 pub use program::Program;
+pub use system::{capture_system, GuestReport, SystemOptions};
 
 /// Which tool captures the references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -218,6 +221,10 @@ pub enum CaptureError {
         code: i32,
         summary: Box<CaptureSummary>,
     },
+
+    /// Full-system capture (src/system.rs) could not run or finish.
+    #[error("full-system capture: {message}")]
+    System { message: String },
 
     #[error("trace I/O error: {context}: {source}")]
     Io {

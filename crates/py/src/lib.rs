@@ -19,6 +19,7 @@ Long operations release the GIL and re-attach once per block for progress and Ct
 mod analysis;
 mod bench;
 mod capture;
+mod capture_system;
 mod errors;
 mod offload;
 mod oscache;
@@ -83,6 +84,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_system::capture_system, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
     m.add_function(wrap_pyfunction!(offload::simulate_offload, m)?)?;
     m.add_function(wrap_pyfunction!(oscache::oscache_model, m)?)?;

@@ -1,0 +1,93 @@
+/*!
+Full-system capture for Python (`cachecolor.fullsys.capture_system`, `cachecolor trace capture
+--system`): boots the packaged kernel under qemu-system-x86_64 with the program in a minimal
+initramfs and traces kernel and user code (`cachecolor_capture::capture_system`, whose module
+documentation is the contract). Returns the capture summary and the guest's report as one JSON
+object; errors are `CaptureError`s like user-mode capture's. Progress and Ctrl-C as in
+`capture.rs`: the GIL is released, the callback re-attaches briefly, and the first Python
+exception is raised once the capture returns (QEMU is then already gone).
+*/
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cachecolor_capture::SystemOptions;
+use cachecolor_sim::trace::Progress;
+use pyo3::prelude::*;
+use serde_json::json;
+
+use crate::capture::summary_json;
+use crate::errors::{catch_panic, Failure};
+use crate::simulate::report;
+
+/// Capture `program args` in a booted guest into the native trace `out`. Returns JSON:
+/// `{"summary": {...}, "guest": {"utime", "stime", "hz", "boot_seconds", "run_seconds",
+/// "output", "kernel"}}`.
+#[pyfunction]
+#[pyo3(signature = (program, args, out, kernel = None, guest_files = Vec::new(), memory_mib = 512, boot_timeout = 600.0, max_records = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn capture_system(
+    py: Python<'_>,
+    program: String,
+    args: Vec<String>,
+    out: PathBuf,
+    kernel: Option<PathBuf>,
+    guest_files: Vec<PathBuf>,
+    memory_mib: u32,
+    boot_timeout: f64,
+    max_records: Option<u64>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    if !(boot_timeout.is_finite() && boot_timeout > 0.0) {
+        return Err(Failure::Argument(format!(
+            "boot_timeout {boot_timeout}: a positive number of seconds"
+        ))
+        .into());
+    }
+    let opts = SystemOptions {
+        kernel,
+        guest_files,
+        memory_mib,
+        boot_timeout: Duration::from_secs_f64(boot_timeout),
+        max_records,
+    };
+    let progress = progress.as_ref();
+    let doc = py.detach(|| {
+        catch_panic(|| {
+            let mut failed: Option<Failure> = None;
+            let result =
+                cachecolor_capture::capture_system(&program, &args, &out, &opts, &mut |n| {
+                    if failed.is_none() {
+                        if let Err(e) = report(
+                            progress,
+                            Progress {
+                                records: n,
+                                ..Progress::default()
+                            },
+                        ) {
+                            failed = Some(e);
+                        }
+                    }
+                });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let (summary, guest) = result?;
+            let summary: serde_json::Value =
+                serde_json::from_str(&summary_json(&summary)).expect("summary JSON");
+            Ok(json!({
+                "summary": summary,
+                "guest": {
+                    "utime": guest.utime,
+                    "stime": guest.stime,
+                    "hz": guest.hz,
+                    "boot_seconds": guest.boot_seconds,
+                    "run_seconds": guest.run_seconds,
+                    "output": guest.output,
+                    "kernel": guest.kernel.display().to_string(),
+                },
+            })
+            .to_string())
+        })
+    })?;
+    Ok(doc)
+}
