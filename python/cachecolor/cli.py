@@ -128,7 +128,17 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+    _policy_warnings(result)
     return _report(args, result)
+
+
+def _policy_warnings(result: Any) -> None:
+    """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
+    policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
+    report = result.policy_report
+    if isinstance(report, dict):
+        for w in report.get("warnings") or []:
+            print(f"{PROG}: warning: {w}", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

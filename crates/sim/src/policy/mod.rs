@@ -29,6 +29,8 @@ pub mod thread_cluster;
 #[cfg(test)]
 mod azimi_tests;
 #[cfg(test)]
+mod harm_tests;
+#[cfg(test)]
 mod rocs_tests;
 
 pub use coloris::{Coloris, ColorisConfig, Expansion};
