@@ -137,6 +137,7 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
     finally:
         progress.close()
+    _policy_warnings(result)
     code = _report(args, result)
     _kernel_notes(args.config, config)
     return code
@@ -154,6 +155,15 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
                 note = kernel_note(path, t.get("format", "native"))
                 if note:
                     print(f"{p.get('name', '?')}: {note}")
+
+
+def _policy_warnings(result: Any) -> None:
+    """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
+    policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
+    report = result.policy_report
+    if isinstance(report, dict):
+        for w in report.get("warnings") or []:
+            print(f"{PROG}: warning: {w}", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -36,6 +36,8 @@ pub mod thread_cluster;
 #[cfg(test)]
 mod azimi_tests;
 #[cfg(test)]
+mod harm_tests;
+#[cfg(test)]
 #[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 

@@ -85,10 +85,19 @@ impl Kernel for Ctx<'_> {
         if colors.contains(self.sys.memory.color_of(pte.pfn())) {
             return Ok(None);
         }
+        // Issue 19: the move runs (and is charged) on a core of the page's own process, not on
+        // whichever core ran the hook, so an untouched co-runner never pays for another
+        // process's pages (the hook's core only when the process has no thread left).
+        let core = self
+            .sys
+            .threads
+            .iter()
+            .find(|t| t.pid == pid && !t.done)
+            .map_or(self.core, |t| t.core);
         // A page waiting for a lazy move is settled too: the remap makes it present again.
-        let new = self.sys.move_page(self.core, pid, vpn, colors)?;
+        let new = self.sys.move_page(core, pid, vpn, colors)?;
         self.sys.processes[pid].recolors += 1;
-        self.sys.shootdown(self.core, pid, Some(vpn));
+        self.sys.shootdown(core, pid, Some(vpn));
         Ok(Some(new))
     }
 

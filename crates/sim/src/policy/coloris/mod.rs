@@ -734,6 +734,19 @@ impl Policy for Coloris {
                 "decision": d, "colors": n,
             })).collect::<Vec<_>>(),
             "violations": self.violations,
+            // Issue 19, defect 8: a monitor that never ran makes coloris the static scheme in
+            // silence (the default PERIOD, 5 s of the paper's machine, is longer than most
+            // simulated runs); `cachecolor simulate` prints these on stderr.
+            "warnings": if self.monitor.is_empty() {
+                vec![format!(
+                    "coloris: the Cache Utilization Monitor never ran: [policy.coloris] period \
+                     ({} cycles) is longer than the run ({} cycles at the last tick), so no \
+                     color moved and coloris behaved as `static`; give a shorter period",
+                    self.config.period, self.now
+                )]
+            } else {
+                Vec::new()
+            },
         })
     }
 }

@@ -94,6 +94,11 @@ pub struct MrcPartitionConfig {
     /// Validation: sample every L1D miss all run long (free outside windows) and report each
     /// window's error against the whole-run curve.
     pub exact_check: bool,
+    /// Partition even where the curves predict no gain over sharing (the paper's behaviour).
+    /// Default true for now: the shared-cache prediction (`worth_partitioning`, issue 19
+    /// defect 4) predicts no gain on `examples/azimi/corun.toml`, where the partition does
+    /// gain in the simulation, so it is reported (`decisions`) but not yet trusted to decide.
+    pub always_partition: bool,
 }
 
 impl Default for MrcPartitionConfig {
@@ -108,6 +113,7 @@ impl Default for MrcPartitionConfig {
             phase_ticks: 2,
             recolor: RecolorMode::Lazy,
             exact_check: false,
+            always_partition: true,
         }
     }
 }
@@ -133,6 +139,9 @@ struct Proc {
     colors: ColorSet,
     /// Every sampled L1D miss of the run (exact_check only).
     whole: Option<LruStack>,
+    /// Times its partition had no free frame left (`out_of_colors`); after the first it keeps
+    /// every color (the fallback: a partition never aborts the workload).
+    out_of_memory: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +169,8 @@ pub struct MrcPartition {
     rebalance: Vec<usize>,
     windows: Vec<WindowRecord>,
     allocations: Vec<Value>,
+    /// Each allocation's decision: partition or keep sharing, with the predictions.
+    decisions: Vec<Value>,
     phase_changes: Vec<Value>,
     moved: u64,
     marked: u64,
@@ -228,6 +239,7 @@ impl MrcPartition {
             rebalance: Vec::new(),
             windows: Vec::new(),
             allocations: Vec::new(),
+            decisions: Vec::new(),
             phase_changes: Vec::new(),
             moved: 0,
             marked: 0,
@@ -315,6 +327,99 @@ impl MrcPartition {
         alloc
     }
 
+    /// Colors (fractional) each process occupies in the *shared* cache, predicted from the
+    /// curves by footprint composition (Xiang et al., "HOTL", ASPLOS 2013; the footprint
+    /// `F(n)` of `n` accesses grows by the miss rate at `F`, `dF/dn = m(F)`): over a common
+    /// window of `t` cycles process `i` makes `rates[i] * t` accesses; the window whose
+    /// footprints sum to the cache is the shared cache's steady state (all LRU, fully
+    /// associative: the curve's own model). Everything fits: each its whole footprint.
+    pub fn shared_occupancy(curves: &[Vec<f64>], rates: &[f64], lines_per_color: f64) -> Vec<f64> {
+        // n_i(c): accesses to grow the footprint to c colors (piecewise, mid-segment rate).
+        let fill: Vec<Vec<f64>> = curves
+            .iter()
+            .map(|m| {
+                let mut n = vec![0.0; m.len()];
+                for c in 1..m.len() {
+                    let rate = 0.5 * (m[c - 1] + m[c]);
+                    n[c] = if rate <= 1e-9 {
+                        f64::INFINITY
+                    } else {
+                        n[c - 1] + lines_per_color / rate
+                    };
+                }
+                n
+            })
+            .collect();
+        let colors = curves.first().map_or(0, |m| m.len() - 1) as f64;
+        let occupancy = |t: f64| -> Vec<f64> {
+            fill.iter()
+                .zip(rates)
+                .map(|(n, &a)| {
+                    let acc = a * t;
+                    let c = n.iter().rposition(|&x| x <= acc).unwrap_or(0);
+                    if c + 1 >= n.len() || !n[c + 1].is_finite() {
+                        return c as f64;
+                    }
+                    c as f64 + (acc - n[c]) / (n[c + 1] - n[c])
+                })
+                .collect()
+        };
+        let total = |o: &[f64]| o.iter().sum::<f64>();
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        while total(&occupancy(hi)) < colors && hi < 1e18 {
+            hi *= 2.0;
+        }
+        if total(&occupancy(hi)) < colors {
+            return occupancy(hi);
+        }
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if total(&occupancy(mid)) < colors {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        occupancy(hi)
+    }
+
+    /// Miss rate of `curve` at a fractional number of colors (linear between color counts).
+    fn at(curve: &[f64], c: f64) -> f64 {
+        let c = c.clamp(0.0, (curve.len() - 1) as f64);
+        let i = c.floor() as usize;
+        if i + 1 >= curve.len() {
+            return curve[i];
+        }
+        curve[i] + (c - i as f64) * (curve[i + 1] - curve[i])
+    }
+
+    /// Issue 19, defect 4: partition only where the curves predict fewer misses than sharing
+    /// by more than the curves' own sampling error (two standard errors of the predicted
+    /// total: a window of `w` counted misses estimates a miss rate `m` to within
+    /// `sqrt(m (1 - m) / w)`). Returns (partition?, predicted misses per cycle shared,
+    /// partitioned, the noise bound).
+    pub fn worth_partitioning(
+        curves: &[Vec<f64>],
+        rates: &[f64],
+        alloc: &[u64],
+        lines_per_color: f64,
+        counted: f64,
+    ) -> (bool, f64, f64, f64) {
+        let occ = Self::shared_occupancy(curves, rates, lines_per_color);
+        let (mut shared, mut part, mut var) = (0.0, 0.0, 0.0);
+        for (((curve, &rate), &o), &a) in curves.iter().zip(rates).zip(&occ).zip(alloc) {
+            let ms = Self::at(curve, o);
+            let mp = curve[a as usize];
+            shared += rate * ms;
+            part += rate * mp;
+            for m in [ms, mp] {
+                var += rate * rate * m * (1.0 - m) / counted.max(1.0);
+            }
+        }
+        let noise = 2.0 * var.sqrt();
+        (shared - part > noise, shared, part, noise)
+    }
+
     fn allocate(&mut self, k: &mut dyn Kernel, now: u64) {
         self.reallocate = false;
         let live: Vec<usize> = self
@@ -345,12 +450,54 @@ impl MrcPartition {
             })
             .collect();
         let alloc = Self::lookahead(&misses, self.colors, min);
+        let curves: Vec<Vec<f64>> = live
+            .iter()
+            .map(|pid| self.procs[pid].curve.clone().expect("filtered"))
+            .collect();
+        let rates: Vec<f64> = live
+            .iter()
+            .map(|pid| self.procs[pid].l1_rate.max(1e-12))
+            .collect();
+        let counted = (self.config.window - self.config.warmup) as f64;
+        let (partition, shared_pred, part_pred, noise) = Self::worth_partitioning(
+            &curves,
+            &rates,
+            &alloc,
+            self.lines_per_color as f64,
+            counted,
+        );
+        let decision = json!({
+            "time": now,
+            "partition": partition,
+            "predicted_misses_per_kcycle_shared": 1000.0 * shared_pred,
+            "predicted_misses_per_kcycle_partitioned": 1000.0 * part_pred,
+            "noise_per_kcycle": 1000.0 * noise,
+        });
+        self.decisions.push(decision);
+        if !self.config.always_partition && !partition {
+            // Keep the cache shared: every process every color (pages stay where they are).
+            let all = ColorSet::all(self.colors);
+            let mut entry = serde_json::Map::new();
+            for pid in &live {
+                let p = self.procs.get_mut(pid).expect("live");
+                p.colors = all.clone();
+                entry.insert(p.name.clone(), json!([0, self.colors]));
+            }
+            self.allocations
+                .push(json!({ "time": now, "colors": entry, "shared": true }));
+            return;
+        }
         let mut start = 0;
         let mut entry = serde_json::Map::new();
         for (i, pid) in live.iter().enumerate() {
             let end = (start + alloc[i]).min(self.colors);
-            let set = ColorSet::range(self.colors, start, end).expect("in range");
             let p = self.procs.get_mut(pid).expect("live");
+            // A process whose partition ran out of frames keeps every color (the fallback).
+            let set = if p.out_of_memory > 0 {
+                ColorSet::all(self.colors)
+            } else {
+                ColorSet::range(self.colors, start, end).expect("in range")
+            };
             entry.insert(p.name.clone(), json!([start, end]));
             let changed = p.colors != set;
             p.colors = set;
@@ -457,6 +604,7 @@ impl Policy for MrcPartition {
                 drift: 0,
                 colors: ColorSet::all(self.colors),
                 whole: self.config.exact_check.then(LruStack::new),
+                out_of_memory: 0,
             },
         );
         self.resample = true;
@@ -474,6 +622,23 @@ impl Policy for MrcPartition {
 
     fn allowed_colors(&mut self, pid: usize, _vpn: u64) -> &ColorSet {
         &self.procs.get(&pid).expect("process_created first").colors
+    }
+
+    /// The partition has no free frame left for `pid` (its colors hold less memory than it
+    /// uses): fall back, as `coloris` does when out of colors (COLORIS 3.2's ALLOC_COLORS on
+    /// running out of memory), to every color for this process from now on, rather than end
+    /// the run. Reported as `out_of_memory` per process.
+    fn out_of_colors(&mut self, pid: usize) -> bool {
+        let all = ColorSet::all(self.colors);
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return false;
+        };
+        p.out_of_memory += 1;
+        if p.colors == all {
+            return false;
+        }
+        p.colors = all;
+        true
     }
 
     fn scheduled(&mut self, k: &mut dyn Kernel, e: &SchedEvent) {
@@ -628,9 +793,15 @@ impl Policy for MrcPartition {
             "windows": windows,
             "exact_miss_rate": if self.config.exact_check { Value::Object(exact_json) } else { Value::Null },
             "allocations": self.allocations,
+            // Partition or keep sharing, per allocation (issue 19, defect 4).
+            "decisions": self.decisions,
             "phase_changes": self.phase_changes,
             "pages_recolored": self.moved,
             "pages_marked": self.marked,
+            // Processes whose partition ran out of frames and fell back to every color.
+            "out_of_memory": self.procs.values().filter(|p| p.out_of_memory > 0)
+                .map(|p| json!({ "process": p.name, "times": p.out_of_memory }))
+                .collect::<Vec<_>>(),
         })
     }
 }
@@ -731,6 +902,52 @@ mod tests {
         assert_eq!(sets[0], (0..6).collect::<Vec<_>>());
         assert_eq!(sets[1], (6..11).collect::<Vec<_>>());
         assert_eq!(sets[2], (11..16).collect::<Vec<_>>());
+    }
+
+    /// Closed form: two streams (miss rate 1 at every size) fill a shared LRU cache in
+    /// proportion to their access rates (footprint = accesses), so rates 1:3 of 16 colors hold
+    /// 4 and 12.
+    #[test]
+    fn shared_occupancy_of_two_streams_follows_their_rates() {
+        let stream = vec![1.0; 17];
+        let o = MrcPartition::shared_occupancy(&[stream.clone(), stream], &[1.0, 3.0], 64.0);
+        assert!(
+            (o[0] - 4.0).abs() < 1e-6 && (o[1] - 12.0).abs() < 1e-6,
+            "{o:?}"
+        );
+    }
+
+    /// Issue 19, defect 4: two programs that both fit (each needs 4 of 16 colors) lose nothing
+    /// to sharing: mrc-partition keeps the cache shared. A stream beside a program that needs
+    /// 12 colors is worth partitioning (the stream would take half the cache).
+    #[test]
+    fn mrc_partition_keeps_sharing_when_the_curves_predict_no_gain() {
+        let fits: Vec<f64> = (0..=16).map(|c| (1.0 - c as f64 / 4.0).max(0.0)).collect();
+        let alloc = MrcPartition::lookahead(&[fits.clone(), fits.clone()], 16, 1);
+        let (go, shared, part, _) = MrcPartition::worth_partitioning(
+            &[fits.clone(), fits.clone()],
+            &[0.01, 0.01],
+            &alloc,
+            64.0,
+            37_500.0,
+        );
+        assert!(!go, "both fit: shared {shared} partitioned {part}");
+        let big: Vec<f64> = (0..=16).map(|c| (1.0 - c as f64 / 12.0).max(0.0)).collect();
+        let stream = vec![1.0; 17];
+        let curves = [big, stream];
+        let rates = [0.01, 0.01];
+        let misses: Vec<Vec<f64>> = curves
+            .iter()
+            .zip(rates)
+            .map(|(c, r)| c.iter().map(|m| m * r).collect())
+            .collect();
+        let alloc = MrcPartition::lookahead(&misses, 16, 1);
+        let (go, shared, part, noise) =
+            MrcPartition::worth_partitioning(&curves, &rates, &alloc, 64.0, 37_500.0);
+        assert!(
+            go,
+            "{alloc:?}: shared {shared} partitioned {part} noise {noise}"
+        );
     }
 
     #[test]

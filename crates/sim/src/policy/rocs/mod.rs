@@ -4,21 +4,35 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
 
 - **Pollute buffer** (ROCS section 4, Figure 5): the last `buffer_size / color size` LLC colors
   (default 1/16 of the LLC, ROCS section 6) hold the pages classified as polluters and no other
-  page: `allowed_colors` gives every page the remaining colors, and pages are moved into the
-  buffer (and back) by eager recoloring (allocate, copy, remap, shootdown: section 4).
+  page, *while some unit is targeted*, and only in the LLCs (chips) the targeted unit runs on.
+  Until a unit is first targeted the buffer's colors stay in normal use (`allowed_colors` gives
+  every color, exactly as `linux`): ROCS 5.1 leaves a thread below the miss-rate threshold
+  alone, "no overhead is observed". When a unit is targeted the colors are taken out of normal
+  use on the chips its threads have run on: every page on them of a process that has run on
+  such a chip is moved out by eager recoloring (allocate, copy, remap, shootdown: section 4;
+  costs charged as any recolor), and such a process's `allowed_colors` is the remaining colors
+  (a process first scheduled on such a chip later is cleared at that switch). A process on
+  another chip shares no cache with the buffer and keeps every color. Pages are moved into the
+  buffer (and back) the same way. When no unit is profiling or searching and none keeps pages in
+  the buffer, the colors go back to normal use everywhere (`pollute_color_in_use` in the report
+  logs every change with the chips).
 - **Units.** The engine runs one search per *unit*, a set of address spaces profiled and searched
   together: `rocs` makes one unit per process (a process is *targeted* when its LLC miss rate over
   the last tick exceeds `target_miss_rate`, section 5.1 and Table 2's 25%); `global-pollute` one
   unit of every process, whose samples from all cores are aggregated per address space into one
   stack, all sharing the one pollute buffer (Azimi 4.2.1-4.2.2).
-- **Online profiling** (ROCS 3.1, 5.1): while a unit profiles, every core's data-address sampler
-  is on (`rocs`: L1D misses, whose data source tells L2/LLC hit from memory, ROCS 3.1;
-  `global-pollute`: LLC accesses, Azimi 4.2.1 "L3 hits and misses"), throttled to at most one
-  interrupt per `throttle_cycles` (5 K, ROCS 5.1): the period is re-set every tick to
-  `ceil(throttle_cycles * events / cycles)` of the unit's last interval. The prefetcher is off
-  while profiling (ROCS 3.2.3) unless `profile_prefetch` (the Figure 8 variant). Samples of other
-  processes are dropped. A sample is a miss when its source is memory or another chip, a hit when
-  a cache level served it.
+- **Online profiling** (ROCS 3.1, 5.1): while a unit profiles, the data-address sampler of each
+  core is on only while a thread of a profiling unit runs there (`rocs`: L1D misses, whose data
+  source tells L2/LLC hit from memory, ROCS 3.1; `global-pollute`: LLC accesses, Azimi 4.2.1 "L3
+  hits and misses"); on a core running an untargeted thread it is off (ROCS 5.1: "When
+  non-targeted threads are scheduled, profiling can be disabled"). Each profiled thread is
+  throttled to at most one interrupt per `throttle_cycles` (5 K, ROCS 5.1) *of its own*: the
+  period on its core is `ceil(throttle_cycles * events / cycles)` of its process's last interval
+  (events and cycles summed over the process's threads), re-set at every context switch and
+  tick. The prefetcher is off while profiling (ROCS 3.2.3) unless `profile_prefetch` (the Figure
+  8 variant); the simulated machine switches prefetchers per chip only, so this one costs
+  co-runners too (docs/rocs.md). A sample is a miss when its source is memory or another chip, a
+  hit when a cache level served it.
 - **Miss-rate stack** (ROCS 5.2): the unit's sampled small pages ordered by sampled miss rate,
   highest first (ties: more samples first, then pid and page): only pages the monitor saw.
 - **Algorithm 1, FindPollutePages** (ROCS 5.2): after a baseline measurement with nothing mapped,
@@ -35,7 +49,7 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   runs, and keeps the best. `verify_ticks` profiles again after the search with the buffer in
   place (ROCS Figure 10 b's profile), at the cost of more monitoring.
 */
-use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, Tick};
+use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::config::Size;
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
@@ -309,8 +323,6 @@ struct Unit {
     mapped: u64,
     best: f64,
     best_n: u64,
-    /// Sampled event per cycle over the last interval (for the throttle).
-    rate: f64,
     searches: Vec<SearchLog>,
     profiles: u32,
     phase_changes: u32,
@@ -344,10 +356,30 @@ pub struct PolluteEngine {
     page_size: u64,
     normal: ColorSet,
     pollute: ColorSet,
+    /// Every color (what a page may use while the buffer is in normal use).
+    all: ColorSet,
+    /// Chips whose LLC has the buffer's colors out of normal use (a unit there is targeted or
+    /// keeps pages in the buffer); empty: in normal use everywhere.
+    reserved: std::collections::BTreeSet<usize>,
+    /// Processes whose pages were moved off the buffer's colors and that are kept off them.
+    cleared: std::collections::BTreeSet<usize>,
+    /// pid -> the chips its threads have run on (from `Switch` events).
+    on_chip: BTreeMap<usize, std::collections::BTreeSet<usize>>,
+    cores_per_chip: usize,
+    chips: usize,
+    /// `(time, in normal use, chips reserved)` at every change, for the report.
+    reservations: Vec<(u64, bool, Vec<usize>)>,
+    /// Pages moved off the buffer's colors when they were taken out of normal use.
+    evicted: u64,
     units: Vec<Unit>,
     /// pid -> unit index.
     unit_of: BTreeMap<usize, usize>,
-    sampling_period: Option<u64>,
+    /// pid -> its sampled event per cycle over the last interval (the per-thread throttle).
+    rate: BTreeMap<usize, f64>,
+    /// core -> the process of the thread running there (from `Switch` events).
+    running: BTreeMap<usize, usize>,
+    /// core -> the sampling period programmed there (None: off).
+    core_period: BTreeMap<usize, Option<u64>>,
     prefetch_off: bool,
     samples: u64,
     samples_used: u64,
@@ -375,9 +407,19 @@ impl PolluteEngine {
             page_size: m.page_size,
             normal: ColorSet::range(m.colors, 0, first).expect("in range"),
             pollute: ColorSet::range(m.colors, first, m.colors).expect("in range"),
+            all: ColorSet::all(m.colors),
+            reserved: Default::default(),
+            cleared: Default::default(),
+            on_chip: BTreeMap::new(),
+            cores_per_chip: m.cores_per_chip().max(1),
+            chips: m.chips.max(1),
+            reservations: Vec::new(),
+            evicted: 0,
             units: Vec::new(),
             unit_of: BTreeMap::new(),
-            sampling_period: None,
+            rate: BTreeMap::new(),
+            running: BTreeMap::new(),
+            core_period: BTreeMap::new(),
             prefetch_off: false,
             samples: 0,
             samples_used: 0,
@@ -389,6 +431,93 @@ impl PolluteEngine {
     /// The colors of every page outside the buffer.
     pub fn normal(&self) -> &ColorSet {
         &self.normal
+    }
+
+    /// The colors a page of `pid` outside the buffer may use now: every color until a unit on
+    /// a chip it has run on is targeted (ROCS 5.1), the non-buffer colors after.
+    pub fn allowed_for(&self, pid: usize) -> &ColorSet {
+        if self.cleared.contains(&pid) {
+            &self.normal
+        } else {
+            &self.all
+        }
+    }
+
+    /// Whether the buffer's colors are out of normal use anywhere.
+    pub fn reserved(&self) -> bool {
+        !self.reserved.is_empty()
+    }
+
+    /// Take the buffer's colors out of normal use on the chips unit `u` has run on (all chips
+    /// if it has not been seen running): the pages on them of every process that has run on
+    /// those chips move out (eager recolor, cost charged by the kernel as for any move).
+    fn reserve(&mut self, k: &mut dyn Kernel, now: u64, u: usize) {
+        let mut chips: std::collections::BTreeSet<usize> = self.units[u]
+            .pids
+            .iter()
+            .filter_map(|p| self.on_chip.get(p))
+            .flatten()
+            .copied()
+            .collect();
+        if chips.is_empty() {
+            chips = (0..self.chips).collect();
+        }
+        if chips.is_subset(&self.reserved) {
+            return;
+        }
+        self.reserved.extend(chips);
+        self.reservations
+            .push((now, false, self.reserved.iter().copied().collect()));
+        let pids: Vec<usize> = self.unit_of.keys().copied().collect();
+        for pid in pids {
+            self.clear_if_on_reserved_chip(k, pid);
+        }
+    }
+
+    /// Move `pid`'s pages off the buffer's colors if it has run on a chip where they are
+    /// reserved and was not cleared yet; from then on it is kept off them.
+    fn clear_if_on_reserved_chip(&mut self, k: &mut dyn Kernel, pid: usize) {
+        if self.cleared.contains(&pid) || !self.unit_of.contains_key(&pid) {
+            return;
+        }
+        // A process not yet scheduled has no pages; its first switch clears it if needed.
+        let on = self
+            .on_chip
+            .get(&pid)
+            .is_some_and(|c| !c.is_disjoint(&self.reserved));
+        if !on {
+            return;
+        }
+        self.cleared.insert(pid);
+        for p in k.pages(pid) {
+            if p.huge || !self.pollute.contains(p.color) {
+                continue;
+            }
+            if let Ok(Some(_)) = k.recolor(pid, p.vpn, &self.normal) {
+                self.evicted += 1;
+            }
+        }
+    }
+
+    /// Give the buffer's colors back to normal use once no unit is profiling or searching and
+    /// none keeps pages in the buffer.
+    fn release_if_unused(&mut self, now: u64) {
+        if self.reserved.is_empty() {
+            return;
+        }
+        let busy = self.units.iter().any(|u| {
+            u.stage != Stage::Done
+                && (u.mapped > 0
+                    || matches!(
+                        u.stage,
+                        Stage::Profiling { .. } | Stage::Baseline { .. } | Stage::Search { .. }
+                    ))
+        });
+        if !busy {
+            self.reserved.clear();
+            self.cleared.clear();
+            self.reservations.push((now, true, Vec::new()));
+        }
     }
 
     pub fn process_created(&mut self, pid: usize) {
@@ -403,7 +532,6 @@ impl PolluteEngine {
             mapped: 0,
             best: 0.0,
             best_n: 0,
-            rate: 0.0,
             searches: Vec::new(),
             profiles: 0,
             phase_changes: 0,
@@ -456,41 +584,77 @@ impl PolluteEngine {
     }
 
     pub fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        if self.running.is_empty() {
+            // No switch seen yet (a kernel without a scheduler): each core's first thread.
+            for th in k.threads() {
+                if !th.done && !self.running.contains_key(&th.core) {
+                    self.running.insert(th.core, th.pid);
+                    let chip = th.core / self.cores_per_chip;
+                    self.on_chip.entry(th.pid).or_default().insert(chip);
+                }
+            }
+        }
+        for p in &t.processes {
+            let cycles = p.interval.get(Event::Cycles);
+            if cycles > 0 {
+                self.rate
+                    .insert(p.pid, ratio(p.interval.get(self.event), cycles));
+            }
+        }
         for u in 0..self.units.len() {
             if self.units[u].stage == Stage::Done {
                 continue;
             }
             let mut acc = Acc::default();
-            let mut events = 0;
             for p in &t.processes {
                 if self.units[u].pids.contains(&p.pid) {
                     acc.add(&p.interval);
-                    events += p.interval.get(self.event);
                 }
             }
-            self.units[u].rate = ratio(events, acc.cycles);
             self.step_unit(k, u, acc, t.now);
         }
+        self.release_if_unused(t.now);
         self.program_pmu(k);
     }
 
-    /// Sampler and prefetcher as the units' stages want them.
-    fn program_pmu(&mut self, k: &mut dyn Kernel) {
-        let profiling: Vec<&Unit> = self
-            .units
-            .iter()
-            .filter(|u| matches!(u.stage, Stage::Profiling { .. }))
-            .collect();
-        let period = if profiling.is_empty() {
-            None
-        } else {
-            // ROCS 5.1: at most one interrupt per `throttle_cycles`.
-            let rate = profiling.iter().map(|u| u.rate).fold(0.0, f64::max);
-            Some(((self.cfg.throttle_cycles as f64 * rate).ceil() as u64).max(1))
-        };
-        if period != self.sampling_period {
+    /// A context switch: program the sampler of the core for the thread now running there.
+    pub fn scheduled(&mut self, k: &mut dyn Kernel, e: &SchedEvent) {
+        if let SchedEvent::Switch { core, to, .. } = *e {
+            if let Some(t) = k.threads().into_iter().find(|t| t.tid == to) {
+                self.running.insert(core, t.pid);
+                let chip = core / self.cores_per_chip;
+                if self.on_chip.entry(t.pid).or_default().insert(chip)
+                    && self.reserved.contains(&chip)
+                {
+                    // First time on a chip whose buffer is reserved: off the buffer's colors.
+                    self.clear_if_on_reserved_chip(k, t.pid);
+                }
+            }
+            self.program_core(k, core);
+        }
+    }
+
+    /// The sampling period for a thread of `pid`: off unless its unit profiles; else one
+    /// interrupt per `throttle_cycles` of its own cycles (ROCS 5.1).
+    fn period_for(&self, pid: usize) -> Option<u64> {
+        let u = *self.unit_of.get(&pid)?;
+        if !matches!(self.units[u].stage, Stage::Profiling { .. }) {
+            return None;
+        }
+        let rate = self.rate.get(&pid).copied().unwrap_or(0.0);
+        Some(((self.cfg.throttle_cycles as f64 * rate).ceil() as u64).max(1))
+    }
+
+    /// Program `core`'s sampler for the process running there (off if none or untargeted).
+    fn program_core(&mut self, k: &mut dyn Kernel, core: usize) {
+        let period = self
+            .running
+            .get(&core)
+            .and_then(|&pid| self.period_for(pid));
+        let before = self.core_period.get(&core).copied().flatten();
+        if period != before {
             k.set_sampling(
-                None,
+                Some(core),
                 period.map(|period| SamplingConfig {
                     event: self.event,
                     period,
@@ -498,9 +662,20 @@ impl PolluteEngine {
                     pollute_l1_lines: self.cfg.handler_lines,
                 }),
             );
-            self.sampling_period = period;
+            self.core_period.insert(core, period);
         }
-        let want_off = !profiling.is_empty() && !self.cfg.profile_prefetch;
+    }
+
+    /// Sampler and prefetcher as the units' stages want them.
+    fn program_pmu(&mut self, k: &mut dyn Kernel) {
+        for core in 0..k.cores() {
+            self.program_core(k, core);
+        }
+        let profiling = self
+            .units
+            .iter()
+            .any(|u| matches!(u.stage, Stage::Profiling { .. }));
+        let want_off = profiling && !self.cfg.profile_prefetch;
         if want_off != self.prefetch_off {
             // ROCS 3.2.3: profile with the prefetcher off, run with it on.
             k.set_prefetch(!want_off);
@@ -523,6 +698,8 @@ impl PolluteEngine {
             Stage::Waiting => {
                 let rate = ratio(interval.llc_misses, interval.llc_accesses);
                 if interval.llc_accesses > 0 && rate > cfg.target_miss_rate {
+                    // Targeted (ROCS 5.1): the buffer's colors leave normal use now.
+                    self.reserve(k, now, u);
                     self.start_profile(u, false, cfg.profile_ticks);
                 }
             }
@@ -648,6 +825,7 @@ impl PolluteEngine {
                             // A coarse-grain phase change (ROCS 5.1): profile again.
                             unit.phase_changes += 1;
                             self.unmap_to(k, u, 0);
+                            self.reserve(k, now, u);
                             self.start_profile(u, false, cfg.profile_ticks);
                         }
                     }
@@ -713,6 +891,7 @@ impl PolluteEngine {
     fn unmap_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
         let unit = &mut self.units[u];
         for &(pid, vpn) in &unit.stack[n as usize..unit.mapped as usize] {
+            // Out to the colors the buffer is not on (it is reserved while pages leave it).
             if let Ok(Some(_)) = k.recolor(pid, vpn, &self.normal) {
                 self.restored += 1;
             }
@@ -735,22 +914,53 @@ impl PolluteEngine {
     }
 
     pub fn report(&self, name: &str) -> serde_json::Value {
+        // Issue 19, defect 8: a run that ends mid-search has no chosen count yet (Algorithm 1
+        // has not returned): its last search reports `chosen: null` and the pages still in the
+        // buffer, and a warning says so.
+        let mut warnings = Vec::new();
+        let units: Vec<serde_json::Value> = self
+            .units
+            .iter()
+            .map(|u| {
+                let mut searches = json!(u.searches);
+                let unfinished = matches!(u.stage, Stage::Baseline { .. } | Stage::Search { .. });
+                if unfinished {
+                    if let Some(last) = searches.as_array_mut().and_then(|a| a.last_mut()) {
+                        last["chosen"] = serde_json::Value::Null;
+                        last["pages"] = serde_json::Value::Null;
+                    }
+                    warnings.push(format!(
+                        "{name}: the run ended mid-search (unit of pids {:?}) with {} page(s) in \
+                         the buffer: Algorithm 1 chose nothing yet; run longer",
+                        u.members, u.mapped
+                    ));
+                }
+                json!({
+                    "pids": u.members,
+                    "profiles": u.profiles,
+                    "phase_changes": u.phase_changes,
+                    "in_buffer": u.mapped,
+                    "search_unfinished": unfinished,
+                    "searches": searches,
+                })
+            })
+            .collect();
         json!({
+            "warnings": warnings,
             "policy": name,
             "pollute_colors": self.pollute.iter().collect::<Vec<_>>(),
+            // `[time, in normal use]` at each change: the colors start in normal use and are
+            // taken out when a unit is first targeted (ROCS 5.1).
+            "pollute_color_in_use": self.reservations,
+            "pollute_color_reserved": self.reserved(),
+            "pages_moved_off_pollute_color": self.evicted,
             "sampled_event": self.event.name(),
             "samples": self.samples,
             "samples_used": self.samples_used,
             "pages_to_buffer": self.to_buffer,
             "pages_restored": self.restored,
             "config": self.cfg,
-            "units": self.units.iter().map(|u| json!({
-                "pids": u.members,
-                "profiles": u.profiles,
-                "phase_changes": u.phase_changes,
-                "in_buffer": u.mapped,
-                "searches": u.searches,
-            })).collect::<Vec<_>>(),
+            "units": units,
         })
     }
 }
@@ -775,11 +985,14 @@ impl Policy for PolluteEngine {
     fn process_exited(&mut self, pid: usize) {
         PolluteEngine::process_exited(self, pid);
     }
-    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-        self.normal()
+    fn allowed_colors(&mut self, pid: usize, _vpn: u64) -> &ColorSet {
+        self.allowed_for(pid)
     }
     fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
         PolluteEngine::tick(self, k, t);
+    }
+    fn scheduled(&mut self, k: &mut dyn Kernel, e: &SchedEvent) {
+        PolluteEngine::scheduled(self, k, e);
     }
     fn sample(&mut self, _k: &mut dyn Kernel, s: &Sample) {
         PolluteEngine::sample(self, s);

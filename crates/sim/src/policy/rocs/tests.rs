@@ -66,7 +66,13 @@ impl Kernel for FakeKernel {
         self.colors
     }
     fn threads(&self) -> Vec<ThreadInfo> {
-        Vec::new()
+        // The one process's one thread, on core 0.
+        vec![ThreadInfo {
+            tid: 0,
+            pid: PID,
+            core: 0,
+            done: false,
+        }]
     }
     fn pages(&self, pid: usize) -> Vec<PageInfo> {
         if pid == PID {
@@ -464,4 +470,51 @@ fn an_llc_mpki_change_beyond_the_threshold_is_a_new_phase() {
     r.tick_with(1.5, 1000);
     r.tick_with(1.5, 1000);
     assert_eq!(r.e.report("rocs")["units"][0]["phase_changes"], 0);
+}
+
+/// Issue 19, defect 1 (ROCS 5.1): the pollute color is in normal use until the unit is
+/// targeted; then the pages on it move off (eager recolors the kernel charges) and it is out of
+/// normal use; when the search keeps nothing in the buffer it goes back to normal use.
+#[test]
+fn rocs_pollute_color_is_taken_only_when_targeted_and_given_back_when_empty() {
+    let m = machine();
+    let cfg = cfg();
+    let colors = cfg.validate("policy.rocs", &m).unwrap();
+    let mut r = Rig {
+        e: PolluteEngine::new(cfg, Scope::PerProcess, colors, &m),
+        k: FakeKernel::new(8, COLORS),
+        now: 0,
+    };
+    r.k.pages[3].color = COLORS - 1; // on the pollute color before anything is targeted
+    r.e.process_created(PID);
+    assert!(
+        r.e.allowed_for(PID).is_full(),
+        "every color before targeting"
+    );
+    r.tick_with(1.0, 0); // Warmup -> Waiting
+    r.tick_with(1.0, 0); // miss rate 0: not targeted
+    assert!(r.e.allowed_for(PID).is_full());
+    assert!(r.k.moves.is_empty());
+    assert_eq!(r.k.sampling.iter().flatten().count(), 0, "no sampling");
+    r.tick(1.0); // miss rate 0.5: targeted
+    assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
+    assert_eq!(r.e.allowed_for(PID), r.e.normal());
+    assert_eq!(r.k.moves.len(), 1);
+    assert_eq!(r.k.moves[0].1, 3);
+    assert!(!r.e.pollute.contains(r.k.color(3)));
+    assert!(
+        r.k.sampling.last().unwrap().is_some(),
+        "its core samples now"
+    );
+    // No samples: an empty stack, the search keeps nothing, the color returns to normal use.
+    r.tick(1.0);
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    assert!(r.e.allowed_for(PID).is_full());
+    assert_eq!(
+        r.e.report("rocs")["pollute_color_in_use"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }

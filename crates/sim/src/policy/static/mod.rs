@@ -1,7 +1,9 @@
 //! Fixed color sets (COLORIS section 3.2, "static" page color management): the colors are cut
 //! into one contiguous section per core; a process with colors of its own in the config keeps
 //! them, any other gets the section of the least-loaded core (fewest processes assigned, lowest
-//! core on ties) and is pinned to that core.
+//! core on ties) and is pinned to that core. A process the config pins keeps its pin and gets
+//! the section of its first pinned core (issue 19, defect 6: the config is honoured, never
+//! overridden in silence; COLORIS 3.2 places a *new* process, the config has placed this one).
 use super::{Placement, Policy, ProcessInfo};
 use crate::memory::ColorSet;
 use std::collections::BTreeMap;
@@ -71,6 +73,18 @@ impl Policy for StaticSections {
             self.assigned.insert(p.pid, (colors.clone(), None));
             return Placement::default();
         }
+        if let Some(&core) = p
+            .pinned
+            .as_ref()
+            .and_then(|v| v.first())
+            .filter(|&&c| c < self.load.len())
+        {
+            // Pinned by the config: keep the pin, take that core's section.
+            self.load[core] += 1;
+            self.assigned
+                .insert(p.pid, (self.sections[core].clone(), Some(core)));
+            return Placement::default();
+        }
         let core = (0..self.load.len())
             .min_by_key(|&c| (self.load[c], c))
             .expect("at least one core");
@@ -122,5 +136,31 @@ mod tests {
         };
         assert_eq!(s.process_created(&own), Placement::default());
         assert_eq!(s.allowed_colors(10, 0).len(), 2);
+    }
+
+    /// Issue 19, defect 6: a pin from the config was replaced by the least-loaded core's in
+    /// silence. It is kept now, and the process gets its pinned core's section.
+    #[test]
+    fn static_keeps_the_configs_pin_instead_of_overriding_it() {
+        let mut s = StaticSections::new(4, 64);
+        let pinned = ProcessInfo {
+            pid: 0,
+            name: "p".into(),
+            colors: None,
+            pinned: Some(vec![3]),
+        };
+        assert_eq!(s.process_created(&pinned), Placement::default());
+        assert_eq!(s.assignment(0).unwrap().1, Some(3));
+        assert_eq!(
+            s.allowed_colors(0, 0).iter().collect::<Vec<_>>(),
+            (48..64).collect::<Vec<_>>()
+        );
+        // Core 3 is loaded now: the next unpinned process goes to core 0.
+        let free = ProcessInfo {
+            pid: 1,
+            pinned: None,
+            ..pinned
+        };
+        assert_eq!(s.process_created(&free).pin, Some(vec![0]));
     }
 }
