@@ -1,18 +1,14 @@
 //! Scenario tests of Azimi et al.'s case studies 1 and 3 (`mrc-partition`, `thread-cluster`):
 //! each runs a config from `examples/azimi/` under `linux` and under the policy and checks the
 //! paper's qualitative result, with the invariants and determinism.
+use crate::system::testing;
 use crate::system::{ProcessStats, System, SystemConfig, SystemReport};
 
 const CORUN: &str = include_str!("../../../../examples/azimi/corun.toml");
 const SHARING: &str = include_str!("../../../../examples/azimi/sharing.toml");
 
 fn run_as(text: &str, policy: &str) -> SystemReport {
-    let mut config: SystemConfig = crate::config::from_toml(text).unwrap();
-    config.policy.name = policy.into();
-    let mut s = System::new(&config).unwrap();
-    s.run().unwrap();
-    let r = s.report();
-    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    let (s, r) = testing::run_config(&testing::config_for(text, policy, None), None);
     assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
     r
 }

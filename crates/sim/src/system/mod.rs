@@ -40,6 +40,8 @@ mod kernel;
 pub mod presets;
 mod report;
 mod schedule;
+#[cfg(test)]
+pub(crate) mod testing;
 mod ticks;
 mod translate;
 

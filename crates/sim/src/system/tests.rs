@@ -161,11 +161,7 @@ fn config(text: &str) -> SystemConfig {
 }
 
 fn run_with(config: &SystemConfig, policy: Box<dyn Policy>) -> SystemReport {
-    let mut s = System::with_policy(config, policy).unwrap();
-    s.run().unwrap();
-    let r = s.report();
-    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
-    r
+    super::testing::run_config(config, Some(policy)).1
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Scenario tests of `rocs` and `global-pollute` on the `examples/rocs/` and
 //! `examples/azimi/global-pollute.toml` configs (the papers' qualitative results); the unit
 //! tests of the pollute engine's branches with a scripted kernel are in `tests.rs`.
-use crate::system::presets::system_config_from_toml;
-use crate::system::{System, SystemReport};
+use crate::system::testing;
+use crate::system::SystemReport;
 
 /// Run `text` under `policy`, with `edit` applied to the parsed config; invariants must hold.
 pub(crate) fn run_with(
@@ -10,14 +10,9 @@ pub(crate) fn run_with(
     policy: &str,
     edit: impl FnOnce(&mut crate::system::SystemConfig),
 ) -> SystemReport {
-    let mut config = system_config_from_toml(text).unwrap();
-    config.policy.name = policy.into();
+    let mut config = testing::config_for(text, policy, None);
     edit(&mut config);
-    let mut s = System::new(&config).unwrap();
-    s.run().unwrap();
-    let r = s.report();
-    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
-    r
+    testing::run_config(&config, None).1
 }
 
 pub(crate) fn run(text: &str, policy: &str) -> SystemReport {

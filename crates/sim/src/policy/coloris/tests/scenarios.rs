@@ -1,26 +1,10 @@
 //! COLORIS section 4 scenarios: each runs configs from `examples/coloris/` and checks the
 //! paper's qualitative result, plus the invariants.
+use crate::system::testing;
 use crate::system::{ProcessStats, System, SystemConfig, SystemReport};
 
 pub(crate) fn run_with(text: &str, policy: &str, seed: Option<u64>) -> SystemReport {
-    let mut config: SystemConfig = crate::system::system_config_from_toml(text).unwrap();
-    config.policy.name = policy.into();
-    if let Some(seed) = seed {
-        config.memory.seed = seed;
-        let mut k = 0;
-        for p in &mut config.processes {
-            for t in &mut p.threads {
-                if let Some(w) = &mut t.workload {
-                    w.seed = seed + k;
-                }
-                k += 1;
-            }
-        }
-    }
-    let mut s = System::new(&config).unwrap();
-    s.run().unwrap();
-    let r = s.report();
-    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    let r = testing::run(text, policy, seed);
     if let Some(v) = r.policy_report.get("violations") {
         assert_eq!(v.as_array().map_or(0, |a| a.len()), 0, "{v}");
     }
