@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tomllib
+from ._compat import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
