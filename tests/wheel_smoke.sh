@@ -12,7 +12,14 @@ set -euo pipefail
 wheel=$(realpath "${1:?usage: wheel_smoke.sh WHEEL}")
 py=${LOW_PYTHON:-}
 if [ -z "$py" ]; then
-    echo "wheel_smoke: no python3.9 .. python3.13 found (set LOW_PYTHON)" >&2
+    for v in 9 10 11 12 13; do
+        for c in "$HOME"/.pyenv/versions/3.$v.*/bin/python3.$v "$(command -v python3.$v 2>/dev/null)"; do
+            if [ -n "$c" ] && [ -x "$c" ] && "$c" -c "import venv" >/dev/null 2>&1; then py=$c; break 2; fi
+        done
+    done
+fi
+if [ -z "$py" ]; then
+    echo "wheel_smoke: no python3.9 .. python3.13 that runs (set LOW_PYTHON)" >&2
     exit 1
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -3,8 +3,8 @@ scenarios) and the demo's C program, found from any working directory.
 
 One source of truth: the repository's top-level ``examples/`` directory. The package holds it as
 ``cachecolor/examples``, a symbolic link in the checkout (so ``make build``'s editable install
-reads the repository's files), which maturin follows when it builds a wheel or an sdist (the
-wheel then holds real files). Machine presets need nothing here: they are compiled into the
+reads the repository's files); pyproject.toml's ``[tool.maturin] include`` packs the files
+behind it into the wheel as real files at ``cachecolor/examples/``. Machine presets need nothing here: they are compiled into the
 extension (crates/sim/src/system/presets.rs).
 
 Contract: ``examples_dir()`` is the directory of the bundled examples, or ``None`` if the
