@@ -38,7 +38,7 @@ fn trace(n: usize) -> Vec<Record> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let hot = x % 4 == 0;
+            let hot = x.is_multiple_of(4);
             let addr = if hot {
                 (x >> 8) % 4096
             } else {
@@ -50,7 +50,7 @@ fn trace(n: usize) -> Vec<Record> {
                 kind: [Kind::Load, Kind::Store, Kind::IFetch, Kind::Modify][(x >> 40) as usize % 4],
                 thread: (x >> 50) as u32 % 2,
                 icount: 1,
-                privileged: (x >> 33) % 5 == 0,
+                privileged: (x >> 33).is_multiple_of(5),
                 syscall: 0,
             }
         })
