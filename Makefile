@@ -46,7 +46,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.to
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(DEPS_STAMP) ## Create .venv and install the Python build/test tools (once)
 
