@@ -35,7 +35,8 @@ PY_DEPS := \
 	"tqdm>=4.66" \
 	"dask>=2024.1" \
 	"distributed>=2024.1" \
-	"pyarrow>=14"
+	"pyarrow>=14" \
+	"auditwheel>=6"
 
 # Only for `make bench-mrc` (a numba Fenwick kernel to compare with); never installed by
 # build or test, so CI does not pay for it.
@@ -46,11 +47,11 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools tools-system build demo workloads test test-rust test-python golden bench bench-mrc lint fmt clean distclean
+.PHONY: help venv tools tools-system build demo workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(DEPS_STAMP) ## Create .venv and install the Python build/test tools (once)
 
@@ -100,7 +101,7 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_SOURCES)
 demo: build tools ## Build everything and run the demo (ROCS on an art-shaped program under linux and rocs; then trace a program, simulate it on this machine's caches)
 	$(VENV)/bin/cachecolor demo
 
-test: build tools test-rust test-python ## Build everything and run the whole test suite
+test: build tools test-rust test-python test-wheel ## Build everything and run the whole test suite
 
 test-rust: ## Rust unit and integration tests (the bindings are tested from Python)
 	$(CARGO) test --workspace --exclude cachecolor-py --release --quiet
@@ -118,6 +119,48 @@ workloads: build tools ## Install the real-program suite's Debian packages (root
 	$(VENV)/bin/cachecolor workloads install
 	$(VENV)/bin/cachecolor workloads build
 	$(VENV)/bin/cachecolor workloads characterize --plots docs/workloads --markdown docs/workloads.md
+
+# Wheels (docs/PERFORMANCE.md "The wheel"): one abi3 wheel (CPython >= 3.9) per platform,
+# manylinux-tagged by maturin's own audit and checked again with auditwheel, stripped, built for
+# baseline x86-64 with the AVX2 copy of the hot loop chosen at run time (crates/sim/src/isa.rs).
+# Same target directory as `make build`, so a wheel after a build recompiles only the extension.
+WHEEL_DIR := target/wheels
+# The lowest supported Python for the wheel test: tests/wheel_smoke.sh finds python3.9 (pyenv
+# provides it on the CI image; its shims need a selected version, so the script looks in
+# ~/.pyenv/versions first), else the lowest python3.N that runs. LOW_PYTHON=... overrides.
+LOW_PYTHON ?=
+
+wheel: $(DEPS_STAMP) ## Build the release wheel into target/wheels and check it with auditwheel
+	rm -f $(WHEEL_DIR)/cachecolor-*x86_64.whl
+	$(VENV)/bin/maturin build --release --quiet --out $(WHEEL_DIR)
+	@w=$$(ls $(WHEEL_DIR)/cachecolor-*x86_64.whl); \
+	echo "$$w: $$(du -k $$w | cut -f1) KiB"; \
+	$(VENV)/bin/auditwheel show $$w
+
+test-wheel: wheel tools ## Install the wheel into a fresh venv of the lowest Python and run it from an empty directory
+	LOW_PYTHON="$(LOW_PYTHON)" bash tests/wheel_smoke.sh $$(ls $(WHEEL_DIR)/cachecolor-*x86_64.whl)
+
+# aarch64: cross-compiled (rustup's aarch64 std, Debian's gcc-aarch64-linux-gnu as linker), checked
+# by running the simulator crate's tests under qemu-aarch64. Installs what it needs when root.
+AARCH64 := aarch64-unknown-linux-gnu
+AARCH64_ENV := CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+
+aarch64-tools:
+	@rustup target list --installed 2>/dev/null | grep -qx $(AARCH64) || rustup target add $(AARCH64)
+	@missing=""; command -v aarch64-linux-gnu-gcc >/dev/null || missing="$$missing gcc-aarch64-linux-gnu libc6-dev-arm64-cross"; \
+	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -n "$$missing" ]; then export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
+wheel-aarch64: $(DEPS_STAMP) aarch64-tools ## Cross-compile the aarch64 wheel into target/wheels
+	rm -f $(WHEEL_DIR)/cachecolor-*aarch64.whl
+	$(AARCH64_ENV) $(VENV)/bin/maturin build --release --quiet --target $(AARCH64) --out $(WHEEL_DIR)
+	@w=$$(ls $(WHEEL_DIR)/cachecolor-*aarch64.whl); echo "$$w: $$(du -k $$w | cut -f1) KiB"; \
+	$(VENV)/bin/auditwheel show $$w
+
+test-aarch64: aarch64-tools ## The simulator crate's tests, cross-compiled for aarch64, run under qemu-aarch64
+	$(AARCH64_ENV) $(CARGO) test --release --target $(AARCH64) -p cachecolor-sim --quiet
 
 bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
 	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi

@@ -100,9 +100,13 @@ def test_rocs_on_a_captured_art_like_program(run_cli, tmp_path):
         if name in ("bus", "tds", "f1_layer"):
             arrays[name] = (int(rest[0], 16), int(rest[0], 16) + int(rest[1]))
     assert set(arrays) == {"bus", "tds", "f1_layer"}, cap.stdout
+    # The config beside the trace: a system config's trace paths are relative to its own
+    # directory (issue 24), and the example's trace is art_like.cctrace beside it.
+    config = tmp_path / CAPTURED.name
+    config.write_text(CAPTURED.read_text())
     docs = {}
     for policy in ("linux", "rocs"):
-        out = run_cli("simulate", CAPTURED, "--policy", policy, "--json", f"{policy}.json", "-q")
+        out = run_cli("simulate", config, "--policy", policy, "--json", f"{policy}.json", "-q")
         assert out.returncode == 0, out.stderr
         docs[policy] = json.loads((tmp_path / f"{policy}.json").read_text())
         assert docs[policy]["invariants"] == []

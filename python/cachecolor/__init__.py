@@ -11,9 +11,12 @@ Public API (everything here is re-exported from submodules; see each for details
     simulate_system(config, policy=None, seed=None, progress=None) -> SystemResult   # whole OS simulation
     sweep(spec_or_points, out_dir, executor="pool"|"serial"|Client|"tcp://..", workers=None) -> SweepResult
     grid(configs, parameters={path: [values]}, policies=None, seeds=(None,)) -> list[Point]
-    read_trace(path, format="native", limit=None, as_="frame") -> DataFrame | ndarray
+    read_trace(path, format="native", limit=None, as_="frame", chunksize=None) -> DataFrame | ndarray
+                                           (chunksize=N: an iterator of them, N records each)
     write_trace(path, records, metadata="") -> int
     convert_trace(src, fmt, out, progress=None) -> int
+    filter_trace(src, out, format=, kinds=, threads=, ranges=, privileged=) -> (read, kept)
+    detect_format(path) -> "native" | "lackey" | "din" | "champsim"
     trace_info(path, format="native") -> dict
     capture(program_args, out, backend="auto", ...) -> dict
     presets.detect() -> dict                      # this machine's hierarchy as a config
@@ -72,6 +75,8 @@ from .traces import (
     KIND_NAMES,
     capture,
     convert_trace,
+    detect_format,
+    filter_trace,
     read_trace,
     trace_formats,
     trace_info,
@@ -117,6 +122,8 @@ __all__ = [
     "__version__",
     "capture",
     "convert_trace",
+    "detect_format",
+    "filter_trace",
     "load_config",
     "models",
     "mrc",

@@ -264,6 +264,25 @@ def convert_trace(
 ) -> int:
     """Convert a trace of ``format`` to a native trace at ``out``; returns the number of records."""
 
+def filter_trace(
+    src: _Path,
+    format: str,
+    out: _Path,
+    kinds: Optional[list[int]] = None,
+    threads: Optional[list[int]] = None,
+    ranges: Optional[list[tuple[int, int]]] = None,
+    privileged: Optional[bool] = None,
+    metadata: Optional[str] = None,
+    progress: Optional[_Progress] = None,
+) -> tuple[int, int]:
+    """Copy the records passing every given criterion to a native trace; returns (read, kept)."""
+
+class TraceChunks:
+    """A trace read ``chunk`` records at a time: iterating yields ``read_trace``'s dicts."""
+    def __init__(self, path: _Path, format: str = "native", chunk: int = 1 << 20) -> None: ...
+    def __iter__(self) -> "TraceChunks": ...
+    def __next__(self) -> dict[str, Any]: ...
+
 def trace_info(path: _Path, format: str = "native", progress: Optional[_Progress] = None) -> str:
     """Summarise a trace (records, kinds, threads, address range, metadata) as JSON."""
 

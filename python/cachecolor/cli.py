@@ -177,11 +177,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except _core.ConfigError as e:
         raise CliError(f"config {e}", EXIT_BAD_INPUT) from e
     _apply_sets(raw, getattr(args, "set", None))
+    machine = None
+    on_machine = False  # a [machine] and --trace: config is the machine's hierarchy
     if is_system_config(raw):
-        return cmd_simulate_system(args, raw)
+        if not (args.trace and not raw.get("processes")):
+            return cmd_simulate_system(args, raw)
+        # A machine (a preset, `preset = "detect"`, or `cachecolor machine --detect`'s table) and
+        # a trace: the trace on the machine's caches, cache-only.
+        if args.policy is not None:
+            raise CliError("--policy applies to whole-system runs ([[processes]]); a --trace on a machine runs its caches only", EXIT_BAD_INPUT)
+        from . import presets
+
+        try:
+            config = presets.machine_hierarchy(raw["machine"])
+        except _core.ConfigError as e:
+            raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
+        on_machine = True
+        machine = raw["machine"].get("preset", "the [machine] table") if isinstance(raw["machine"], dict) else None
     if args.policy is not None:
         raise CliError("--policy applies to system configs (with [machine] and [[processes]])", EXIT_BAD_INPUT)
-    if getattr(args, "set", None):
+    if on_machine:
+        pass
+    elif getattr(args, "set", None):
         try:
             config = load_config(raw)
         except _core.ConfigError as e:
@@ -198,6 +215,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     source = f"{args.trace} ({args.format})" if args.trace else "the config's workload"
+    if machine is not None:
+        source += f" on the caches of {machine}"
     print(f"cachecolor {result.version}: {result.records:,} records from {source}")
     return _report(args, result)
 
@@ -208,6 +227,55 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _mib(n: Optional[int]) -> str:
     return "?" if n is None else f"{n / (1 << 20):.1f} MiB"
+
+
+def _address_range(text: str) -> tuple[int, int]:
+    """``START:END`` (hex with 0x, or decimal), half-open."""
+    try:
+        a, b = text.split(":")
+        lo, hi = int(a, 0), int(b, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected START:END, e.g. 0x400000:0x500000") from None
+    if not 0 <= lo < hi < 2**64:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 <= START < END < 2**64")
+    return lo, hi
+
+
+def cmd_trace_filter(args: argparse.Namespace) -> int:
+    from .records import KIND_NAMES, kind_codes
+    from .traces import filter_trace
+
+    kinds: Optional[list[int]] = None
+    if args.kinds is not None:
+        try:
+            kinds = [int(c) for c in kind_codes([k for k in args.kinds.split(",") if k])]
+        except ValueError as e:
+            raise CliError(f"--kinds: {e}", EXIT_BAD_INPUT) from e
+        if not kinds:
+            raise CliError(f"--kinds: name at least one of {', '.join(KIND_NAMES)}", EXIT_BAD_INPUT)
+    if args.no_ifetch:
+        kinds = [k for k in (kinds if kinds is not None else range(4)) if k != 2]
+    threads = None
+    if args.threads is not None:
+        try:
+            threads = [int(t) for t in args.threads.split(",") if t]
+        except ValueError:
+            raise CliError(f"--threads {args.threads}: expected thread ids like 0,1,3", EXIT_BAD_INPUT) from None
+    if Path(args.output).resolve() == Path(args.input).resolve():
+        raise CliError("OUT is IN: write the filtered trace to another file", EXIT_BAD_INPUT)
+    privileged = True if args.privileged else False if args.user else None
+    progress = ProgressLine("filter", quiet=args.quiet)
+    try:
+        read, kept = filter_trace(
+            args.input, args.output, format=args.format, kinds=kinds, threads=threads,
+            ranges=args.range, privileged=privileged, progress=progress,
+        )
+    except _core.TraceError as e:
+        raise CliError(f"{args.input}: {e}", EXIT_BAD_INPUT) from e
+    finally:
+        progress.close()
+    print(f"kept {kept:,} of {read:,} records ({kept / read if read else 0:.1%}) in {args.output}")
+    return EXIT_OK
 
 
 def cmd_trace_convert(args: argparse.Namespace) -> int:
@@ -1085,6 +1153,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(out_dir=args.out, backend=args.backend, source_dir=args.source, quiet=args.quiet)
 
 
+def cmd_examples(args: argparse.Namespace) -> int:
+    """Where the bundled examples are (data.py): the directory, or the file NAME inside it."""
+    from .data import example, examples_dir
+
+    root = examples_dir()
+    if root is None:
+        raise CliError("the bundled examples are missing from this installation (reinstall cachecolor)", EXIT_FAILURE)
+    if args.name is None:
+        print(root)
+        return EXIT_OK
+    path = example(*Path(args.name).parts)
+    if not path.exists():
+        names = ", ".join(sorted(d.name for d in root.iterdir() if d.is_dir()))
+        raise CliError(f"{args.name}: no such bundled example (directories: {names})", EXIT_BAD_INPUT)
+    print(path)
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------
 # parser and main
 
@@ -1109,7 +1195,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("config", metavar="CONFIG", help="simulation config (.toml, or .json)")
     s.add_argument("--trace", metavar="FILE", help="trace to simulate (default: the config's [workload])")
-    s.add_argument("--format", choices=FORMATS, default="native", help="format of --trace (default: native)")
+    s.add_argument("--format", choices=FORMATS, help="format of --trace (default: told from its content)")
     s.add_argument("--json", metavar="OUT", help="write the results (per-level stats, effective config, version) as JSON")
     s.add_argument("--seed", type=int, metavar="N", help="seed for the workload and random replacement (overrides the config)")
     s.add_argument("--policy", metavar="NAME", help=f"system configs: the OS policy to run: a built-in one ({', '.join(POLICIES)}), "
@@ -1135,10 +1221,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = tsub.add_parser("info", help="summarise a trace: records, kinds, threads, address range, metadata")
     i.add_argument("file", metavar="FILE")
-    i.add_argument("--format", choices=FORMATS, default="native", help="format of FILE (default: native)")
+    i.add_argument("--format", choices=FORMATS, help="format of FILE (default: told from its content)")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _quiet(i)
     i.set_defaults(func=cmd_trace_info)
+
+    fl = tsub.add_parser(
+        "filter",
+        help="copy the records passing every given criterion (kinds, threads, address ranges, mode) to a native trace",
+    )
+    fl.add_argument("input", metavar="IN")
+    fl.add_argument("output", metavar="OUT", help="native trace to write")
+    fl.add_argument("--format", choices=FORMATS, help="format of IN (default: told from its content)")
+    fl.add_argument("--kinds", metavar="K,K", help="keep these kinds only: load, store, ifetch, modify (or L, S, I, M)")
+    fl.add_argument("--no-ifetch", action="store_true", help="drop instruction fetches")
+    fl.add_argument("--threads", metavar="T,T", help="keep these thread ids only")
+    fl.add_argument("--range", type=_address_range, action="append", metavar="START:END", help="keep addresses in [START, END) (repeat: any of them)")
+    mode = fl.add_mutually_exclusive_group()
+    mode.add_argument("--privileged", action="store_true", help="keep kernel-mode records only")
+    mode.add_argument("--user", action="store_true", help="keep user-mode records only")
+    _quiet(fl)
+    fl.set_defaults(func=cmd_trace_filter)
 
     k = tsub.add_parser("capture", help="run a program and capture its memory references into a native trace")
     k.add_argument("-o", "--output", required=True, metavar="OUT", help="native trace to write")
@@ -1184,7 +1287,7 @@ def build_parser() -> argparse.ArgumentParser:
         "set-associative LRU miss rate at every associativity. Sizes are in lines (or pages with --granularity page).",
     )
     m.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (or give --workload)")
-    m.add_argument("--format", choices=FORMATS, default="native", help="format of TRACE (default: native)")
+    m.add_argument("--format", choices=FORMATS, help="format of TRACE (default: told from its content)")
     m.add_argument("--workload", metavar="SPEC", help="a synthetic workload instead of a trace: a TOML/JSON file with seed and [[phases]], or a config with a [workload] table")
     m.add_argument("--json", metavar="OUT", help="write the curve (sizes, miss_rate, metadata) as JSON")
     m.add_argument("--plot", metavar="OUT.png", help="plot the curve (matplotlib) to a PNG file")
@@ -1223,8 +1326,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pp.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (default: the config's [workload])")
     pp.add_argument("--config", required=True, metavar="CONFIG", help="simulation config with the [hierarchy] (cache-only)")
-    pp.add_argument("--format", choices=FORMATS, default="native", help="format of TRACE (default: native)")
-    pp.add_argument("--level", default="LLC", metavar="NAME", help="the level profiled, by name (default LLC)")
+    pp.add_argument("--format", choices=FORMATS, help="format of TRACE (default: told from its content)")
+    pp.add_argument("--level", metavar="NAME", help="the level profiled, by name (default: the hierarchy's last level)")
     pp.add_argument("--page-size", type=int, default=4096, metavar="B", help="page size (default 4096)")
     pp.add_argument("--sample-period", type=int, metavar="N", help="also estimate from one L1D miss in N (ROCS 3.1)")
     pp.add_argument("--region-tolerance", type=float, default=0.15, metavar="D", help="miss-rate difference within a region (default 0.15)")
@@ -1248,7 +1351,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and maximum per working set.",
     )
     q.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (or --workload, or --sweep)")
-    q.add_argument("--format", choices=FORMATS, default="native", help="format of TRACE (default: native)")
+    q.add_argument("--format", choices=FORMATS, help="format of TRACE (default: told from its content)")
     q.add_argument("--workload", metavar="SPEC", help="a synthetic workload file instead of a trace")
     q.add_argument("--sweep", action="store_true", help="the Figure 5.5 sweep over working-set sizes (uniform workloads)")
     q.add_argument("--cache-size", type=_size_arg, required=True, metavar="B", help="cache size, e.g. 8MiB")
@@ -1404,7 +1507,27 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--source", metavar="DIR", help="directory with the demo's C program (default: examples/demo)")
     _quiet(d)
     d.set_defaults(func=cmd_demo)
+
+    ex = sub.add_parser(
+        "examples",
+        help="print where the bundled example configs are (e.g. cachecolor simulate --policy rocs \"$(cachecolor examples rocs/art.toml)\")",
+    )
+    ex.add_argument("name", nargs="?", metavar="NAME", help="a file or directory inside them (rocs/art.toml, oscache, ...)")
+    ex.set_defaults(func=cmd_examples)
     return p
+
+
+def _resolve_trace_format(args: argparse.Namespace) -> None:
+    """``--format`` not given: tell the trace's format from its content (traces.detect_format);
+    a file that does not exist keeps ``native`` so the command reports it as before."""
+    if not hasattr(args, "format") or args.format is not None:
+        return
+    path = next((getattr(args, a) for a in ("trace", "file", "input") if getattr(args, a, None) is not None), None)
+    args.format = "native"
+    if isinstance(path, str) and Path(path).is_file():
+        from .traces import detect_format
+
+        args.format = detect_format(path)
 
 
 def _normalise_argv(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
@@ -1412,7 +1535,7 @@ def _normalise_argv(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
     traced command after ``--`` (so its own options never reach argparse)."""
     if not argv or argv[0] != "trace":
         return argv, None
-    if len(argv) > 1 and argv[1] not in ("convert", "info", "capture", "-h", "--help"):
+    if len(argv) > 1 and argv[1] not in ("convert", "info", "filter", "capture", "-h", "--help"):
         argv = ["trace", "capture", *argv[1:]]
     if len(argv) > 1 and argv[1] == "capture" and "--" in argv:
         k = argv.index("--")
@@ -1430,6 +1553,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.command = command
     debug = os.environ.get("CACHECOLOR_DEBUG", "") not in ("", "0")
     try:
+        _resolve_trace_format(args)
         return int(args.func(args) or 0)
     except CliError as e:
         if debug:

@@ -28,6 +28,7 @@ from typing import Any, Optional
 from . import _core, presets
 from .cli import CliError, EXIT_BAD_INPUT, _capture_line
 from .config import load_config
+from .data import example
 from .progress import ProgressLine
 from .results import format_table, write_json_atomic
 from .simulation import simulate
@@ -40,8 +41,8 @@ MATRIX = 512
 def _find_source(source_dir: Optional[str]) -> Path:
     candidates = [Path(source_dir)] if source_dir else [
         Path.cwd() / "examples" / "demo",
-        # Editable install (make build): python/cachecolor/demo.py -> repository root.
-        Path(__file__).resolve().parents[2] / "examples" / "demo",
+        # The copy inside the package (cachecolor/examples: data.py), from any directory.
+        example("demo"),
     ]
     for c in candidates:
         if (c / "transpose.c").is_file():

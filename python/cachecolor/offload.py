@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-import tomllib
+from ._compat import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 

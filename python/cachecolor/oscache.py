@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import csv
 import json
-import tomllib
+from ._compat import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from .data import example
 from .results import save_figure
 
 #: The presets in the order of the paper's figures (OS-intensive first).
@@ -37,8 +38,8 @@ PRESET_ORDER = ("web-server", "jvm", "compute")
 
 
 def examples_dir() -> Optional[Path]:
-    """``examples/oscache`` of the working directory or of the repository this package is in."""
-    for c in (Path.cwd() / "examples" / "oscache", Path(__file__).resolve().parents[2] / "examples" / "oscache"):
+    """``examples/oscache`` of the working directory, else the copy inside the package (data.py)."""
+    for c in (Path.cwd() / "examples" / "oscache", example("oscache")):
         if (c / "baseline.toml").is_file():
             return c
     return None

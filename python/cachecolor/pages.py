@@ -1,6 +1,6 @@
 """Page-level cache profiles (ROCS section 3; crates/sim/src/analysis/pages.rs).
 
-``page_profile(config, trace, level="LLC")`` runs a trace (or the config's workload) through the
+``page_profile(config, trace, level=None)`` (the last level) runs a trace (or the config's workload) through the
 config's hierarchy and counts, per virtual page, the data accesses that reached ``level`` and
 the misses there: the ground truth. With ``sample_period=N`` it also builds what a PMU sampler
 would (ROCS 3.1: one L1D miss in N, with its data address and data source), so the estimate
@@ -148,7 +148,7 @@ def page_profile(
     config: ConfigSource,
     trace: Optional[Union[str, "os.PathLike[str]"]] = None,
     *,
-    level: str = "LLC",
+    level: Optional[str] = None,
     page_size: int = 4096,
     sample_period: Optional[int] = None,
     trace_format: str = "native",
@@ -158,8 +158,11 @@ def page_profile(
     progress: Optional[Callable[[Progress], Any]] = None,
 ) -> PageProfile:
     """Profile ``trace`` (or the config's ``[workload]``) page by page at ``level`` on the
-    config's hierarchy; see the module documentation."""
+    config's hierarchy; see the module documentation. ``level`` defaults to the hierarchy's last
+    level (whatever its name: ``L3``, ``LLC``, ...), the one ROCS profiles."""
     cfg = load_config(config)
+    if level is None:
+        level = cfg["hierarchy"]["levels"][-1]["name"]
     options: dict[str, Any] = {
         "level": level, "page_size": int(page_size), "region_tolerance": float(region_tolerance),
         "region_gap": int(region_gap), "min_accesses": int(min_accesses),

@@ -22,6 +22,9 @@ Cache-only hierarchies (``[hierarchy]`` configs for ``simulate``):
 - ``builtin()``: a typical recent x86 core (L1I 32 KiB 8-way, L1D 48 KiB 12-way, L2 2 MiB 16-way,
   L3 32 MiB 16-way, 64 B lines), the same shape as examples/demo/demo.toml.
 
+- ``machine_hierarchy(table)``: a ``[machine]`` table's caches (preset merged) as a cache-only
+  config, what ``cachecolor simulate MACHINE.toml --trace T`` runs.
+
 Contract: each returns an effective config dict (checked by the Rust core), ready for
 ``simulate``. Replacement is LRU everywhere: real caches use undisclosed PLRU variants, so a
 preset models geometry, not the exact policy. Unknown machine names raise ``ConfigError``
@@ -124,3 +127,31 @@ def machine_summaries(name: Optional[str] = None, cpu_dir: _CpuDir = None) -> li
     slices, shared, serves, colors) and ``llc_colors``; with ``name``, that machine's only."""
     return json.loads(_core.machine_summaries(name, None if cpu_dir is None else os.fspath(cpu_dir)))
 
+
+
+def _merged(base: Any, over: Any) -> Any:
+    """``over`` on ``base`` as ``[machine] preset`` merges (tables key by key, anything else
+    replaced: crates/sim/src/system/presets.rs ``merge``)."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merged(base.get(k), v) if k in base else v
+        return out
+    return over
+
+
+def machine_hierarchy(table: Any, cpu_dir: _CpuDir = None) -> dict[str, Any]:
+    """The cache hierarchy of a ``[machine]`` table (a preset named by ``preset``, ``detect``
+    included, with the table's other keys merged over it, or a whole table such as ``cachecolor
+    machine --detect`` prints) as an effective cache-only config, for simulating a trace on a
+    machine's caches. One chip: its cores and levels, private and shared as the machine has them.
+    Raises ``ConfigError`` if the table has no hierarchy."""
+    if not isinstance(table, dict):
+        raise _core.ConfigError("[machine]: expected a table")
+    over = dict(table)
+    name = over.pop("preset", None)
+    full = _merged(machine(str(name), cpu_dir), over) if name is not None else over
+    hierarchy = full.get("hierarchy")
+    if not isinstance(hierarchy, dict):
+        raise _core.ConfigError("[machine] has no [machine.hierarchy] (and no preset): no caches to simulate the trace on")
+    return load_config({"hierarchy": hierarchy})

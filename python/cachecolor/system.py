@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tomllib
+from ._compat import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
@@ -29,7 +29,8 @@ SystemSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 
 def load_system_config(source: SystemSource) -> dict[str, Any]:
-    """Read a system config (a ``.toml``/``.json`` path or a dict) into a dict, unchecked.
+    """Read a system config (a ``.toml``/``.json`` path or a dict) into a dict, unchecked. Relative
+    trace paths of a config read from a file become relative to the file's directory.
 
     The Rust core checks it when it runs (``simulate_system``)."""
     if isinstance(source, Mapping):
@@ -37,11 +38,26 @@ def load_system_config(source: SystemSource) -> dict[str, Any]:
     path = Path(source)
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        return json.loads(text)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _core.ConfigError(f"{path}: {e}") from e
+        doc = json.loads(text)
+    else:
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise _core.ConfigError(f"{path}: {e}") from e
+    return _traces_relative_to(doc, path.parent)
+
+
+def _traces_relative_to(doc: Any, base: Path) -> Any:
+    """A thread's relative ``trace`` path names a file relative to the config's own directory
+    (so a config and its traces move together and run from any working directory)."""
+    if not isinstance(doc, dict):
+        return doc
+    for proc in doc.get("processes") or []:
+        for thread in (proc.get("threads") or []) if isinstance(proc, dict) else []:
+            trace = thread.get("trace") if isinstance(thread, dict) else None
+            if isinstance(trace, str) and trace and not os.path.isabs(trace):
+                thread["trace"] = os.path.join(base, trace)
+    return doc
 
 
 def is_system_config(config: Mapping[str, Any]) -> bool:

@@ -7,8 +7,13 @@ docs/trace-format.md), ``lackey`` (Valgrind ``--tool=lackey --trace-mem=yes`` ou
 
 Contract:
 - ``read_trace`` loads a whole trace into memory (about 20 bytes per record): use it for small
-  traces and tests. To analyse a large trace, simulate or convert it (both stream) or pass
-  ``limit=`` to read only the first records.
+  traces and tests. To analyse a large trace, simulate or convert it (both stream), pass
+  ``limit=`` to read only the first records, or ``chunksize=N`` for an iterator of DataFrames
+  (arrays) of at most N records each, read as it is consumed (bounded memory).
+- ``filter_trace`` copies the records that pass every given criterion (kinds, threads, address
+  ranges, mode) to a native trace, streaming.
+- ``detect_format`` tells a trace's format from its content (what the CLI does when ``--format``
+  is not given).
 - ``write_trace`` and ``convert_trace`` write atomically: the file appears only when complete.
 - Errors: ``TraceError`` (with ``.offset``) for an unreadable trace, ``ConfigError`` for an
   unknown format name, ``OSError`` for a missing file, ``CaptureError`` for a failed capture.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import _core
 from .records import KIND_NAMES, from_columns, to_columns
@@ -30,6 +35,8 @@ __all__ = [
     "KIND_NAMES",
     "capture",
     "convert_trace",
+    "detect_format",
+    "filter_trace",
     "read_trace",
     "trace_formats",
     "trace_info",
@@ -42,19 +49,57 @@ def trace_formats() -> list[str]:
     return list(_core.trace_formats())
 
 
-def read_trace(path: PathLike, format: str = "native", *, limit: Optional[int] = None, as_: str = "frame") -> Any:
+def read_trace(
+    path: PathLike,
+    format: str = "native",
+    *,
+    limit: Optional[int] = None,
+    as_: str = "frame",
+    chunksize: Optional[int] = None,
+) -> Any:
     """Read a trace into memory: a pandas DataFrame (``as_="frame"``, ``kind`` categorical) or a
     NumPy structured array (``as_="array"``, ``kind`` as codes 0-3).
 
     For small traces only (the whole trace is held in memory); ``limit`` reads the first
     ``limit`` records. The frame's ``attrs`` hold ``metadata`` (the native header's string),
     ``version`` and ``truncated``.
+
+    ``chunksize=N`` returns an iterator instead, of frames (arrays) of at most N records each
+    (the last may be shorter), in trace order; the file is read as the iterator is consumed, so
+    memory is bounded by the chunk, whatever the trace's length. ``limit`` then stops after that
+    many records in all.
     """
+    if chunksize is not None:
+        if chunksize < 1:
+            raise ValueError(f"chunksize {chunksize}: at least 1 record")
+        return _chunks(path, format, limit, as_, int(chunksize))
     raw = _core.read_trace(os.fspath(path), format, limit)
     out = from_columns(raw, as_=as_)
     if as_ == "frame":
         out.attrs.update(metadata=raw["metadata"], version=raw["version"], truncated=raw["truncated"])
     return out
+
+
+def _chunks(path: PathLike, format: str, limit: Optional[int], as_: str, chunksize: int) -> Iterator[Any]:
+    # The reader opens the file now, so a missing file or a bad header fails at the call, not at
+    # the first next().
+    reader = _core.TraceChunks(os.fspath(path), format, chunksize if limit is None else min(chunksize, max(limit, 1)))
+
+    def gen() -> Iterator[Any]:
+        left = limit
+        for raw in reader:
+            out = from_columns(raw, as_=as_)
+            if left is not None:
+                if len(out) > left:
+                    out = out.iloc[:left] if as_ == "frame" else out[:left]
+                left -= len(out)
+            if as_ == "frame":
+                out.attrs.update(metadata=raw["metadata"], version=raw["version"], truncated=False)
+            yield out
+            if left is not None and left <= 0:
+                return
+
+    return gen()
 
 
 def write_trace(path: PathLike, records: Any, *, metadata: str = "", **columns: Any) -> int:
@@ -128,3 +173,82 @@ def capture(
         skip_instructions,
     )
     return json.loads(doc)
+
+
+def filter_trace(
+    src: PathLike,
+    out: PathLike,
+    *,
+    format: str = "native",
+    kinds: Optional[Sequence[Union[int, str]]] = None,
+    threads: Optional[Sequence[int]] = None,
+    ranges: Optional[Sequence[tuple[int, int]]] = None,
+    privileged: Optional[bool] = None,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> tuple[int, int]:
+    """Copy the records of ``src`` that pass every given criterion to the native trace ``out``
+    (streaming, written atomically); returns ``(records read, records kept)``.
+
+    ``kinds``: kinds to keep (names "load", "store", "ifetch", "modify", letters or codes 0-3),
+    e.g. drop instruction fetches with ``kinds=["load", "store", "modify"]``; ``threads``: thread
+    ids to keep; ``ranges``: half-open address ranges ``(start, end)``, a record is kept if its
+    address is in any; ``privileged``: keep only kernel-mode (True) or user-mode (False) records.
+    """
+    from .records import kind_codes
+
+    codes = None if kinds is None else [int(c) for c in kind_codes(list(kinds))]
+    return tuple(
+        _core.filter_trace(
+            os.fspath(src),
+            format,
+            os.fspath(out),
+            codes,
+            None if threads is None else [int(t) for t in threads],
+            None if ranges is None else [(int(a), int(b)) for a, b in ranges],
+            privileged,
+            None,
+            _wrap_progress(progress),
+        )
+    )
+
+
+_TEXT_BYTES = bytes(range(32, 127)) + b"\t\n\r"
+
+
+def _head(path: PathLike, n: int = 4096) -> Optional[bytes]:
+    """The first ``n`` bytes of the file, decompressed as its extension says (``.gz``, ``.xz``);
+    None for ``.zst``/``.zstd``, which the standard library cannot read."""
+    import gzip
+    import lzma
+
+    name = os.fspath(path).lower()
+    if name.endswith((".zst", ".zstd")):
+        return None
+    opener = gzip.open if name.endswith(".gz") else lzma.open if name.endswith(".xz") else open
+    with opener(path, "rb") as f:
+        return f.read(n)
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of the trace at ``path``, from its content: ``native`` (the magic
+    ``CCTRACE\\0``), ``lackey`` or ``din`` (text whose first records one of the two readers
+    accepts), ``champsim`` (binary that is not a native trace). Raises ``TraceError`` when the
+    content fits none, ``OSError`` when the file cannot be read."""
+    head = _head(path)
+    if head is not None and head.startswith(b"CCTRACE\0"):
+        return "native"
+    if head is not None and not head:
+        return "native"  # whose reader says "byte offset 0: empty file" (the expected magic)
+    text = head is not None and all(b in _TEXT_BYTES for b in head[:1024])
+    candidates = ("lackey", "din") if text else ("native", "lackey", "din", "champsim") if head is None else ("champsim",)
+    for fmt in candidates:
+        try:
+            if _core.read_trace(os.fspath(path), fmt, 64)["kind"]:
+                return fmt
+        except _core.TraceError:
+            continue
+    kind = "text" if text else "binary data"
+    raise _core.TraceError(
+        f"{os.fspath(path)}: cannot tell the trace format from its content ({kind} that no reader of "
+        f"{', '.join(candidates)} accepts); give --format (native, lackey, din or champsim)"
+    )

@@ -81,6 +81,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(traces::write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::filter_trace, m)?)?;
+    m.add_class::<traces::TraceChunks>()?;
     m.add_function(wrap_pyfunction!(capture::capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;

@@ -20,7 +20,6 @@ use cachecolor_sim::config::SimulationConfig;
 use cachecolor_sim::trace::{self, Format, Progress, RecordColumns, RecordSource, BLOCK_RECORDS};
 use cachecolor_sim::workload::Workload;
 use cachecolor_sim::ConfigError as RustConfigError;
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use serde_json::{json, Value};
 
@@ -208,35 +207,151 @@ pub fn page_profile(
 
 /// One column of records: the caller's array itself when it is contiguous and aligned (no
 /// copy: a 5 M-reference trace is 40 MB, and copying it cost more in page faults than
-/// simulating it), otherwise a copy. The simulation reads it with the GIL released, as NumPy's
-/// own nogil functions do: the caller must not resize or write the arrays during the call.
-pub enum Column<T: pyo3::buffer::Element> {
-    Shared(PyBuffer<T>),
+/// simulating it), otherwise a contiguous copy NumPy makes. The simulation reads it with the GIL
+/// released, as NumPy's own nogil functions do: the caller must not resize or write the arrays
+/// during the call.
+///
+/// Read through NumPy's array interface (`__array_interface__`: data pointer, shape, strides,
+/// `typestr`), not the buffer protocol: the extension is built for the stable ABI of CPython 3.9
+/// (one abi3 wheel for every version), and `PyObject_GetBuffer` joined the limited API only in
+/// 3.11 (PyO3 0.30 offers `pyo3::buffer` under abi3 only from `abi3-py311`). The column holds a
+/// reference to the array, which keeps its memory alive and makes NumPy refuse an in-place
+/// `resize` while the simulation reads it (its reference check), as an exported buffer did.
+pub enum Column<T: Element> {
+    Shared {
+        _owner: Py<PyAny>,
+        /// Address of the first element (a `usize`, so the column is `Send`/`Sync` and can be
+        /// read inside `py.detach`).
+        ptr: usize,
+        len: usize,
+        _t: std::marker::PhantomData<T>,
+    },
     Owned(Vec<T>),
 }
 
-impl<T: pyo3::buffer::Element + Copy> Column<T> {
-    pub fn get(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> Result<Self> {
-        let buf = PyBuffer::<T>::get(obj).map_err(|e| {
-            Failure::Argument(format!(
-                "{name}: {e} (pass a contiguous NumPy array of the right dtype)"
-            ))
-        })?;
-        let aligned = (buf.buf_ptr() as usize).is_multiple_of(std::mem::align_of::<T>());
-        if buf.is_c_contiguous() && aligned && buf.item_count() > 0 {
-            Ok(Column::Shared(buf))
-        } else {
-            Ok(Column::Owned(buf.to_vec(py)?))
+/// The element types of record columns and their NumPy type strings (little-endian, as the
+/// native trace format and `records.DTYPES`).
+pub trait Element: Copy + Send + Sync + 'static {
+    /// `__array_interface__["typestr"]` values accepted for this type.
+    const TYPESTRS: &'static [&'static str];
+    /// The dtype to ask NumPy for when the caller's array is not contiguous.
+    const DTYPE: &'static str;
+}
+impl Element for u8 {
+    const TYPESTRS: &'static [&'static str] = &["|u1", "<u1", "|b1"];
+    const DTYPE: &'static str = "u1";
+}
+impl Element for u16 {
+    const TYPESTRS: &'static [&'static str] = &["<u2"];
+    const DTYPE: &'static str = "<u2";
+}
+impl Element for u32 {
+    const TYPESTRS: &'static [&'static str] = &["<u4"];
+    const DTYPE: &'static str = "<u4";
+}
+impl Element for u64 {
+    const TYPESTRS: &'static [&'static str] = &["<u8"];
+    const DTYPE: &'static str = "<u8";
+}
+
+/// What `__array_interface__` says about an array: its data address, its element count, and
+/// whether the elements are contiguous (strides `None`, or equal to the C layout's).
+struct Interface {
+    typestr: String,
+    ptr: usize,
+    len: usize,
+    contiguous: bool,
+}
+
+fn interface(obj: &Bound<'_, PyAny>) -> PyResult<Option<Interface>> {
+    let Ok(ai) = obj.getattr("__array_interface__") else {
+        return Ok(None);
+    };
+    let typestr: String = ai.get_item("typestr")?.extract()?;
+    let (ptr, _readonly): (usize, bool) = ai.get_item("data")?.extract()?;
+    let shape: Vec<usize> = ai.get_item("shape")?.extract()?;
+    let itemsize: usize = typestr[2..].parse().unwrap_or(0);
+    let strides = ai.get_item("strides")?;
+    let contiguous = if strides.is_none() {
+        true
+    } else {
+        let strides: Vec<isize> = strides.extract()?;
+        // C-contiguous: each dimension's stride is the product of the later ones' extents.
+        let mut want = itemsize as isize;
+        let mut ok = true;
+        for (&n, &s) in shape.iter().zip(&strides).rev() {
+            if n > 1 && s != want {
+                ok = false;
+            }
+            want *= n as isize;
         }
+        ok
+    };
+    Ok(Some(Interface {
+        typestr,
+        ptr,
+        len: shape.iter().product(),
+        contiguous,
+    }))
+}
+
+impl<T: Element> Column<T> {
+    pub fn get(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> Result<Self> {
+        let wrong = |what: String| {
+            Failure::Argument(format!(
+                "{name}: {what} (pass a contiguous NumPy array of dtype {})",
+                T::DTYPE
+            ))
+        };
+        let np = py.import("numpy")?;
+        // Anything that is not a NumPy array (a list, a memoryview, array.array) becomes one
+        // first: numpy.asarray keeps the dtype the object says it has.
+        let mut array = if interface(obj)?.is_some() {
+            obj.clone()
+        } else {
+            np.call_method1("asarray", (obj,))
+                .map_err(|e| wrong(e.to_string()))?
+        };
+        let mut ai = interface(&array)?.ok_or_else(|| wrong("not an array".into()))?;
+        if !T::TYPESTRS.contains(&ai.typestr.as_str()) {
+            return Err(wrong(format!("dtype {:?}", ai.typestr)));
+        }
+        let aligned = ai.ptr.is_multiple_of(std::mem::align_of::<T>());
+        if ai.len == 0 {
+            return Ok(Column::Owned(Vec::new()));
+        }
+        if !(ai.contiguous && aligned) {
+            array = np.call_method1("ascontiguousarray", (&array, T::DTYPE))?;
+            ai = interface(&array)?.ok_or_else(|| wrong("not an array".into()))?;
+            if !ai.ptr.is_multiple_of(std::mem::align_of::<T>()) {
+                // NumPy allocates aligned; copy into a Vec if it ever did not.
+                // SAFETY: `ascontiguousarray` returned `len` contiguous elements of T's dtype.
+                let s = unsafe {
+                    std::slice::from_raw_parts(ai.ptr as *const u8, ai.len * size_of::<T>())
+                };
+                let v = s
+                    .chunks_exact(size_of::<T>())
+                    .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr() as *const T) })
+                    .collect();
+                return Ok(Column::Owned(v));
+            }
+        }
+        Ok(Column::Shared {
+            _owner: array.unbind(),
+            ptr: ai.ptr,
+            len: ai.len,
+            _t: std::marker::PhantomData,
+        })
     }
 
     pub fn as_slice(&self) -> &[T] {
         match self {
-            // SAFETY: the buffer is C-contiguous, aligned for T, holds item_count() elements of
-            // T (PyBuffer::get checked the format), and stays valid while the PyBuffer (which
-            // holds the exporter) lives; see the type's doc for the no-mutation contract.
-            Column::Shared(b) => unsafe {
-                std::slice::from_raw_parts(b.buf_ptr() as *const T, b.item_count())
+            // SAFETY: `get` checked the array's type string against T, that its `len` elements
+            // are C-contiguous and that the address is aligned for T; `_owner` holds the array,
+            // so the memory stays valid while the column lives (see the type's doc for the
+            // no-mutation contract).
+            Column::Shared { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(*ptr as *const T, *len)
             },
             Column::Owned(v) => v,
         }
@@ -244,7 +359,7 @@ impl<T: pyo3::buffer::Element + Copy> Column<T> {
 }
 
 /// An optional column.
-fn column<T: pyo3::buffer::Element + Copy>(
+fn column<T: Element>(
     py: Python<'_>,
     name: &str,
     obj: Option<&Bound<'_, PyAny>>,

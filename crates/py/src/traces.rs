@@ -102,6 +102,53 @@ pub fn read_trace<'py>(
             Ok(out)
         })
     })?;
+    columns_dict(
+        py,
+        &RecordVecs {
+            addr: r.addr,
+            thread: r.thread,
+            icount: r.icount,
+            size: r.size,
+            kind: r.kind,
+            privileged: r.privileged,
+            syscall: r.syscall,
+        },
+        r.meta.as_ref(),
+        r.truncated,
+    )
+}
+
+/// Records as columns (one `Vec` per field).
+#[derive(Default)]
+struct RecordVecs {
+    addr: Vec<u64>,
+    thread: Vec<u32>,
+    icount: Vec<u32>,
+    size: Vec<u16>,
+    kind: Vec<u8>,
+    privileged: Vec<u8>,
+    syscall: Vec<u32>,
+}
+
+impl RecordVecs {
+    fn push(&mut self, rec: &trace::Record) {
+        self.addr.push(rec.addr);
+        self.thread.push(rec.thread);
+        self.icount.push(rec.icount);
+        self.size.push(rec.size);
+        self.kind.push(rec.kind as u8);
+        self.privileged.push(rec.privileged as u8);
+        self.syscall.push(rec.syscall);
+    }
+}
+
+/// The dict `read_trace` returns (and each `TraceChunks` item).
+fn columns_dict<'py>(
+    py: Python<'py>,
+    r: &RecordVecs,
+    meta: Option<&(String, u16)>,
+    truncated: bool,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(
         "addr",
@@ -125,10 +172,223 @@ pub fn read_trace<'py>(
         "syscall",
         PyBytes::new(py, &le_bytes(&r.syscall, |x| x.to_le_bytes())),
     )?;
-    d.set_item("metadata", r.meta.as_ref().map(|m| m.0.clone()))?;
-    d.set_item("version", r.meta.as_ref().map(|m| m.1))?;
-    d.set_item("truncated", r.truncated)?;
+    d.set_item("metadata", meta.map(|m| m.0.clone()))?;
+    d.set_item("version", meta.map(|m| m.1))?;
+    d.set_item("truncated", truncated)?;
     Ok(d)
+}
+
+/// A trace read `chunk` records at a time (`cachecolor.read_trace(..., chunksize=N)`): a Python
+/// iterator whose items are `read_trace`'s dicts, so a trace of any length is read in bounded
+/// memory. The source stays open between items; each item is read with the GIL released.
+#[pyclass(module = "cachecolor._core")]
+pub struct TraceChunks {
+    /// The source and the records read from it but not yet handed out (a block can straddle
+    /// two chunks). A mutex because a pyclass must be `Sync`; only one thread iterates.
+    state: std::sync::Mutex<ChunkState>,
+    meta: Option<(String, u16)>,
+    chunk: usize,
+}
+
+struct ChunkState {
+    src: Box<dyn RecordSource + Send>,
+    pending: Vec<trace::Record>,
+    at: usize,
+    done: bool,
+}
+
+#[pymethods]
+impl TraceChunks {
+    #[new]
+    #[pyo3(signature = (path, format = "native", chunk = 1 << 20))]
+    fn new(path: PathBuf, format: &str, chunk: usize) -> PyResult<Self> {
+        if chunk == 0 {
+            return Err(Failure::Argument("chunksize: at least 1 record".into()).into());
+        }
+        let format = Format::parse(format).map_err(Failure::from)?;
+        let (src, meta) = open(&path, format)?;
+        Ok(TraceChunks {
+            state: std::sync::Mutex::new(ChunkState {
+                src,
+                pending: Vec::new(),
+                at: 0,
+                done: false,
+            }),
+            meta,
+            chunk,
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let chunk = self.chunk;
+        let out = py.detach(|| {
+            catch_panic(|| {
+                let mut st = self.state.lock().expect("one iterating thread");
+                let st = &mut *st;
+                let mut out = RecordVecs::default();
+                let mut n = 0;
+                while n < chunk {
+                    if st.at == st.pending.len() {
+                        if st.done {
+                            break;
+                        }
+                        // `next_block` clears `pending` first, also when it reports the end.
+                        st.at = 0;
+                        if !st.src.next_block(&mut st.pending)? {
+                            st.done = true;
+                            break;
+                        }
+                        continue;
+                    }
+                    let take = (chunk - n).min(st.pending.len() - st.at);
+                    for rec in &st.pending[st.at..st.at + take] {
+                        out.push(rec);
+                    }
+                    st.at += take;
+                    n += take;
+                }
+                Ok(out)
+            })
+        })?;
+        if out.addr.is_empty() {
+            return Ok(None);
+        }
+        columns_dict(py, &out, self.meta.as_ref(), false).map(Some)
+    }
+}
+
+/// Which records `filter_trace` keeps: each given criterion must hold (none given keeps all).
+struct Keep {
+    kinds: Option<[bool; 4]>,
+    threads: Option<BTreeSet<u32>>,
+    /// Half-open address ranges `[start, end)`; a record is in one if its address is.
+    ranges: Vec<(u64, u64)>,
+    privileged: Option<bool>,
+}
+
+impl Keep {
+    fn keeps(&self, r: &trace::Record) -> bool {
+        self.kinds.is_none_or(|k| k[r.kind as usize])
+            && self.threads.as_ref().is_none_or(|t| t.contains(&r.thread))
+            && (self.ranges.is_empty()
+                || self.ranges.iter().any(|&(a, b)| a <= r.addr && r.addr < b))
+            && self.privileged.is_none_or(|p| p == r.privileged)
+    }
+}
+
+/// A source passing on only the records `keep` keeps; counts what it read.
+struct Filtered<'a> {
+    src: &'a mut dyn RecordSource,
+    keep: Keep,
+    read: u64,
+}
+
+impl RecordSource for Filtered<'_> {
+    fn next_block(
+        &mut self,
+        buf: &mut Vec<trace::Record>,
+    ) -> std::result::Result<bool, cachecolor_sim::error::TraceError> {
+        loop {
+            if !self.src.next_block(buf)? {
+                return Ok(false);
+            }
+            self.read += buf.len() as u64;
+            buf.retain(|r| self.keep.keeps(r));
+            if !buf.is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+    fn progress(&self) -> trace::Progress {
+        self.src.progress()
+    }
+}
+
+/// Copy the records of `src` (in `format`) that pass every given criterion to the native trace
+/// `out` (`cachecolor trace filter`): `kinds` codes 0-3, `threads` ids, `ranges` half-open
+/// address ranges (any of them), `privileged` the mode. Returns (records read, records kept).
+#[pyfunction]
+#[pyo3(signature = (src, format, out, kinds = None, threads = None, ranges = None, privileged = None, metadata = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn filter_trace(
+    py: Python<'_>,
+    src: PathBuf,
+    format: &str,
+    out: PathBuf,
+    kinds: Option<Vec<u8>>,
+    threads: Option<Vec<u32>>,
+    ranges: Option<Vec<(u64, u64)>>,
+    privileged: Option<bool>,
+    metadata: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(u64, u64)> {
+    let format = Format::parse(format).map_err(Failure::from)?;
+    let kinds = match kinds {
+        None => None,
+        Some(ks) => {
+            let mut m = [false; 4];
+            for k in ks {
+                if k > 3 {
+                    return Err(Failure::Argument(format!(
+                        "kind code {k}: expected 0 (load), 1 (store), 2 (ifetch) or 3 (modify)"
+                    ))
+                    .into());
+                }
+                m[k as usize] = true;
+            }
+            Some(m)
+        }
+    };
+    let ranges = ranges.unwrap_or_default();
+    if let Some(&(a, b)) = ranges.iter().find(|&&(a, b)| a >= b) {
+        return Err(Failure::Argument(format!(
+            "address range {a:#x}-{b:#x}: the start must be below the end"
+        ))
+        .into());
+    }
+    let keep = Keep {
+        kinds,
+        threads: threads.map(|t| t.into_iter().collect()),
+        ranges,
+        privileged,
+    };
+    let metadata = metadata.unwrap_or_else(|| {
+        json!({
+            "source": "cachecolor trace filter",
+            "cachecolor_version": cachecolor_sim::VERSION,
+            "from": format.name(),
+            "input": src.display().to_string(),
+        })
+        .to_string()
+    });
+    let progress = progress.as_ref();
+    let counts = py.detach(|| {
+        catch_panic(|| {
+            let (mut source, _) = open(&src, format)?;
+            let mut filtered = Filtered {
+                src: &mut *source,
+                keep,
+                read: 0,
+            };
+            let mut failed: Option<Failure> = None;
+            let kept = trace::convert(&mut filtered, &out, &metadata, &mut |p| {
+                if failed.is_none() {
+                    if let Err(e) = report(progress, p) {
+                        failed = Some(e);
+                    }
+                }
+            })?;
+            match failed {
+                Some(e) => Err(e),
+                None => Ok((filtered.read, kept)),
+            }
+        })
+    })?;
+    Ok(counts)
 }
 
 /// Write columns as a native trace at `path` (atomically). Returns the records written.

@@ -15,6 +15,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod geometry;
+pub mod isa;
 pub mod memory;
 pub mod mmu;
 pub mod oscache;

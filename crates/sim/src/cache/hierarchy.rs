@@ -33,6 +33,8 @@ Semantics (fixed, so results compare with other tools; DESIGN.md "Semantics to k
   triggered). The user side is the total minus the privileged side (`stats.rs`).
 */
 mod lean;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use lean::sse2_eq64_mask;
 
 use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};
 use super::stats::{Counters, LevelStats};

@@ -130,7 +130,20 @@ fn equal_mask4(keys: &[u64], key: u64) -> u64 {
             _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(t, want))) as u64
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
+    {
+        // Baseline x86-64 (the wheel's target): two SSE2 compares of two keys each.
+        use core::arch::x86_64::*;
+        // SAFETY: reads the four keys of `four`; SSE2 is part of x86-64.
+        unsafe {
+            let want = _mm_set1_epi64x(key as i64);
+            let lo = _mm_loadu_si128(four.as_ptr() as *const __m128i);
+            let hi = _mm_loadu_si128(four.as_ptr().add(2) as *const __m128i);
+            (crate::cache::hierarchy::sse2_eq64_mask(lo, want)
+                | crate::cache::hierarchy::sse2_eq64_mask(hi, want) << 2) as u64
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
     {
         (four[0] == key) as u64
             | ((four[1] == key) as u64) << 1

@@ -406,8 +406,9 @@ impl Hierarchy {
         for line in first..=end {
             // SAFETY: the units point into this hierarchy's own arrays (`UnitCache`); every
             // index is a set of the unit's own geometry.
-            depth =
-                unsafe { access_line(units, path, &mut self.memory, line, r.kind, r.privileged).1 };
+            depth = unsafe {
+                access_line::<false>(units, path, &mut self.memory, line, r.kind, r.privileged).1
+            };
         }
         if depth == path.len as usize {
             SERVED_BY_MEMORY
@@ -418,8 +419,42 @@ impl Hierarchy {
 
     /// `run_block` for a hierarchy the lean engine handles (`lean_ready`); `sink` learns where
     /// each record was served (`()` when nobody asks: the calls compile away).
+    ///
+    /// Dispatch (`crate::isa`): the loop below is compiled twice, for baseline x86-64 and with
+    /// AVX2/BMI; the CPU picks one copy per block.
     #[inline(never)]
     pub(super) fn run_block_lean<R: LeanInput + ?Sized, S: ServedSink>(
+        &mut self,
+        recs: &R,
+        sink: &mut S,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::isa::avx2() {
+            // SAFETY: `isa::avx2` checked that the CPU has every feature the copy enables.
+            unsafe { self.run_block_lean_avx2(recs, sink) };
+            return;
+        }
+        self.run_block_lean_in::<R, S, false>(recs, sink);
+    }
+
+    /// `run_block_lean_in` compiled with AVX2, BMI1/2, LZCNT and POPCNT (everything it inlines,
+    /// which is the whole loop but `write_back` and `count_privileged`, gets them).
+    ///
+    /// SAFETY (caller): the CPU supports those features.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_block_lean_avx2<R: LeanInput + ?Sized, S: ServedSink>(
+        &mut self,
+        recs: &R,
+        sink: &mut S,
+    ) {
+        self.run_block_lean_in::<R, S, true>(recs, sink);
+    }
+
+    /// The loop of `run_block_lean`; `V`: whether the tag scans use AVX2 (only inside
+    /// `run_block_lean_avx2`).
+    #[inline(always)]
+    fn run_block_lean_in<R: LeanInput + ?Sized, S: ServedSink, const V: bool>(
         &mut self,
         recs: &R,
         sink: &mut S,
@@ -475,7 +510,7 @@ impl Hierarchy {
                     line_accesses += 1;
                     // SAFETY: as above; every index is a set of the unit's own geometry.
                     let (_, d) = unsafe {
-                        access_line(&units, path, &mut memory, line, r.kind, r.privileged)
+                        access_line::<V>(&units, path, &mut memory, line, r.kind, r.privileged)
                     };
                     if line == end {
                         sink.record(level_at(d));
@@ -488,7 +523,7 @@ impl Hierarchy {
             line_accesses += 1;
             // SAFETY: as above.
             let (slot, d) =
-                unsafe { access_line(&units, path, &mut memory, first, r.kind, r.privileged) };
+                unsafe { access_line::<V>(&units, path, &mut memory, first, r.kind, r.privileged) };
             sink.record(level_at(d));
             // The records that follow on the same line, core and class are first-level hits on
             // the slot just served (nothing else has touched that cache since), and the line
@@ -566,28 +601,39 @@ impl ServedSink for Vec<u8> {
     }
 }
 
-/// Mask of the `W` (8 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`).
+/// Mask of the `W` (8 or 16) tags from `tags` equal to `value` (bit `w` for tag `w`). `V`: use
+/// AVX2 (four tags per compare), only inside `run_block_lean_avx2`; otherwise SSE2, which every
+/// x86-64 CPU has (two tags per compare), or plain comparisons on other architectures.
 ///
 /// SAFETY (caller): `W` tags from `tags` are inside the allocation (sets are followed by
-/// `SCAN_PAD` padding tags).
+/// `SCAN_PAD` padding tags); `V` only where the CPU has AVX2.
 #[inline(always)]
-unsafe fn scan<const W: usize>(tags: *const u64, value: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+unsafe fn scan<const W: usize, const V: bool>(tags: *const u64, value: u64) -> u32 {
+    #[cfg(target_arch = "x86_64")]
     unsafe {
-        // Four tags per compare; LLVM does not vectorise the scalar loop below into this.
+        // LLVM does not vectorise the scalar loop below into either of these.
         use core::arch::x86_64::*;
-        let want = _mm256_set1_epi64x(value as i64);
         let mut mask = 0u32;
         let mut k = 0;
-        while k < W {
-            let t = _mm256_loadu_si256(tags.add(k) as *const __m256i);
-            let eq = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(t, want))) as u32;
-            mask |= eq << k;
-            k += 4;
+        if V || cfg!(target_feature = "avx2") {
+            let want = _mm256_set1_epi64x(value as i64);
+            while k < W {
+                let t = _mm256_loadu_si256(tags.add(k) as *const __m256i);
+                let eq = _mm256_cmpeq_epi64(t, want);
+                mask |= (_mm256_movemask_pd(_mm256_castsi256_pd(eq)) as u32) << k;
+                k += 4;
+            }
+        } else {
+            let want = _mm_set1_epi64x(value as i64);
+            while k < W {
+                let t = _mm_loadu_si128(tags.add(k) as *const __m128i);
+                mask |= (sse2_eq64_mask(t, want) as u32) << k;
+                k += 2;
+            }
         }
         mask
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    #[cfg(not(target_arch = "x86_64"))]
     {
         let set = unsafe { &*(tags as *const [u64; W]) };
         let mut mask = 0u32;
@@ -598,16 +644,34 @@ unsafe fn scan<const W: usize>(tags: *const u64, value: u64) -> u32 {
     }
 }
 
+/// Two bits: bit `i` set where the 64-bit lanes `i` of `a` and `b` are equal. SSE2 has no 64-bit
+/// compare (`pcmpeqq` is SSE4.1): both 32-bit halves equal is the 32-bit compare ANDed with
+/// itself halves-swapped.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn scan_set(u: &Unit, base: usize, value: u64) -> u32 {
+pub(crate) fn sse2_eq64_mask(
+    a: core::arch::x86_64::__m128i,
+    b: core::arch::x86_64::__m128i,
+) -> i32 {
+    use core::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64.
+    unsafe {
+        let e = _mm_cmpeq_epi32(a, b);
+        let both = _mm_and_si128(e, _mm_shuffle_epi32::<0b10_11_00_01>(e));
+        _mm_movemask_pd(_mm_castsi128_pd(both))
+    }
+}
+
+#[inline(always)]
+unsafe fn scan_set<const V: bool>(u: &Unit, base: usize, value: u64) -> u32 {
     let tags = unsafe { u.lines.add(base) };
     // Two widths only: a 12-way set is scanned as 16 (the extra tags are masked off), which
     // costs less than choosing among four widths on every lookup.
     let mask = unsafe {
         if u.wide {
-            scan::<16>(tags, value)
+            scan::<16, V>(tags, value)
         } else {
-            scan::<8>(tags, value)
+            scan::<8, V>(tags, value)
         }
     };
     mask & u.way_mask
@@ -616,13 +680,13 @@ unsafe fn scan_set(u: &Unit, base: usize, value: u64) -> u32 {
 /// Set, first slot, hit mask and (on a miss) invalid-way mask of `line` in `u`. Once the cache
 /// is full, which is most of any long run, a miss skips the search for invalid ways.
 #[inline(always)]
-unsafe fn lookup(u: &Unit, line: u64) -> (usize, usize, u32, u32) {
+unsafe fn lookup<const V: bool>(u: &Unit, line: u64) -> (usize, usize, u32, u32) {
     let set = (line & u.set_mask) as usize;
     let base = set * u.ways;
     unsafe {
-        let hit = scan_set(u, base, line);
+        let hit = scan_set::<V>(u, base, line);
         let free = if hit == 0 && *u.valid < u.capacity {
-            scan_set(u, base, INVALID)
+            scan_set::<V>(u, base, INVALID)
         } else {
             0
         };
@@ -655,7 +719,7 @@ fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
 /// The record's mode picks one of two compiled copies (`P`), so the privileged counting costs a
 /// user record one branch here and nothing per level, fill or eviction.
 #[inline(always)]
-unsafe fn access_line(
+unsafe fn access_line<const V: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
@@ -665,16 +729,16 @@ unsafe fn access_line(
 ) -> (usize, usize) {
     unsafe {
         if privileged {
-            access_line_in::<true>(units, path, memory, line, kind)
+            access_line_in::<true, V>(units, path, memory, line, kind)
         } else {
-            access_line_in::<false>(units, path, memory, line, kind)
+            access_line_in::<false, V>(units, path, memory, line, kind)
         }
     }
 }
 
 /// `access_line` for a record of mode `P` (privileged when true).
 #[inline(always)]
-unsafe fn access_line_in<const P: bool>(
+unsafe fn access_line_in<const P: bool, const V: bool>(
     units: &[Unit],
     path: &LeanPath,
     memory: &mut MemoryStats,
@@ -691,7 +755,7 @@ unsafe fn access_line_in<const P: bool>(
     unsafe {
         while d < n {
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
-            let (set, base, hit, free) = lookup(u, line);
+            let (set, base, hit, free) = lookup::<V>(u, line);
             let kc = &mut (*u.counters).by_kind[kind as usize];
             kc.accesses += 1;
             if hit != 0 {
@@ -828,7 +892,8 @@ unsafe fn write_back<const P: bool>(
     unsafe {
         let u = units.get_unchecked(path.units[d] as usize);
         (*u.counters).writebacks_received += 1;
-        let (set, base, hit, free) = lookup(u, line);
+        // The baseline scan: this function is not inlined into the AVX2 copy of the loop.
+        let (set, base, hit, free) = lookup::<false>(u, line);
         if hit != 0 {
             (*u.meta.add(base + hit.trailing_zeros() as usize)).flags |= flags::DIRTY;
             return;
