@@ -199,3 +199,6 @@ def page_profile(
     progress: Optional[Callable[..., Any]] = None,
 ) -> str:
     """A page-level profile (ROCS 3) as JSON."""
+def check_system_config(text: str, format: str = "toml") -> str:
+    """Check a system config without running it; the effective config as JSON (``report`` checks every config first)."""
+    ...

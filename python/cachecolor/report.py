@@ -204,9 +204,10 @@ def _fmt(x: float) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    # The output contract (cachecolor._output): unique temporary file, removed on any failure.
+    from ._output import write_text
+
+    write_text(path, text)
 from . import report_azimi  # noqa: E402,F401  (registers the Azimi policies' reporters)
 
 from . import report_rocs as _report_rocs  # noqa: E402,F401  (registers the rocs / global-pollute reporters)

@@ -56,6 +56,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 pub use program::Program;
+pub use sink::request_stop;
 
 /// Which tool captures the references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -282,6 +283,7 @@ pub fn capture(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CaptureSummary, CaptureError> {
     let started = Instant::now();
+    sink::clear_stop();
     let prog = Program::resolve(program)?;
     let backend = resolve_backend(&prog, opts.backend)?;
     if opts.syscalls && backend == Backend::Lackey {
@@ -304,7 +306,7 @@ pub fn capture(
         Backend::Auto => unreachable!("resolve_backend never returns Auto"),
     }?;
     let counts = sink.counts();
-    let records = sink.finish()?;
+    let records = sink.finish(Some((run.exit_code, run.complete, run.truncated)))?;
     progress(records);
 
     let summary = CaptureSummary {

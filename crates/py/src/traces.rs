@@ -185,18 +185,20 @@ pub fn convert_trace(
     let n = py.detach(|| {
         catch_panic(|| {
             let (mut source, _) = open(&src, format)?;
-            // `convert` takes an infallible callback; keep the first error and stop reporting.
+            // A failing callback (Ctrl-C, SIGTERM, an exception in `progress`) stops the
+            // conversion at once: the temporary output is removed and the Python error is
+            // re-raised (defect 2: convert used to finish and replace OUT after Ctrl-C).
             let mut failed: Option<Failure> = None;
-            let n = trace::convert(&mut *source, &out, &metadata, &mut |p| {
-                if failed.is_none() {
-                    if let Err(e) = report(progress, p) {
-                        failed = Some(e);
-                    }
-                }
-            })?;
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(n),
+            let r = trace::convert_checked(&mut *source, &out, &[&src], &metadata, &mut |p| {
+                report(progress, p).map_err(|e| {
+                    failed = Some(e);
+                    cachecolor_sim::Error::Io(std::io::Error::other("interrupted"))
+                })
+            });
+            match (r, failed) {
+                (_, Some(e)) => Err(e),
+                (Ok(n), None) => Ok(n),
+                (Err(e), None) => Err(e.into()),
             }
         })
     })?;

@@ -18,6 +18,7 @@ pub mod geometry;
 pub mod memory;
 pub mod mmu;
 pub mod oscache;
+pub mod output;
 pub mod pmu;
 pub mod policy;
 pub mod rng;

@@ -24,6 +24,7 @@ Threads run round-robin on their core with a time slice; an idle core takes a wa
 from the busiest one. Every `tick` cycles the policy gets the counters' readings and the report
 records a point of its time series. Everything is deterministic.
 */
+mod address_check;
 mod coherence;
 mod config;
 pub mod detect;
@@ -166,7 +167,7 @@ pub struct System {
     mux_milli: u64,
     balance: bool,
     pending: Vec<SchedEvent>,
-    intervals: Vec<Interval>,
+    intervals: report::Series,
     violations: Vec<String>,
     /// A burst being batched (`run_burst`): its physical accesses in order, what each is, and
     /// where each was served.
@@ -403,7 +404,7 @@ impl System {
             mux_milli: pmu.mux_interval * 1000,
             balance: s.balance,
             pending: Vec::new(),
-            intervals: Vec::new(),
+            intervals: report::Series::default(),
             violations: Vec::new(),
             deferring: false,
             batching: true,
@@ -498,6 +499,17 @@ impl System {
                     .into())
                 }
             };
+            // Addresses the page tables cannot translate are bad input (address_check.rs).
+            let what = match &tc.trace {
+                Some(path) => format!("processes[{pid}].threads[{t}] (trace {})", path.display()),
+                None => format!("processes[{pid}].threads[{t}] (workload)"),
+            };
+            let source: Box<dyn RecordSource + Send> = Box::new(address_check::AddressCheck::new(
+                source,
+                what,
+                self.page_shift,
+                self.mmu.levels,
+            ));
             sources.push(source);
         }
         self.processes.push(Process {
@@ -940,7 +952,7 @@ impl System {
             self.save_counts(c);
             self.observe(c);
         }
-        let prev = self.intervals.last().map_or(0, |i| i.time * 1000);
+        let prev = self.intervals.points.last().map_or(0, |i| i.time * 1000);
         let mut processes = Vec::with_capacity(self.processes.len());
         let mut series = Vec::with_capacity(self.processes.len());
         for pid in 0..self.processes.len() {
@@ -1810,7 +1822,7 @@ impl System {
                 .collect(),
             levels,
             coherence: self.coherence.stats,
-            intervals: self.intervals.clone(),
+            intervals: self.intervals.points.clone(),
             policy_report: self
                 .policy
                 .as_ref()
