@@ -361,3 +361,127 @@ def test_defect7_importer_errors_escape_bytes(run_cli, tmp_path, fmt):
     line = assert_one_line_error(out)
     assert "\x1b" not in out.stderr and "\x07" not in out.stderr and "\r" not in out.stderr and "\x00" not in out.stderr
     assert "\\x1b" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# 3 and 4: whole-system runs fed hostile traces
+
+SYSTEM = """
+[machine.hierarchy]
+cores = 1
+[[machine.hierarchy.levels]]
+name = "L1D"
+size = "32KiB"
+ways = 8
+[[machine.hierarchy.levels]]
+name = "LLC"
+size = "256KiB"
+ways = 16
+
+[machine.timing]
+level_latency = [4, 40]
+dram_latency = 200
+
+[memory]
+ram = "64MiB"
+
+[[processes]]
+name = "p"
+[[processes.threads]]
+trace = "{trace}"
+"""
+
+
+def _system(tmp_path: Path, addrs, icounts=None, extra: str = "") -> Path:
+    trace = tmp_path / "t.cctrace"
+    cols = {"addr": np.asarray(addrs, dtype=np.uint64)}
+    if icounts is not None:
+        cols["icount"] = np.asarray(icounts, dtype=np.uint32)
+    cachecolor.write_trace(trace, cols)
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(SYSTEM.format(trace=trace) + extra)
+    return cfg
+
+
+def test_defect3_huge_icount_series_is_bounded(tmp_path):
+    # 1,000 records of icount 0xFFFFFFFF: ~4.3e12 cycles, 4.3 million ticks; the series used to
+    # grow to one point per tick (abort at 1,000 records). Now at most MAX_INTERVALS points.
+    cfg = _system(tmp_path, np.arange(1000) * 64, icounts=np.full(1000, 0xFFFFFFFF))
+    r = simulate_system(cfg)
+    doc = r.to_dict()
+    assert 0 < len(doc["intervals"]) <= 4096
+    times = [iv["time"] for iv in doc["intervals"]]
+    assert times == sorted(times) and times[-1] >= 1000 * 0xFFFFFFFF
+    assert sum(iv["processes"][0]["instructions"] for iv in doc["intervals"]) == doc["processes"][0]["instructions"]
+
+
+def test_defect3_tick_one_is_bounded(tmp_path):
+    cfg = _system(tmp_path, np.arange(2000) * 64, extra="\n[scheduler]\ntick = 1\n")
+    doc = simulate_system(cfg).to_dict()
+    assert 0 < len(doc["intervals"]) <= 4096
+
+
+def test_defect4_address_beyond_page_tables_is_rejected_with_position(run_cli, tmp_path):
+    addrs = [0x1000, 0x2000, 1 << 48, 0x3000]
+    cfg = _system(tmp_path, addrs)
+    out_json = tmp_path / "r.json"
+    line = assert_one_line_error(run_cli("simulate", cfg, "--json", out_json))
+    assert "record 2" in line and "0x1000000000000" in line and "2^48" in line
+    assert not out_json.exists()
+    # Just below the limit is fine.
+    cfg = _system(tmp_path, [0x1000, (1 << 48) - 64])
+    assert simulate_system(cfg).to_dict()["invariants"] == []
+
+
+def test_defect4_invariant_failure_writes_no_json(monkeypatch, tmp_path, capsys):
+    # The CLI's _report: a result with invariant failures prints them and does not write --json.
+    from cachecolor import cli
+
+    class Broken:
+        invariants = ["page 0x1 lost its contents"]
+
+        def table(self):
+            return "table"
+
+        def to_json(self, path):
+            raise AssertionError("--json written after an invariant failure")
+
+    import argparse
+
+    args = argparse.Namespace(json=str(tmp_path / "r.json"), quiet=True)
+    with pytest.raises(cli.CliError, match="--json not written"):
+        cli._report(args, Broken())
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. interrupts during a capture (qemu): the signal goes to cachecolor alone
+
+
+@pytest.mark.parametrize("program", [["sleep", "30"], ["sh", "-c", "while :; do :; done"]], ids=["quiet", "busy"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_defect2_capture_interrupt_stops_and_cleans_up(tmp_path, program, sig, code):
+    import shutil
+
+    if shutil.which("qemu-x86_64") is None:
+        pytest.skip("qemu-x86_64 is not installed (apt-get install qemu-user)")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out.cctrace"
+    out.write_bytes(b"old trace")
+    script = Path(sys.executable).parent / "cachecolor"
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen([str(script), "trace", "capture", "--backend", "qemu", "-o", str(out), "-q", "--", *program],
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        time.sleep(2.0)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(sig)  # to cachecolor only, not its process group
+        rc = proc.wait(timeout=30)  # a hang check, not a timing (docs/reliability.md has timings)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = proc.stderr.read()
+    assert rc == code, err
+    assert out.read_bytes() == b"old trace"
+    assert leftovers(tmp_path) == []
+    assert list(tmp.iterdir()) == [], "capture's temporary directory left behind"

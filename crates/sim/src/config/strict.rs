@@ -70,7 +70,6 @@ pub fn input_value(text: &str, format: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::config::SimulationConfig;
 
     #[test]

@@ -280,13 +280,17 @@ pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> 
             format!("cannot open {}: {e}", path.display()),
         ))
     })?;
-    let total_bytes = file.metadata().ok().map(|m| m.len());
+    let meta = file.metadata().ok();
+    let total_bytes = meta.as_ref().filter(|m| m.is_file()).map(|m| m.len());
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = std::io::BufReader::with_capacity(
         1 << 16,
         CountingReader {
             inner: file,
             read: std::sync::Arc::clone(&read),
+            // A pipe, FIFO or terminal can block a read forever: wait for it in slices so an
+            // interrupt (`request_abort`) is seen (issue 25: convert from a FIFO never stopped).
+            wait: meta.is_some_and(|m| !m.is_file()),
         },
     );
     let ext = path
@@ -311,10 +315,48 @@ pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> 
 struct CountingReader<R> {
     inner: R,
     read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Poll before reading, checking `abort_requested` every 100 ms (not a regular file).
+    wait: bool,
 }
 
-impl<R: std::io::Read> std::io::Read for CountingReader<R> {
+static ABORT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ask every trace input that waits on a pipe, FIFO or terminal to give up: its next read (or the
+/// one it is waiting in, within 100 ms) fails with "interrupted". The Python layer calls this when
+/// Ctrl-C or SIGTERM arrives during a conversion; `clear_abort` re-arms it.
+pub fn request_abort() {
+    ABORT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Re-arm after [`request_abort`] (a new conversion starts).
+pub fn clear_abort() {
+    ABORT.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn abort_requested() -> bool {
+    ABORT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+impl<R: std::io::Read + std::os::fd::AsRawFd> std::io::Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.wait {
+            #[cfg(target_os = "linux")]
+            loop {
+                if abort_requested() {
+                    return Err(std::io::Error::other("interrupted"));
+                }
+                let mut pfd = libc::pollfd {
+                    fd: self.inner.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                let r = unsafe { libc::poll(&mut pfd, 1, 100) };
+                if r != 0 {
+                    break; // readable, hung up, or an error the read itself will report
+                }
+            }
+        }
         let n = self.inner.read(buf)?;
         self.read
             .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
