@@ -210,7 +210,7 @@ def test_defect3_huge_cache_is_a_config_error_not_an_abort(run_cli, tmp_path):
 def test_defect3_memory_limit_is_configurable(tmp_path, monkeypatch):
     monkeypatch.setenv("CACHECOLOR_MEMORY_LIMIT", "1MiB")
     with pytest.raises(cachecolor.ConfigError) as info:
-        cachecolor.load_config({"hierarchy": {"levels": [{"name": "L1", "size": "4MiB", "ways": 8}]}})
+        cachecolor.load_config({"hierarchy": {"levels": [{"name": "L1", "size": "16MiB", "ways": 8}]}})
     assert info.value.field == "hierarchy.levels[0].size"
 
 

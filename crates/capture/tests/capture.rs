@@ -244,7 +244,7 @@ fn run_array(backend: Backend, ifetch: bool, n: u64) -> (CaptureSummary, Vec<Rec
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty());
     (summary, recs, v[0], v[1])
