@@ -36,7 +36,8 @@ PY_DEPS := \
 	"dask>=2024.1" \
 	"distributed>=2024.1" \
 	"pyarrow>=14" \
-	"auditwheel>=6"
+	"auditwheel>=6" \
+	"hypothesis>=6.100"
 
 # Only for `make bench-mrc` (a numba Fenwick kernel to compare with); never installed by
 # build or test, so CI does not pay for it.
@@ -47,7 +48,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools tools-system build demo workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean
+.PHONY: help venv tools tools-system build demo workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -161,6 +162,21 @@ wheel-aarch64: $(DEPS_STAMP) aarch64-tools ## Cross-compile the aarch64 wheel in
 
 test-aarch64: aarch64-tools ## The simulator crate's tests, cross-compiled for aarch64, run under qemu-aarch64
 	$(AARCH64_ENV) $(CARGO) test --release --target $(AARCH64) -p cachecolor-sim --quiet
+
+# `make fuzz`: every reader's fuzz targets under a time budget (docs/reliability.md). Half the
+# budget goes to the Rust proptest targets (native decoder with re-signed payload corruption,
+# lackey/din/ChampSim importers, TOML/JSON configs), half to the Python hypothesis ones (configs,
+# column conversion, importers through the CLI, whole-system runs). Reaching the budget is the
+# normal end (timeout's 124); any failure prints the shrunk input and fails.
+FUZZ_SECONDS ?= 300
+fuzz: build ## Fuzz every input reader for FUZZ_SECONDS (default 300) with proptest and hypothesis
+	$(CARGO) test -p cachecolor-sim --release --test fuzz_inputs --no-run --quiet
+	@half=$$(( $(FUZZ_SECONDS) / 2 )); \
+	PROPTEST_CASES=1000000000 timeout $$half $(CARGO) test -p cachecolor-sim --release --test fuzz_inputs --quiet; \
+	rc=$$?; if [ $$rc != 0 ] && [ $$rc != 124 ]; then exit $$rc; fi; \
+	CACHECOLOR_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} timeout $$half $(PY) -m pytest tests/test_fuzz.py -q -x -p no:cacheprovider; \
+	rc=$$?; if [ $$rc != 0 ] && [ $$rc != 124 ]; then exit $$rc; fi; \
+	echo "fuzz: $(FUZZ_SECONDS) s budget used, no failure"
 
 bench: build ## Benchmarks against other tools (benches/run.py; results in docs/PERFORMANCE.md)
 	@if [ -f benches/run.py ]; then $(PY) benches/run.py; else echo "benches/run.py does not exist yet"; fi

@@ -181,7 +181,9 @@ def test_hugetlb_reservation_is_released_after_a_run(run_cli, tmp_path):
 
 
 @pytest.mark.skipif(not ROOT, reason="reserving huge pages needs root")
-def test_hugetlb_reservation_is_released_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_hugetlb_reservation_is_released_on_ctrl_c(tmp_path, sig, code, word):
+    # SIGTERM too (issue 25, defect 2: it used to leave nr_hugepages raised).
     before = nr_hugepages()
     if _hugetlb_free() > 0:
         pytest.skip("huge pages already free: the run would not reserve any")
@@ -202,11 +204,11 @@ def test_hugetlb_reservation_is_released_on_ctrl_c(tmp_path):
             _, err = p.communicate()
             pytest.skip(f"the run never reserved huge pages: {err.strip()[-300:]}")
         time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130, err
-    assert "interrupted" in err
+    assert p.returncode == code, err
+    assert word in err
     assert nr_hugepages() == before

@@ -20,6 +20,7 @@ import json
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from . import _core
+from ._output import save_figure
 
 LEVELS = ("L1", "L2", "L3")
 BUFFERS = ("naive", "contiguous", "thp", "hugetlb", "hugetlb-contiguous")
@@ -162,7 +163,7 @@ def corun(
     return json.loads(_core.bench_corun(json.dumps(cfg), progress))
 
 
-def probe(reps: int = 7, duration_ms: float = 3.0, core: Optional[int] = None, huge: bool = True,
+def probe(reps: int = 15, duration_ms: float = 3.0, core: Optional[int] = None, huge: bool = True,
           reserve_hugepages: bool = False) -> dict:
     """Does page color matter here? Returns ``verdict`` (a sentence), ``control`` (the L1
     positive control) and ``levels`` (``name``, ``colors``, ``color_effective``: True, False or
@@ -216,7 +217,7 @@ def plot_sweeps(sweeps: Iterable[Sweep], out: Optional[str] = None) -> Any:
         ax.legend(fontsize=8)
     fig.tight_layout()
     if out:
-        fig.savefig(out, dpi=120)
+        save_figure(fig, out, dpi=120)
     return fig
 
 
@@ -239,7 +240,7 @@ def plot_corun(doc: dict, out: Optional[str] = None) -> Any:
     ax.set_xticks(n)
     fig.tight_layout()
     if out:
-        fig.savefig(out, dpi=120)
+        save_figure(fig, out, dpi=120)
     return fig
 
 

@@ -35,6 +35,7 @@ Contract (tests/test_cli.py and tests/test_errors.py pin it):
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -45,6 +46,7 @@ import numpy as np
 
 from . import _core
 from .config import load_config, with_seed
+from ._output import OutputError, check_output, save_figure
 from .progress import ProgressLine
 
 PROG = "cachecolor"
@@ -112,13 +114,14 @@ def _load_config(path: str) -> dict[str, Any]:
 def _report(args: argparse.Namespace, result: Any) -> int:
     """Print a result's table, write --json, and fail if an invariant was violated."""
     print(result.table())
+    if result.invariants:
+        # Results that broke an invariant are not results: --json is not written (defect 4).
+        for problem in result.invariants:
+            print(f"{PROG}: invariant violated: {_safe(problem)}", file=sys.stderr)
+        raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it); --json not written")
     if args.json:
         result.to_json(args.json)
         _status(args, f"wrote {args.json}")
-    if result.invariants:
-        for problem in result.invariants:
-            print(f"{PROG}: invariant violated: {problem}", file=sys.stderr)
-        raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it)")
     return EXIT_OK
 
 
@@ -307,7 +310,7 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return EXIT_OK
     version = f", version {info['version']}" if info.get("version") is not None else ""
-    print(f"{info['path']}: {info['format']} trace{version}, {_mib(info.get('file_bytes'))}")
+    print(f"{_safe(info['path'])}: {info['format']} trace{version}, {_mib(info.get('file_bytes'))}")
     rows: list[tuple[str, str]] = [("records", f"{info['records']:,}")]
     for kind in ("load", "store", "ifetch", "modify"):
         rows.append((f"  {kind}", f"{info['kinds'].get(kind, 0):,}"))
@@ -325,7 +328,7 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
     rows.append(("instructions", f"{info['instructions']:,}"))
     if info.get("metadata") not in (None, ""):
         meta = info["metadata"]
-        rows.append(("metadata", meta if isinstance(meta, str) else json.dumps(meta, sort_keys=True)))
+        rows.append(("metadata", _safe(meta if isinstance(meta, str) else json.dumps(meta, sort_keys=True))))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k.ljust(width)}  {v}")
@@ -678,7 +681,7 @@ def _plot_mrc(curve: Any, prof: Any, out: str) -> None:
         ax.legend()
     ax.set_title(f"{curve.method} miss-rate curve, {curve.references:,} references")
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
 
 
@@ -901,7 +904,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
               f"{'conflict seen' if c['effect'] else 'NO clear conflict'}")
     for lv in doc["levels"]:
         def fmt(t: Any) -> str:
-            return "not run" if t is None else f"ratio {t['ratio']:.2f} -> {t['effect']}"
+            if t is None:
+                return "not run"
+            if "ci" not in t:
+                return f"ratio {t['ratio']:.2f} -> {t['effect']}"
+            word = {True: "effective", False: "no effect", None: "undecided"}[t["effect"]]
+            return f"ratio {t['ratio']:.2f} (95% CI {t['ci'][0]:.2f}-{t['ci'][1]:.2f}) -> {word}"
         print(f"{lv['name']:>4}: {lv['size'] >> 10} KiB {lv['ways']}-way, index bits {lv['index_bits'][0]}..{lv['index_bits'][1]}, "
               f"{lv['colors']} colors; 4 KiB pages: {fmt(lv['test_4k'])}; 2 MiB pages: {fmt(lv['test_2m'])}")
         scan = lv.get("bit_scan")
@@ -913,7 +921,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print(f"      stride scan, {scan['lines']} lines, ns per access by stride bit: {steps} -> {found}")
         for n in lv["notes"]:
             print(f"      note: {n}")
-    print(f"verdict: {doc['verdict']}  ({doc['seconds']:.1f} s)")
+    answer = f"answer: {doc['answer']}; " if 'answer' in doc else ""
+    print(f"verdict: {answer}{doc['verdict']}  ({doc['seconds']:.1f} s)")
     return EXIT_OK
 
 
@@ -944,7 +953,7 @@ def _save_plot(draw: Any, out: str) -> None:
     draw(ax)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
 
 
@@ -1472,7 +1481,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pages (colors from /proc/self/pagemap, root) and 2 MiB pages (THP or hugetlb), with the L1 data cache as "
         "positive control, and print a verdict.",
     )
-    pr.add_argument("--reps", type=int, default=7, metavar="N", help="alternating repetitions per arm (default 7)")
+    pr.add_argument("--reps", type=int, default=15, metavar="N", help="alternating repetitions per arm (default 15; the verdict uses the 95%% interval of the paired ratios)")
     pr.add_argument("--duration-ms", type=float, default=3.0, metavar="MS", help="time per repetition (default 3)")
     pr.add_argument("--core", type=int, metavar="CPU", help="CPU to pin to (default: the last available)")
     pr.add_argument("--no-huge", action="store_true", help="skip the 2 MiB page test")
@@ -1543,6 +1552,87 @@ def _normalise_argv(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
     return argv, None
 
 
+# ---------------------------------------------------------------------------------------------
+# reliability (docs/reliability.md): the error contract, checks made before any run, signals
+
+
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EFBIG}
+_ENVIRONMENT_TEXT = ("No space left on device", "Read-only file system", "Disk quota exceeded", "File too large")
+
+
+def _environment_error(e: OSError) -> bool:
+    """An OSError raised from Rust carries its kind only in the text."""
+    return any(t in str(e) for t in _ENVIRONMENT_TEXT)
+
+
+def _safe(text: Any) -> str:
+    """``text`` with control characters (ESC, CR, NUL, C1, DEL, ...) escaped, so bytes from an
+    input file cannot drive the terminal (defect 7)."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] if c not in "\n\t" else " " for c in s)
+
+
+def _bad_input_message(e: BaseException) -> Optional[str]:
+    """The one-line message for an exception that means the input was bad, else None."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"input is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); give a text file"
+    if isinstance(e, RecursionError):
+        return "input is nested too deeply to read (a config or JSON file with runaway nesting)"
+    if isinstance(e, json.JSONDecodeError):
+        return f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    return None
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so that every cleanup that
+    runs on Ctrl-C (temporary files, nr_hugepages, a capture's child) runs on SIGTERM too."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _install_sigterm() -> Any:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_POSITIVE_OPTIONS = (("max_ways", "--max-ways"), ("refs_per_line", "--refs-per-line"), ("max_records", "--max-records"))
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Checks made before any work, so a bad option or output path costs no run (defects 5, 6)."""
+    for name in ("seed",):
+        v = getattr(args, name, None)
+        if isinstance(v, int) and not 0 <= v < 2**63:
+            raise CliError(f"--seed {v}: give a seed in 0 .. 2**63 - 1", EXIT_BAD_INPUT)
+    for name, option in _POSITIVE_OPTIONS:
+        v = getattr(args, name, None)
+        if isinstance(v, int) and not 1 <= v < 2**63:
+            raise CliError(f"{option} {v}: give a whole number of at least 1", EXIT_BAD_INPUT)
+    inputs = [p for p in (getattr(args, k, None) for k in ("input", "trace", "config", "workload", "file")) if isinstance(p, str)]
+    outputs = [getattr(args, k, None) for k in ("json", "csv", "output")]
+    if getattr(args, "func", None) is cmd_trace_info:
+        outputs = []  # trace info --json is a flag (print JSON)
+    for out in outputs:
+        if isinstance(out, str):
+            check_output(out, inputs)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -1552,18 +1642,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if command is not None:
         args.command = command
     debug = os.environ.get("CACHECOLOR_DEBUG", "") not in ("", "0")
+    previous = _install_sigterm()
     try:
         _resolve_trace_format(args)
+        _check_args(args)
         return int(args.func(args) or 0)
+    except _Terminated:
+        print(f"\n{PROG}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except CliError as e:
         if debug:
             raise
-        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(_one_line(e))}", file=sys.stderr)
         return e.code
     except (_core.ConfigError, _core.TraceError) as e:
         if debug:
             raise
-        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(_one_line(e))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OutputError as e:
+        if debug:
+            raise
+        print(f"{PROG}: error: {_safe(_one_line(e))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as e:
         if debug:
@@ -1571,8 +1671,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(e, BrokenPipeError):
             return EXIT_OK
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"{PROG}: error: {where}{_one_line(e.strerror or e)}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(where + _one_line(e.strerror or e))}", file=sys.stderr)
+        # A full disk, a read-only or failing filesystem is not bad input (defect 5).
+        return EXIT_FAILURE if e.errno in _ENVIRONMENT_ERRNOS or _environment_error(e) else EXIT_BAD_INPUT
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        if debug:
+            raise
+        bad = _bad_input_message(e)
+        if bad is None:
+            kind = type(e).__name__
+            print(f"{PROG}: error: {kind}: {_safe(_one_line(e))} (set CACHECOLOR_DEBUG=1 for a traceback)", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"{PROG}: error: {_safe(bad)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except _Terminated:
+        print(f"\n{PROG}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -1580,8 +1694,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if debug:
             raise
         kind = type(e).__name__
-        print(f"{PROG}: error: {kind}: {_one_line(e)} (set CACHECOLOR_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(f"{PROG}: error: {kind}: {_safe(_one_line(e))} (set CACHECOLOR_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        _restore_sigterm(previous)
 
 
 if __name__ == "__main__":

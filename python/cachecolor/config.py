@@ -40,11 +40,21 @@ def load_config(source: ConfigSource) -> dict[str, Any]:
         text, fmt = json.dumps(source), "json"
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
         fmt = "json" if path.suffix.lower() == ".json" else "toml"
     else:
         raise TypeError(f"a config is a path or a dict, not {type(source).__name__}")
     return json.loads(_core.effective_config(text, fmt))
+
+
+def read_config_text(path: Path) -> str:
+    """A config file's text; a file that is not UTF-8 is a ``ConfigError`` naming the byte (the
+    error contract: bad input is one line, never a UnicodeDecodeError)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _core.ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); a config is TOML or JSON text") from None
 
 
 def with_seed(config: Mapping[str, Any], seed: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from ._output import write_text
 from .results import save_figure
 
 DEFAULT_TRIGGERS = (0, 100, 500, 1000, 5000, 10000)
@@ -258,9 +259,9 @@ def run_report(
     text = "\n".join(tables(name, s) for name, s in results.items())
     written = []
     j = out / "offload.json"
-    j.write_text(json.dumps(results, indent=1))
+    write_text(j, json.dumps(results, indent=1))
     md = out / "offload.md"
-    md.write_text(text)
+    write_text(md, text)
     written += [j, md]
     if with_plots:
         written += plots(results, out)

@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from . import _core
 from .data import example
+from ._output import open_output, write_text
 from .results import save_figure
 
 #: The presets in the order of the paper's figures (OS-intensive first).
@@ -408,14 +409,14 @@ def write_report(res: dict[str, Any], out: str | Path, with_plots: bool = True) 
     out.mkdir(parents=True, exist_ok=True)
     text = tables(res)
     j = out / "oscache.json"
-    j.write_text(json.dumps(res, indent=1))
+    write_text(j, json.dumps(res, indent=1))
     c = out / "oscache.csv"
-    with c.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+    with open_output(c) as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\r\n")
         w.writeheader()
         w.writerows(rows(res))
     md = out / "oscache.md"
-    md.write_text(text)
+    write_text(md, text)
     written = [j, c, md]
     if with_plots:
         written += plots(res, out)

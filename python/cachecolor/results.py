@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Union
 
@@ -40,7 +39,9 @@ def save_figure(fig: Any, path: Union[str, Path], dpi: int = 120) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    from ._output import save_figure as save_under_contract
+
+    save_under_contract(fig, path, dpi=dpi)
     plt.close(fig)
     return Path(path)
 
@@ -193,24 +194,9 @@ def format_modes(levels: list[dict[str, Any]]) -> list[str]:
 
 
 def write_json_atomic(path: Union[str, "os.PathLike[str]"], obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` via a temporary file in the same directory and a rename,
-    so readers never see a half-written file and a failure leaves the old file in place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write ``obj`` as JSON to ``path`` under the output contract (``cachecolor._output``): a
+    regular file is replaced only when complete (unique temporary file, removed on any failure),
+    a device or FIFO is written in place, ``-`` is stdout, a directory is refused."""
+    from ._output import write_json
+
+    write_json(path, obj)

@@ -35,15 +35,18 @@ def load_system_config(source: SystemSource) -> dict[str, Any]:
     The Rust core checks it when it runs (``simulate_system``)."""
     if isinstance(source, Mapping):
         return copy.deepcopy(dict(source))
+    from .config import read_config_text
+
     path = Path(source)
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        doc = json.loads(text)
-    else:
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise _core.ConfigError(f"{path}: {e}") from e
+    text = read_config_text(path)
+    try:
+        doc = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise _core.ConfigError(f"{path}: {e}") from None
+    except RecursionError:
+        raise _core.ConfigError(f"{path}: nested too deeply to read") from None
+    if not isinstance(doc, dict):
+        raise _core.ConfigError(f"{path}: a config is a table (a JSON object), not {type(doc).__name__}")
     return _traces_relative_to(doc, path.parent)
 
 
@@ -58,6 +61,15 @@ def _traces_relative_to(doc: Any, base: Path) -> Any:
             if isinstance(trace, str) and trace and not os.path.isabs(trace):
                 thread["trace"] = os.path.join(base, trace)
     return doc
+
+
+def _table(cfg: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``cfg[key]`` (created empty if absent) when it is a table; a ``ConfigError`` naming the
+    field otherwise (``--seed`` with ``memory = []`` used to end in an AttributeError)."""
+    v = cfg.setdefault(key, {})
+    if not isinstance(v, dict):
+        raise _core.ConfigError(f"{where}{key}: expected a table, found {type(v).__name__}")
+    return v
 
 
 def is_system_config(config: Mapping[str, Any]) -> bool:
@@ -102,23 +114,26 @@ def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed:
     if policy is not None:
         python_policy = resolve_policy(policy)
         if python_policy is None:
-            cfg.setdefault("policy", {})["name"] = policy
+            _table(cfg, "policy", "")["name"] = policy
     else:
-        name = cfg.get("policy", {}).get("name")
+        table = cfg.get("policy", {})
+        name = table.get("name") if isinstance(table, dict) else None
         if isinstance(name, str):
             python_policy = resolve_policy(name)
     if python_policy is not None:
         # The effective config names the Python policy as the report does.
-        cfg.setdefault("policy", {})["name"] = python_policy.policy_name
+        _table(cfg, "policy", "")["name"] = python_policy.policy_name
     if seed is not None:
         if not 0 <= int(seed) < 2**63:
             raise ValueError(f"seed {seed}: expected 0 <= seed < 2**63")
-        cfg.setdefault("memory", {})["seed"] = int(seed)
-        cfg.setdefault("machine", {}).setdefault("hierarchy", {})["seed"] = int(seed)
+        _table(cfg, "memory", "")["seed"] = int(seed)
+        _table(_table(cfg, "machine", ""), "hierarchy", "machine.")["seed"] = int(seed)
         k = 0
-        for p in cfg.get("processes", []):
-            for t in p.get("threads", []):
-                if isinstance(t.get("workload"), dict):
+        processes = cfg.get("processes", [])
+        for i, p in enumerate(processes if isinstance(processes, list) else []):
+            threads = p.get("threads", []) if isinstance(p, dict) else []
+            for t in threads if isinstance(threads, list) else []:
+                if isinstance(t, dict) and isinstance(t.get("workload"), dict):
                     t["workload"]["seed"] = int(seed) + k
                     k += 1
     return python_policy
@@ -199,10 +214,9 @@ class SystemResult:
 
     def to_json(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Write the report; the file is replaced only once it is complete."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self._doc, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        from ._output import write_json
+
+        write_json(path, self._doc)
 
     def table(self) -> str:
         chips = self._doc.get("chips", 1)

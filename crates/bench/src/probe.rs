@@ -40,12 +40,14 @@ use crate::stats::median;
 use crate::sweep::{level_name, machine, Machine};
 use crate::{chain, host_caches, pagemap, Error, HostCache};
 
-/// A clear effect: the same-color arm at least this much slower (median ratio).
+/// A clear step in the stride scan: latency at least this much above the first stride's.
 pub const EFFECT_RATIO: f64 = 1.20;
-/// No measurable effect: the median ratio below this.
-pub const NULL_RATIO: f64 = 1.08;
-/// Share of paired repetitions that must agree with an effect.
-pub const AGREE: f64 = 0.8;
+/// The decision threshold of a same-color / spread comparison (issue 25, docs/cachetest.md
+/// "Decision rule"): page color matters when the same-color arm is certainly at least 10%
+/// slower, and does not when it is certainly less than 10% slower.
+pub const DECIDE_RATIO: f64 = 1.10;
+/// Coverage of the interval the rule uses.
+pub const CONFIDENCE: f64 = 0.95;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Comparison {
@@ -53,21 +55,91 @@ pub struct Comparison {
     pub same: Vec<f64>,
     /// ns per access, spread arm.
     pub spread: Vec<f64>,
+    /// The median of the paired ratios same[i] / spread[i].
     pub ratio: f64,
-    /// true: conflict measured; false: no measurable effect; None: ambiguous.
+    /// A distribution-free confidence interval of that median (order statistics of the paired
+    /// ratios, coverage at least `ci_coverage`).
+    pub ci: (f64, f64),
+    /// The interval's actual coverage (binomial), at least `CONFIDENCE` when there are enough
+    /// repetitions (6 or more), else the most the repetitions give.
+    pub ci_coverage: f64,
+    /// true: conflict measured; false: no measurable effect; None: undecided (the interval
+    /// contains `DECIDE_RATIO`).
     pub effect: Option<bool>,
 }
 
-/// The verdict on one comparison (pure: the synthetic-data tests drive it).
+impl Comparison {
+    /// What the comparison says, in words, with what would decide an undecided one.
+    pub fn describe(&self) -> String {
+        let ci = format!(
+            "ratio {:.2}, {:.0}% CI {:.2}-{:.2}",
+            self.ratio,
+            100.0 * self.ci_coverage,
+            self.ci.0,
+            self.ci.1
+        );
+        match self.effect {
+            Some(true) => format!("{ci}: effective (CI above {DECIDE_RATIO:.2})"),
+            Some(false) => format!("{ci}: no effect (CI below {DECIDE_RATIO:.2})"),
+            None => format!(
+                "{ci}: undecided (the CI contains {DECIDE_RATIO:.2}; more --reps or a quieter machine would decide it)"
+            ),
+        }
+    }
+}
+
+/// P(X <= k) for X ~ Binomial(n, 1/2).
+fn binom_half_cdf(k: usize, n: usize) -> f64 {
+    let mut c = 1.0f64; // C(n, 0)
+    let mut sum = 0.0;
+    for i in 0..=k.min(n) {
+        if i > 0 {
+            c = c * (n - i + 1) as f64 / i as f64;
+        }
+        sum += c;
+    }
+    sum / 2f64.powi(n as i32)
+}
+
+/// The order-statistic confidence interval of the median of `sorted` (ascending): the widest
+/// k with P(Binomial(n, 1/2) < k) <= (1 - CONFIDENCE) / 2 gives [x_(k), x_(n+1-k)]; with too
+/// few values for that, the full range. Returns (low, high, coverage).
+pub fn median_ci(sorted: &[f64]) -> (f64, f64, f64) {
+    let n = sorted.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, 0.0);
+    }
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    let mut k = 1;
+    while k < n.div_ceil(2) && binom_half_cdf(k, n) <= tail {
+        k += 1;
+    }
+    let coverage = 1.0 - 2.0 * binom_half_cdf(k - 1, n);
+    (sorted[k - 1], sorted[n - k], coverage)
+}
+
+/// The verdict on one comparison (pure: tests drive it with recorded measurements).
+///
+/// The rule: take the paired ratios same[i] / spread[i] (each pair measured back to back, so a
+/// slow phase of the machine hits both arms), and the 95% confidence interval of their median.
+/// Effective if the whole interval is at or above `DECIDE_RATIO`, no effect if it is entirely
+/// below, undecided otherwise. A run can then only contradict another when their intervals lie
+/// on opposite sides of the threshold, which (for a stable machine) happens less than 5% of the
+/// time per run; a marginal effect comes out undecided instead of flipping.
 pub fn judge(same: &[f64], spread: &[f64]) -> Comparison {
-    let ratio = median(same) / median(spread);
     let n = same.len().min(spread.len());
-    let agree = (0..n).filter(|&i| same[i] > spread[i] * 1.05).count() as f64 / n.max(1) as f64;
-    let effect = if !ratio.is_finite() || n == 0 {
+    let mut r: Vec<f64> = (0..n)
+        .map(|i| same[i] / spread[i])
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    r.sort_by(f64::total_cmp);
+    let ratio = if r.is_empty() { f64::NAN } else { median(&r) };
+    let (lo, hi, coverage) = median_ci(&r);
+    let effect = if r.len() < 3 || !ratio.is_finite() {
         None
-    } else if ratio >= EFFECT_RATIO && agree >= AGREE {
+    } else if lo >= DECIDE_RATIO {
         Some(true)
-    } else if ratio < NULL_RATIO {
+    } else if hi < DECIDE_RATIO {
         Some(false)
     } else {
         None
@@ -76,6 +148,8 @@ pub fn judge(same: &[f64], spread: &[f64]) -> Comparison {
         same: same.to_vec(),
         spread: spread.to_vec(),
         ratio,
+        ci: (lo, hi),
+        ci_coverage: coverage,
         effect,
     }
 }
@@ -132,6 +206,9 @@ pub fn index_top(bits: &[u32], ns: &[Vec<f64>]) -> Option<u32> {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProbeResult {
     pub schema: &'static str,
+    /// The one question's answer: "yes" (page color matters on some level), "no" (it matters on
+    /// none), or "undecided" (see `verdict` and each comparison's interval); `answer` below.
+    pub answer: &'static str,
     pub verdict: String,
     pub control: Option<Comparison>,
     pub levels: Vec<LevelProbe>,
@@ -157,7 +234,9 @@ pub struct ProbeConfig {
 }
 
 fn d_reps() -> usize {
-    7
+    // 15 paired repetitions: the median's 95% interval is then [x_(4), x_(12)], robust to three
+    // outliers on either side (issue 25: 7 gave a verdict that flipped between runs).
+    15
 }
 fn d_ms() -> f64 {
     3.0
@@ -369,6 +448,29 @@ fn bit_scan(
     })
 }
 
+/// Does page color matter here? "yes" if the positive control worked and some level's 4 KiB or
+/// 2 MiB comparison was effective; "no" if every colored level was judged without effect (by
+/// its 4 KiB test, or its 2 MiB test where frames are hidden); "undecided" otherwise.
+pub fn answer(control: Option<&Comparison>, levels: &[LevelProbe]) -> &'static str {
+    if control.and_then(|c| c.effect) != Some(true) {
+        return "undecided";
+    }
+    let colored: Vec<&LevelProbe> = levels.iter().filter(|l| l.colors > 1).collect();
+    if colored
+        .iter()
+        .any(|l| l.color_effective == Some(true) || l.color_effective_2m == Some(true))
+    {
+        return "yes";
+    }
+    if colored.iter().all(|l| {
+        l.color_effective == Some(false)
+            || (l.color_effective.is_none() && l.color_effective_2m == Some(false))
+    }) {
+        return "no";
+    }
+    "undecided"
+}
+
 /// The verdict sentence from the per-level results.
 pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: bool) -> String {
     match control.map(|c| c.effect) {
@@ -432,7 +534,7 @@ pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: 
         .map(|l| l.name.clone())
         .collect();
     format!(
-        "undetermined for {}: see each level's notes",
+        "undetermined for {}: the ratio's confidence interval contains {DECIDE_RATIO:.2} (undecided rather than a guess; more --reps or a quieter machine would decide it)",
         und.join(", ")
     )
 }
@@ -602,6 +704,7 @@ pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
     let verdict = verdict(ctl.as_ref(), &levels, mach.hypervisor);
     Ok(ProbeResult {
         schema: "cachecolor-probe/1",
+        answer: answer(ctl.as_ref(), &levels),
         verdict,
         control: ctl,
         levels,
@@ -655,24 +758,113 @@ mod tests {
         assert_eq!(index_top(&[], &[]), None);
     }
 
+    // Measurements recorded by `cachecolor probe --reps 15 --json` on this session's VM (Intel,
+    // 1 MiB L2, 32 MiB L3, guest memory backed by 4 KiB host pages), 2026-11-24: CPU ns per
+    // access, same-color arm then spread arm, in the order measured.
+    const CLEAR_SAME: [f64; 15] = [
+        5.014, 5.138, 5.088, 5.128, 5.232, 5.092, 5.078, 5.09, 5.101, 7.388, 5.076, 5.215, 5.056,
+        5.082, 5.077,
+    ];
+    const CLEAR_SPREAD: [f64; 15] = [
+        1.371, 1.364, 1.366, 1.363, 1.373, 1.371, 1.366, 1.363, 1.364, 1.363, 1.364, 1.362, 1.371,
+        1.373, 1.363,
+    ];
+    const NULL_SAME: [f64; 15] = [
+        5.178, 5.095, 5.076, 5.137, 4.945, 4.917, 4.946, 5.322, 5.058, 4.982, 5.284, 4.958, 4.921,
+        4.911, 4.92,
+    ];
+    const NULL_SPREAD: [f64; 15] = [
+        4.977, 4.912, 4.977, 4.909, 4.994, 5.256, 4.921, 4.982, 4.958, 4.907, 5.164, 5.021, 5.092,
+        5.141, 4.965,
+    ];
+    const NOISY_SAME: [f64; 15] = [
+        7.03, 5.098, 5.112, 5.074, 5.089, 5.181, 4.911, 4.934, 4.909, 4.958, 5.148, 5.137, 5.069,
+        4.909, 4.909,
+    ];
+    const NOISY_SPREAD: [f64; 15] = [
+        4.918, 4.935, 4.936, 4.913, 4.903, 5.046, 5.112, 5.098, 5.087, 4.939, 4.911, 4.908, 4.97,
+        5.141, 5.095,
+    ];
+    const MARGINAL_SAME: [f64; 15] = [
+        5.837, 5.747, 5.725, 5.929, 6.072, 5.867, 6.216, 6.3, 6.053, 5.719, 5.733, 5.818, 7.036,
+        6.987, 6.072,
+    ];
+    const MARGINAL_SPREAD: [f64; 15] = [
+        7.418, 5.637, 5.6, 5.559, 5.404, 5.359, 5.381, 5.401, 5.568, 5.605, 6.004, 5.446, 5.394,
+        5.362, 5.508,
+    ];
+
+    #[test]
+    fn probe_rule_on_recorded_clear_effect() {
+        // The L1 positive control: 3.7x, one slow outlier (7.388) does not move the interval.
+        let c = judge(&CLEAR_SAME, &CLEAR_SPREAD);
+        assert_eq!(c.effect, Some(true), "{}", c.describe());
+        assert!(c.ci.0 > 3.6 && c.ci.1 < 3.8, "{:?}", c.ci);
+        assert!(c.ci_coverage >= CONFIDENCE);
+    }
+
+    #[test]
+    fn probe_rule_on_recorded_null_and_noisy() {
+        // L3 with 4 KiB colors: no effect, the whole interval below 1.10.
+        let c = judge(&NULL_SAME, &NULL_SPREAD);
+        assert_eq!(c.effect, Some(false), "{}", c.describe());
+        // L2 with a 7.03 ns outlier in the first repetition: still no effect.
+        let c = judge(&NOISY_SAME, &NOISY_SPREAD);
+        assert_eq!(c.effect, Some(false), "{}", c.describe());
+    }
+
+    #[test]
+    fn probe_rule_on_recorded_marginal_is_undecided_not_a_flip() {
+        // L2 within 2 MiB pages: median ratio 1.09, interval 1.02-1.16 contains 1.10. The old
+        // rule called this "no effect" (ratio below its 1.08 ... 1.20 band on some runs, inside
+        // on others); the interval says the data cannot decide.
+        let c = judge(&MARGINAL_SAME, &MARGINAL_SPREAD);
+        assert_eq!(c.effect, None, "{}", c.describe());
+        assert!(c.describe().contains("undecided") && c.describe().contains("--reps"));
+        // Resampled halves of the same recording agree with the whole or are undecided: the
+        // rule never turns a marginal recording into a confident answer either way.
+        for k in 0..8 {
+            let idx: Vec<usize> = (0..15).map(|i| (i * 7 + k) % 15).take(11).collect();
+            let same: Vec<f64> = idx.iter().map(|&i| MARGINAL_SAME[i]).collect();
+            let spread: Vec<f64> = idx.iter().map(|&i| MARGINAL_SPREAD[i]).collect();
+            assert_eq!(judge(&same, &spread).effect, None, "subset {k}");
+        }
+    }
+
+    #[test]
+    fn probe_median_ci_coverage() {
+        // Order statistics: 15 values give [x4, x12] at 96.5%; 5 values only the range (93.75%).
+        let xs: Vec<f64> = (1..=15).map(f64::from).collect();
+        let (lo, hi, cov) = median_ci(&xs);
+        assert_eq!((lo, hi), (4.0, 12.0));
+        assert!((cov - 0.96484375).abs() < 1e-9);
+        let (lo, hi, cov) = median_ci(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!((lo, hi), (1.0, 5.0));
+        assert!((cov - 0.9375).abs() < 1e-9);
+    }
+
     #[test]
     fn judge_on_synthetic_latencies() {
         // A conflict: 3x slower in every repetition, with noise.
         let c = judge(&[4.1, 3.9, 4.4, 4.0, 5.2], &[1.3, 1.4, 1.2, 1.3, 1.5]);
         assert_eq!(c.effect, Some(true));
-        // No effect: the arms overlap.
+        // No effect: the arms overlap (with 5 repetitions the interval is their whole range,
+        // so every paired ratio must stay below 1.10).
+        let c = judge(
+            &[1.31, 1.29, 1.38, 1.33, 1.28],
+            &[1.30, 1.35, 1.27, 1.36, 1.30],
+        );
+        assert_eq!(c.effect, Some(false));
+        // One pair 10% apart among five: undecided rather than "no effect".
         let c = judge(
             &[1.31, 1.29, 1.40, 1.33, 1.28],
             &[1.30, 1.35, 1.27, 1.36, 1.30],
         );
-        assert_eq!(c.effect, Some(false));
-        // One noisy outlier on a null: still no effect.
-        let c = judge(&[1.3, 1.3, 9.0, 1.3, 1.3], &[1.3, 1.3, 1.3, 1.3, 1.3]);
-        assert_eq!(c.effect, Some(false));
-        // A medium, inconsistent difference: undetermined.
+        assert_eq!(c.effect, None);
+        // A medium, inconsistent difference: undecided.
         let c = judge(&[1.5, 1.0, 1.6, 1.0, 1.5], &[1.0, 1.0, 1.0, 1.0, 1.0]);
         assert_eq!(c.effect, None);
-        // Effect by ratio but the repetitions disagree: undetermined.
+        // Effect by ratio but the repetitions disagree: undecided.
         let c = judge(&[3.0, 3.0, 3.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0, 1.0]);
         assert_eq!(c.effect, None);
     }
@@ -729,6 +921,7 @@ mod tests {
         // Nothing could be tested.
         let levels = [lp("L2", 16, None, None)];
         assert!(verdict(Some(&ctl), &levels, true).starts_with("undetermined for L2"));
+        assert_eq!(answer(Some(&ctl), &levels), "undecided");
         // The control shows nothing: nothing else is believed.
         let bad = judge(&[1.3; 5], &[1.3; 5]);
         let levels = [lp("L2", 16, Some(true), None)];

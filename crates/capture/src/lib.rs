@@ -59,6 +59,7 @@ use std::time::Instant;
 
 pub use program::Program;
 pub use system::{capture_system, GuestReport, SystemOptions};
+pub use sink::request_stop;
 
 /// Which tool captures the references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -295,6 +296,7 @@ pub fn capture(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CaptureSummary, CaptureError> {
     let started = Instant::now();
+    sink::clear_stop();
     let prog = Program::resolve(program)?;
     let backend = resolve_backend(&prog, opts.backend)?;
     if opts.syscalls && backend == Backend::Lackey {
@@ -325,7 +327,7 @@ pub fn capture(
         Backend::Auto => unreachable!("resolve_backend never returns Auto"),
     }?;
     let counts = sink.counts();
-    let records = sink.finish()?;
+    let records = sink.finish(Some((run.exit_code, run.complete, run.truncated)))?;
     progress(records);
 
     let summary = CaptureSummary {

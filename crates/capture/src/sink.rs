@@ -1,24 +1,27 @@
 /*!
-Where captured records go: a native trace written to a temporary file beside the requested output
-and renamed over it only when complete, so a failed capture never leaves a half-written trace at
-`out` nor destroys an existing one (the temporary file is deleted when the `Sink` is dropped
-without `finish`).
+Where captured records go: a native trace written through the output helper
+(`cachecolor_sim::output`, docs/reliability.md): to a unique temporary file beside the requested
+output, renamed over it only when complete, so a failed or interrupted capture never leaves a
+half-written trace at `out` nor destroys an existing one (the temporary file is deleted when the
+`Sink` is dropped without `finish`); a device or FIFO is written in place, a directory refused.
 
 The sink also counts records by kind, enforces `max_records` (it accepts exactly that many and
 then tells the back end to stop) and throttles progress reports to about four a second.
 */
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cachecolor_sim::output::Output;
 use cachecolor_sim::trace::native::TraceWriter;
 use cachecolor_sim::trace::{Kind, Record};
-use tempfile::NamedTempFile;
 
 use crate::CaptureError;
 
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Spaces after the metadata written at the start, room for the outcome's values at the end
+/// (`null` -> `-2147483648`, `false`, `false`).
+const OUTCOME_ROOM: usize = 32;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -56,8 +59,10 @@ impl Counts {
 
 pub(crate) struct Sink {
     out: PathBuf,
-    tmp: NamedTempFile,
-    writer: Option<TraceWriter<BufWriter<File>>>,
+    tmp: Option<Output>,
+    /// The metadata object written by `start` and its length with the room left for the outcome.
+    metadata: Option<(serde_json::Map<String, serde_json::Value>, usize)>,
+    writer: Option<TraceWriter<BufWriter<Output>>>,
     counts: Counts,
     records: u64,
     max: u64,
@@ -67,24 +72,13 @@ pub(crate) struct Sink {
 impl Sink {
     /// Prepare the temporary file in `out`'s directory (no header yet: see `start`).
     pub(crate) fn create(out: &Path, max_records: Option<u64>) -> Result<Sink, CaptureError> {
-        let dir = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = out
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".partial")
-            .tempfile_in(&dir)
-            .map_err(|e| {
-                CaptureError::io(format!("cannot create a file in {}", dir.display()), e)
-            })?;
+        let tmp = Output::create(out, &[]).map_err(|e| {
+            CaptureError::io(format!("cannot write the trace to {}", out.display()), e)
+        })?;
         Ok(Sink {
             out: out.to_path_buf(),
-            tmp,
+            tmp: Some(tmp),
+            metadata: None,
             writer: None,
             counts: Counts::default(),
             records: 0,
@@ -93,13 +87,24 @@ impl Sink {
         })
     }
 
-    /// Write the trace header with `metadata`; must precede `push`.
+    /// Write the trace header with `metadata`; must precede `push`. A JSON object gets
+    /// `complete`, `exit_code` and `truncated` set to null and room to fill them in at `finish`
+    /// (defect 8: a trace kept from a crashed program must say so in its own metadata).
     pub(crate) fn start(&mut self, metadata: &str) -> Result<(), CaptureError> {
-        let file = self
-            .tmp
-            .as_file()
-            .try_clone()
-            .map_err(|e| CaptureError::io(format!("{}", self.tmp.path().display()), e))?;
+        let metadata = match serde_json::from_str::<serde_json::Value>(metadata) {
+            Ok(serde_json::Value::Object(mut m)) => {
+                for k in ["complete", "exit_code", "truncated"] {
+                    m.insert(k.into(), serde_json::Value::Null);
+                }
+                let mut text = serde_json::Value::Object(m.clone()).to_string();
+                text.push_str(&" ".repeat(OUTCOME_ROOM));
+                self.metadata = Some((m, text.len()));
+                text
+            }
+            _ => metadata.to_string(),
+        };
+        let metadata = metadata.as_str();
+        let file = self.tmp.take().expect("Sink::start called twice");
         let w = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), metadata)
             .map_err(|e| self.trace_err(e))?;
         self.writer = Some(w);
@@ -108,7 +113,7 @@ impl Sink {
 
     fn trace_err(&self, source: cachecolor_sim::Error) -> CaptureError {
         CaptureError::Trace {
-            path: self.tmp.path().to_path_buf(),
+            path: self.out.clone(),
             source,
         }
     }
@@ -158,31 +163,61 @@ impl Sink {
         Ok(self.full())
     }
 
-    /// Write the end of the trace and move it to `out`. Returns the record count.
-    pub(crate) fn finish(mut self) -> Result<u64, CaptureError> {
+    /// Write the end of the trace, record how the program ended in the header's metadata
+    /// (`outcome`: exit code, complete, truncated; only for a regular-file output, which can be
+    /// rewritten in place) and move it to `out`. Returns the record count.
+    pub(crate) fn finish(
+        mut self,
+        outcome: Option<(i32, bool, bool)>,
+    ) -> Result<u64, CaptureError> {
         let w = self.writer.take().expect("Sink::start not called");
         let buf = w.finish().map_err(|e| self.trace_err(e))?;
-        buf.into_inner().map_err(|e| {
-            CaptureError::io(
-                format!("writing {}", self.tmp.path().display()),
-                e.into_error(),
-            )
+        let mut out = buf.into_inner().map_err(|e| {
+            CaptureError::io(format!("writing {}", self.out.display()), e.into_error())
         })?;
-        let out = self.out.clone();
-        // NamedTempFile is created 0600; a trace is an ordinary data file.
-        use std::os::unix::fs::PermissionsExt;
-        let _ = self
-            .tmp
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644));
-        self.tmp.persist(&out).map_err(|e| {
+        if let (Some((exit_code, complete, truncated)), Some((mut m, len)), Some(file)) =
+            (outcome, self.metadata.take(), out.file_mut())
+        {
+            m.insert("exit_code".into(), exit_code.into());
+            m.insert("complete".into(), complete.into());
+            m.insert("truncated".into(), truncated.into());
+            let mut text = serde_json::Value::Object(m).to_string();
+            if text.len() <= len {
+                text.push_str(&" ".repeat(len - text.len()));
+                use std::io::{Seek, Write};
+                file.seek(std::io::SeekFrom::Start(0))
+                    .and_then(|_| {
+                        file.write_all(&cachecolor_sim::trace::native::file_header(&text))
+                    })
+                    .map_err(|e| CaptureError::io(format!("writing {}", self.out.display()), e))?;
+            }
+        }
+        out.commit().map_err(|e| {
             CaptureError::io(
-                format!("cannot move the finished trace to {}", out.display()),
-                e.error,
+                format!("cannot finish the trace at {}", self.out.display()),
+                e,
             )
         })?;
         Ok(self.records)
     }
+}
+
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ask the capture running in this process to stop as soon as it can (its `progress` callback
+/// saw an interrupt): the program and the tracer are killed, no trace is written (an existing
+/// `out` is untouched), the temporary files and directories are removed, and `capture` returns
+/// an `Io` error of kind `Interrupted`. Cleared when the next capture starts.
+pub fn request_stop() {
+    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub(crate) fn clear_stop() {
+    STOP.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn stop_requested() -> bool {
+    STOP.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// What `drain` leaves: the tracer's exit status, the reader thread's own result, and whether
@@ -210,20 +245,40 @@ pub(crate) fn drain<I, T>(
 ) -> Result<Drained<T>, CaptureError> {
     let mut truncated = false;
     let mut write_error = None;
-    for item in rx.iter() {
-        let (block, counts) = parts(item);
-        match sink.push(&block, counts, progress) {
-            Ok(full) => {
-                let _ = free_tx.send(block);
-                if full {
-                    truncated = true;
+    loop {
+        // Wake at least every PROGRESS_EVERY even when the program is quiet (sleeping, blocked
+        // on input), so progress keeps coming and an interrupt (`request_stop`) is seen within
+        // a second (defect 2: SIGINT to cachecolor alone was ignored during a capture).
+        let item = match rx.recv_timeout(PROGRESS_EVERY) {
+            Ok(item) => Some(item),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if let Some(item) = item {
+            let (block, counts) = parts(item);
+            match sink.push(&block, counts, progress) {
+                Ok(full) => {
+                    let _ = free_tx.send(block);
+                    if full {
+                        truncated = true;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    write_error = Some(e);
                     break;
                 }
             }
-            Err(e) => {
-                write_error = Some(e);
-                break;
-            }
+        } else if sink.last_progress.elapsed() >= PROGRESS_EVERY {
+            sink.last_progress = Instant::now();
+            progress(sink.records);
+        }
+        if stop_requested() {
+            write_error = Some(CaptureError::io(
+                format!("capture of {} interrupted", sink.out.display()),
+                std::io::Error::from(std::io::ErrorKind::Interrupted),
+            ));
+            break;
         }
     }
     let (status, ended) = if truncated || write_error.is_some() {
@@ -301,10 +356,15 @@ mod tests {
             .unwrap());
         let c = sink.counts();
         assert_eq!((c.loads, c.stores), (750, 750));
-        assert_eq!(sink.finish().unwrap(), 1500);
+        assert_eq!(sink.finish(Some((3, false, true))).unwrap(), 1500);
         assert_eq!(names(dir.path()), ["t.cctrace"]);
         let mut r = cachecolor_sim::trace::native::TraceReader::open(&out).unwrap();
-        assert_eq!(r.metadata(), "{\"x\":1}");
+        // Defect 8: the outcome is in the trace's own metadata.
+        let meta: serde_json::Value = serde_json::from_str(r.metadata()).unwrap();
+        assert_eq!(meta["x"], 1);
+        assert_eq!(meta["exit_code"], 3);
+        assert_eq!(meta["complete"], false);
+        assert_eq!(meta["truncated"], true);
         assert_eq!(cachecolor_sim::trace::collect(&mut r).unwrap().len(), 1500);
     }
 }

@@ -245,7 +245,7 @@ fn run_array(backend: Backend, ifetch: bool, n: u64) -> (CaptureSummary, Vec<Rec
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty());
     (summary, recs, v[0], v[1])
@@ -551,6 +551,12 @@ fn failing_program_keeps_its_trace() {
         let s = e.summary().unwrap_or_else(|| panic!("{backend}: {e:?}"));
         assert_eq!(s.exit_code, 139, "{backend}: {e}");
         assert!(s.records > 0);
+        // Defect 8 (capture metadata): the kept trace says itself how the program ended.
+        let (_, meta) = read_trace(&out);
+        let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+        assert_eq!(meta["exit_code"], 139, "{backend}: {meta}");
+        assert_eq!(meta["complete"], s.complete, "{backend}: {meta}");
+        assert_eq!(meta["truncated"], false, "{backend}: {meta}");
         eprintln!("{backend}: SIGSEGV -> {e} (complete: {})", s.complete);
     }
 }

@@ -5,8 +5,10 @@ the host's caches as sysfs describes them (`cachecolor_bench::host_caches`), fro
 Python front builds the "this machine" preset.
 
 The capture runs with the GIL released; its progress callback (records so far, about four times
-a second) re-attaches briefly. The capture's own callback cannot stop it, so the first Python
-exception (a callback error, Ctrl-C) is kept and raised once the capture returns.
+a second, also while the program is quiet) re-attaches briefly. The first Python exception (a
+callback error, Ctrl-C, SIGTERM through the CLI's handler) asks the capture to stop
+(`cachecolor_capture::request_stop`): the program and tracer are killed, no trace is kept, the
+temporary files are removed, and the exception is raised once the capture returns.
 */
 use std::path::PathBuf;
 
@@ -75,6 +77,9 @@ pub fn capture(
                             ..Progress::default()
                         },
                     ) {
+                        // Ctrl-C / SIGTERM / a callback error: stop the capture now, keep
+                        // nothing (defect 2), and raise the error once it has returned.
+                        cachecolor_capture::request_stop();
                         failed = Some(e);
                     }
                 }

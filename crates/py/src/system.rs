@@ -10,18 +10,40 @@ total_bytes, total_records)` summed over the threads' sources. An exception ther
 `KeyboardInterrupt`, the callback's own) stops the run at that tick and is re-raised unchanged:
 no report is made of a run cut short.
 */
+use cachecolor_sim::config::strict;
 use cachecolor_sim::system::{presets, System, SystemConfig};
+use cachecolor_sim::ConfigError;
 use pyo3::prelude::*;
 
 use crate::errors::{catch_panic, Failure, Result};
 use crate::simulate::report;
 
 /// Parse a system config, resolving `[machine] preset` (`cachecolor_sim::system::presets`).
+///
+/// Stricter than the derived parse (defect 6): a table given as an array is rejected
+/// (`config::strict`), and so are two processes with one name (results are keyed by name).
 pub(crate) fn parse(text: &str, format: &str) -> Result<SystemConfig> {
-    Ok(match format {
+    let config = match format {
         "json" => presets::system_config_from_json(text)?,
         _ => presets::system_config_from_toml(text)?,
-    })
+    };
+    if let Some(v) = strict::input_value(text, format) {
+        strict::reject_arrays_for_tables(&v, &config)?;
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, p) in config.processes.iter().enumerate() {
+        if let Some(j) = seen.insert(p.name.as_str(), i) {
+            return Err(ConfigError::new(
+                format!("processes[{i}].name"),
+                format!(
+                    "`{}` is also the name of processes[{j}]; every process needs its own name",
+                    p.name
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(config)
 }
 
 /// Run the system described by `text` (`format` = "toml" or "json"); returns the report as JSON.

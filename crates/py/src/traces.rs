@@ -442,21 +442,56 @@ pub fn convert_trace(
         .to_string()
     });
     let progress = progress.as_ref();
-    let n = py.detach(|| {
-        catch_panic(|| {
-            let (mut source, _) = open(&src, format)?;
-            // `convert` takes an infallible callback; keep the first error and stop reporting.
-            let mut failed: Option<Failure> = None;
-            let n = trace::convert(&mut *source, &out, &metadata, &mut |p| {
-                if failed.is_none() {
-                    if let Err(e) = report(progress, p) {
-                        failed = Some(e);
+    // The conversion runs on a worker thread while this (the main) thread waits, checking for
+    // Ctrl-C / SIGTERM every 200 ms: a worker blocked reading a FIFO cannot check by itself.
+    // On a signal it asks the reader to give up (`trace::request_abort`), waits for the worker
+    // (whose dropped output removes the temporary file) and raises the Python error.
+    let n = py.detach(|| -> PyResult<u64> {
+        trace::clear_abort();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let (src, out, metadata) = (&src, &out, &metadata);
+            scope.spawn(move || {
+                let r = catch_panic(|| {
+                    let (mut source, _) = open(src, format)?;
+                    let mut failed: Option<Failure> = None;
+                    let r = trace::convert_checked(&mut *source, out, &[src], metadata, &mut |p| {
+                        report(progress, p).map_err(|e| {
+                            failed = Some(e);
+                            cachecolor_sim::Error::Io(std::io::Error::other("interrupted"))
+                        })
+                    });
+                    match (r, failed) {
+                        (_, Some(e)) => Err(e),
+                        (Ok(n), None) => Ok(n),
+                        (Err(e), None) => Err(e.into()),
+                    }
+                });
+                let _ = tx.send(r);
+            });
+            let mut interrupt: Option<PyErr> = None;
+            loop {
+                match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+                    Ok(r) => {
+                        return match interrupt {
+                            Some(e) => Err(e),
+                            None => r.map_err(PyErr::from),
+                        };
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if interrupt.is_none() {
+                            if let Err(e) = Python::attach(|py| py.check_signals()) {
+                                trace::request_abort();
+                                interrupt = Some(e);
+                            }
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                            "the conversion thread ended without a result",
+                        ));
                     }
                 }
-            })?;
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(n),
             }
         })
     })?;

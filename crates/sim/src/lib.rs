@@ -19,6 +19,7 @@ pub mod isa;
 pub mod memory;
 pub mod mmu;
 pub mod oscache;
+pub mod output;
 pub mod pmu;
 pub mod policy;
 pub mod registry;

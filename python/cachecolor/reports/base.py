@@ -223,6 +223,7 @@ def _slug(title: str) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    # The output contract (cachecolor._output): unique temporary file, removed on any failure.
+    from .._output import write_text
+
+    write_text(path, text)

@@ -33,10 +33,26 @@ impl<T: Copy> Aligned<T> {
     /// `len` copies of `value`, then `pad` more that belong to no set (they let a fixed-width
     /// scan read past the last set without leaving the allocation).
     pub fn new(value: T, len: usize, pad: usize) -> Self {
+        Self::try_new(value, len, pad).unwrap_or_else(|_| {
+            panic!(
+                "cannot allocate {} bytes",
+                len.saturating_mul(std::mem::size_of::<T>())
+            )
+        })
+    }
+
+    /// [`Aligned::new`] that returns an error instead of aborting when the memory cannot be had
+    /// (sizes that come from a config: defect 3).
+    pub fn try_new(
+        value: T,
+        len: usize,
+        pad: usize,
+    ) -> Result<Self, std::collections::TryReserveError> {
         let size = std::mem::size_of::<T>().max(1);
         let align = alignment(len + pad, size);
         let total = len + pad + align.div_ceil(size);
-        let mut buf: Vec<T> = Vec::with_capacity(total);
+        let mut buf: Vec<T> = Vec::new();
+        buf.try_reserve_exact(total)?;
         let start = aligned_start(buf.as_ptr(), align);
         if align == HUGE_PAGE {
             advise_huge_pages(
@@ -46,12 +62,12 @@ impl<T: Copy> Aligned<T> {
         }
         // Filled only after the advice, so the first touch of each 2 MiB range can be a huge page.
         buf.resize(total, value);
-        Aligned {
+        Ok(Aligned {
             buf,
             start,
             len,
             pad,
-        }
+        })
     }
 
     /// A pointer to the first element whose provenance also covers the padding after the

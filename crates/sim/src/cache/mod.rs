@@ -163,12 +163,26 @@ impl Cache {
         }
         let repl = Replacement::new(policy, sets, ways, seed)?;
         let set_mask = geom.is_pow2().then(|| geom.sets() - 1);
+        // Fallible: the size comes from a config, and a refused allocation is the config's
+        // error, not an abort (defect 3).
+        let cannot = |what: usize| {
+            ConfigError::new(
+                "size",
+                format!(
+                    "cannot allocate {} for {n} lines of cache state; use a smaller cache",
+                    crate::config::human_bytes(what as u128 * n as u128)
+                ),
+            )
+        };
+        let lines = Aligned::try_new(INVALID, n, SCAN_PAD).map_err(|_| cannot(8))?;
+        let meta = Aligned::try_new(LineMeta::default(), n, 0)
+            .map_err(|_| cannot(std::mem::size_of::<LineMeta>()))?;
         Ok(Cache {
             geom,
             set_mask,
             ways,
-            lines: Aligned::new(INVALID, n, SCAN_PAD),
-            meta: Aligned::new(LineMeta::default(), n, 0),
+            lines,
+            meta,
             repl,
             epoch: 0,
             valid: 0,

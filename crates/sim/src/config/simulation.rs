@@ -34,11 +34,19 @@ pub struct SimulationConfig {
 
 impl SimulationConfig {
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        super::from_toml(text)
+        let c: Self = super::from_toml(text)?;
+        if let Some(v) = super::strict::input_value(text, "toml") {
+            super::strict::reject_arrays_for_tables(&v, &c)?;
+        }
+        Ok(c)
     }
 
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        super::from_json(text)
+        let c: Self = super::from_json(text)?;
+        if let Some(v) = super::strict::input_value(text, "json") {
+            super::strict::reject_arrays_for_tables(&v, &c)?;
+        }
+        Ok(c)
     }
 
     /// The config with every default filled in and cross-field rules checked, with field

@@ -194,7 +194,7 @@ impl System {
             mux_milli: pmu.mux_interval * 1000,
             balance: s.balance,
             pending: Vec::new(),
-            intervals: Vec::new(),
+            intervals: report::Series::default(),
             violations: Vec::new(),
             deferring: false,
             batching: true,
@@ -290,6 +290,17 @@ impl System {
                     .into())
                 }
             };
+            // Addresses the page tables cannot translate are bad input (address_check.rs).
+            let what = match &tc.trace {
+                Some(path) => format!("processes[{pid}].threads[{t}] (trace {})", path.display()),
+                None => format!("processes[{pid}].threads[{t}] (workload)"),
+            };
+            let source: Box<dyn RecordSource + Send> = Box::new(address_check::AddressCheck::new(
+                source,
+                what,
+                self.page_shift,
+                self.mmu.levels,
+            ));
             sources.push(source);
         }
         self.processes.push(Process {

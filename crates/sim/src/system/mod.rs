@@ -31,6 +31,7 @@ kernel charges), `ticks.rs` (counters, multiplexing, ticks, sampling), `report.r
 and its invariants), `kernel.rs` (the actions a policy may ask for), `coherence.rs`, `config.rs`,
 `presets.rs` and `detect.rs` (machine presets and the host's), `tests.rs`.
 */
+mod address_check;
 mod build;
 mod coherence;
 mod config;
@@ -180,7 +181,7 @@ pub struct System {
     mux_milli: u64,
     balance: bool,
     pending: Vec<SchedEvent>,
-    intervals: Vec<Interval>,
+    intervals: report::Series,
     violations: Vec<String>,
     /// A burst being batched (`run_burst`): its physical accesses in order, what each is, and
     /// where each was served.

@@ -360,6 +360,71 @@ pub struct Interval {
     pub processes: Vec<IntervalProcess>,
 }
 
+/// Most points the time series keeps (issue 25, defect 3: one point per tick grew without bound
+/// with simulated time, 878 MB for 100 records of `icount = 0xFFFFFFFF`). Past it the series is
+/// thinned: neighbouring intervals merge pairwise and later ticks accumulate into points of the
+/// same (doubled) span, so the series stays evenly spaced and covers the whole run.
+pub const MAX_INTERVALS: usize = 4096;
+
+/// The time series under the `MAX_INTERVALS` bound: `stride` ticks per point.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Series {
+    pub points: Vec<Interval>,
+    stride: u64,
+    /// Ticks merged into the last point so far.
+    in_last: u64,
+}
+
+impl Series {
+    /// Record one tick's interval.
+    pub(crate) fn push(&mut self, iv: Interval) {
+        let stride = self.stride.max(1);
+        match self.points.last_mut() {
+            Some(last) if self.in_last < stride => {
+                last.absorb(iv);
+                self.in_last += 1;
+            }
+            _ => {
+                self.points.push(iv);
+                self.in_last = 1;
+            }
+        }
+        if self.points.len() > MAX_INTERVALS {
+            let old = std::mem::take(&mut self.points);
+            let mut it = old.into_iter();
+            while let Some(mut a) = it.next() {
+                if let Some(b) = it.next() {
+                    a.absorb(b);
+                }
+                self.points.push(a);
+            }
+            // MAX_INTERVALS + 1 is odd: the newest point (one tick) stays alone and goes on
+            // filling up to the doubled stride.
+            self.stride = stride * 2;
+        }
+    }
+}
+
+impl Interval {
+    /// Merge the following interval into this one: counts add, rates are recomputed, frames
+    /// and time are the later one's.
+    pub(crate) fn absorb(&mut self, later: Interval) {
+        self.time = later.time;
+        for (a, b) in self.processes.iter_mut().zip(later.processes) {
+            a.instructions += b.instructions;
+            a.cycles += b.cycles;
+            a.llc_misses += b.llc_misses;
+            a.ipc = if a.cycles > 0.0 {
+                a.instructions as f64 / a.cycles
+            } else {
+                0.0
+            };
+            a.llc_mpki = per_kilo(a.llc_misses, a.instructions);
+            a.frames = b.frames;
+        }
+    }
+}
+
 /// Coherence traffic between chips.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct CoherenceStats {
@@ -521,7 +586,7 @@ impl System {
                 .collect(),
             levels,
             coherence: self.coherence.stats,
-            intervals: self.intervals.clone(),
+            intervals: self.intervals.points.clone(),
             policy_report: self
                 .policy
                 .as_ref()

@@ -40,7 +40,7 @@ impl System {
             self.save_counts(c);
             self.observe(c);
         }
-        let prev = self.intervals.last().map_or(0, |i| i.time * 1000);
+        let prev = self.intervals.points.last().map_or(0, |i| i.time * 1000);
         let mut processes = Vec::with_capacity(self.processes.len());
         let mut series = Vec::with_capacity(self.processes.len());
         for pid in 0..self.processes.len() {

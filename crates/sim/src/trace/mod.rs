@@ -247,13 +247,17 @@ pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> 
             format!("cannot open {}: {e}", path.display()),
         ))
     })?;
-    let total_bytes = file.metadata().ok().map(|m| m.len());
+    let meta = file.metadata().ok();
+    let total_bytes = meta.as_ref().filter(|m| m.is_file()).map(|m| m.len());
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = std::io::BufReader::with_capacity(
         1 << 16,
         CountingReader {
             inner: file,
             read: std::sync::Arc::clone(&read),
+            // A pipe, FIFO or terminal can block a read forever: wait for it in slices so an
+            // interrupt (`request_abort`) is seen (issue 25: convert from a FIFO never stopped).
+            wait: meta.is_some_and(|m| !m.is_file()),
         },
     );
     let ext = path
@@ -278,10 +282,48 @@ pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> 
 struct CountingReader<R> {
     inner: R,
     read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Poll before reading, checking `abort_requested` every 100 ms (not a regular file).
+    wait: bool,
 }
 
-impl<R: std::io::Read> std::io::Read for CountingReader<R> {
+static ABORT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ask every trace input that waits on a pipe, FIFO or terminal to give up: its next read (or the
+/// one it is waiting in, within 100 ms) fails with "interrupted". The Python layer calls this when
+/// Ctrl-C or SIGTERM arrives during a conversion; `clear_abort` re-arms it.
+pub fn request_abort() {
+    ABORT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Re-arm after [`request_abort`] (a new conversion starts).
+pub fn clear_abort() {
+    ABORT.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn abort_requested() -> bool {
+    ABORT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+impl<R: std::io::Read + std::os::fd::AsRawFd> std::io::Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.wait {
+            #[cfg(target_os = "linux")]
+            loop {
+                if abort_requested() {
+                    return Err(std::io::Error::other("interrupted"));
+                }
+                let mut pfd = libc::pollfd {
+                    fd: self.inner.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                let r = unsafe { libc::poll(&mut pfd, 1, 100) };
+                if r != 0 {
+                    break; // readable, hung up, or an error the read itself will report
+                }
+            }
+        }
         let n = self.inner.read(buf)?;
         self.read
             .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
@@ -310,58 +352,44 @@ impl RecordSource for FileSource {
 }
 
 /// Stream `src` into a native trace at `out` with the given metadata, calling `progress` after
-/// every block. The trace is written to a temporary file in the same directory and renamed to
-/// `out` only once complete, so a failure leaves any existing `out` untouched and no partial
-/// file behind. Returns the number of records written.
+/// every block. The trace is written through [`crate::output::Output`]: to a unique temporary
+/// file renamed to `out` only once complete (so a failure leaves any existing `out` untouched
+/// and no partial file behind), in place for a device or FIFO, to stdout for `-`. Returns the
+/// number of records written.
 pub fn convert(
     src: &mut dyn RecordSource,
     out: &std::path::Path,
     metadata: &str,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<u64, crate::Error> {
-    let name = out.file_name().ok_or_else(|| {
-        crate::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("cannot write a trace to {}: not a file name", out.display()),
-        ))
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    // Unique per process and per call, so concurrent conversions never share a temporary.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tmp_name.push(format!(".tmp-{}-{seq}", std::process::id()));
-    let tmp = out.with_file_name(tmp_name);
+    convert_checked(src, out, &[], metadata, &mut |p| {
+        progress(p);
+        Ok(())
+    })
+}
 
-    let mut write = || -> Result<u64, crate::Error> {
-        let mut w = native::TraceWriter::create(&tmp, metadata)?;
-        let mut buf = Vec::with_capacity(BLOCK_RECORDS);
-        while src.next_block(&mut buf)? {
-            w.write_all(&buf)?;
-            progress(Progress {
-                records: w.records_written(),
-                ..src.progress()
-            });
-        }
-        let records = w.records_written();
-        let file = w.finish()?.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        Ok(records)
-    };
-    match write() {
-        Ok(records) => {
-            std::fs::rename(&tmp, out).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                crate::Error::Io(std::io::Error::new(
-                    e.kind(),
-                    format!("cannot rename {} to {}: {e}", tmp.display(), out.display()),
-                ))
-            })?;
-            Ok(records)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
+/// [`convert`] refusing an `out` that is one of `inputs`, with a progress callback that can stop
+/// the conversion (an interrupt): its error is returned and nothing is written.
+pub fn convert_checked(
+    src: &mut dyn RecordSource,
+    out: &std::path::Path,
+    inputs: &[&std::path::Path],
+    metadata: &str,
+    progress: &mut dyn FnMut(Progress) -> Result<(), crate::Error>,
+) -> Result<u64, crate::Error> {
+    let sink = crate::output::Output::create(out, inputs)?;
+    let mut w =
+        native::TraceWriter::new(std::io::BufWriter::with_capacity(1 << 20, sink), metadata)?;
+    let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+    while src.next_block(&mut buf)? {
+        w.write_all(&buf)?;
+        progress(Progress {
+            records: w.records_written(),
+            ..src.progress()
+        })?;
     }
+    let records = w.records_written();
+    let sink = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+    sink.commit()?;
+    Ok(records)
 }

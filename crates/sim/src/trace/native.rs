@@ -282,6 +282,11 @@ fn decode(
             .map(|c| c.iter().fold(0u8, |n, &b| n + (b == ESCAPE) as u8) as usize)
             .sum()
     };
+    // The spec: `offset = addr & 63`. A byte of 64-255 would OR into the line bits and decode a
+    // different address than was written (defect 6), so it is corruption.
+    if offsets.iter().fold(0u8, |m, &o| m | o) > OFFSET_MASK as u8 {
+        return Err("an offset byte is above 63 (the byte within a 64-byte line)".to_string());
+    }
     if widths != addr_len
         || new_threads != n_threads
         || escaped(sizes) != n_size_esc
@@ -437,6 +442,22 @@ impl TraceWriter<BufWriter<File>> {
     }
 }
 
+/// The file header for `metadata` (magic, version, length, metadata, checksum), as
+/// [`TraceWriter::new`] writes it. A writer of a seekable file may rewrite it in place once the
+/// trace is complete with metadata of the same length (the capture records how the program
+/// ended this way: `cachecolor_capture`).
+pub fn file_header(metadata: &str) -> Vec<u8> {
+    let mut header = Vec::with_capacity(FILE_HEADER_FIXED + metadata.len() + 8);
+    header.extend_from_slice(&MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
+    header.extend_from_slice(metadata.as_bytes());
+    let sum = xxh3_64(&header);
+    header.extend_from_slice(&sum.to_le_bytes());
+    header
+}
+
 impl<W: Write> TraceWriter<W> {
     /// Write the file header (with `metadata`, e.g. the command that produced the trace) to `w`.
     pub fn new(mut w: W, metadata: &str) -> Result<Self, Error> {
@@ -446,15 +467,7 @@ impl<W: Write> TraceWriter<W> {
                 metadata.len()
             ))));
         }
-        let mut header = Vec::with_capacity(FILE_HEADER_FIXED + metadata.len() + 8);
-        header.extend_from_slice(&MAGIC);
-        header.extend_from_slice(&VERSION.to_le_bytes());
-        header.extend_from_slice(&0u16.to_le_bytes());
-        header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
-        header.extend_from_slice(metadata.as_bytes());
-        let sum = xxh3_64(&header);
-        header.extend_from_slice(&sum.to_le_bytes());
-        w.write_all(&header)?;
+        w.write_all(&file_header(metadata))?;
         Ok(TraceWriter {
             w,
             pending: Vec::with_capacity(BLOCK_RECORDS),
@@ -578,9 +591,23 @@ impl TraceReader<BufReader<File>> {
                 format!("cannot open {}: {e}", path.display()),
             ))
         })?;
-        let len = file.metadata().ok().map(|m| m.len());
+        // Only a regular file can be sized and peeked at its end; a pipe or a FIFO (`<(zstdcat
+        // ...)`, `/dev/stdin`) is streamed from its start without a total (seeking it would fail
+        // with "Illegal seek").
+        let len = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
         let total_records = len.and_then(|len| peek_total_records(&mut file, len));
-        file.seek(SeekFrom::Start(0))?;
+        if len.is_some() {
+            file.seek(SeekFrom::Start(0)).map_err(|e| {
+                Error::Io(io::Error::new(
+                    e.kind(),
+                    format!("cannot read {}: {e}", path.display()),
+                ))
+            })?;
+        }
         let mut reader = TraceReader::new(BufReader::with_capacity(1 << 20, file))?;
         reader.total_bytes = len;
         reader.total_records = total_records;
