@@ -653,7 +653,10 @@ pub fn capture_system(
         .and_then(|l| stat_field(l, "status"))
         .map_or(0, |c| c as i32);
     let counts = sink.counts();
-    let records = sink.finish()?;
+    // The trace's own metadata says how the program ended (issue 25 defect 8), as user-mode
+    // captures' do.
+    let complete = !truncated && ended.complete;
+    let records = sink.finish(Some((exit_code, complete, truncated)))?;
     progress(records);
     let summary = CaptureSummary {
         backend: Backend::Qemu,
