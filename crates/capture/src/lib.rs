@@ -58,8 +58,8 @@ use std::str::FromStr;
 use std::time::Instant;
 
 pub use program::Program;
-pub use system::{capture_system, GuestReport, SystemOptions};
 pub use sink::request_stop;
+pub use system::{capture_system, GuestReport, SystemOptions};
 
 /// Which tool captures the references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
