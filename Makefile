@@ -95,6 +95,8 @@ tools-system: ## Install what full-system capture boots (qemu-system-x86, linux-
 build: $(BUILD_STAMP) ## Build the Rust extension into .venv (maturin develop --release)
 
 $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_SOURCES)
+	@# A per-version extension left by a build before the abi3 wheel would shadow _core.abi3.so.
+	@rm -f python/cachecolor/_core.cpython-*.so
 	VIRTUAL_ENV=$(VENV) PATH="$(VENV)/bin:$$PATH" $(VENV)/bin/maturin develop --release --quiet
 	@$(PY) -c "import cachecolor, sys; print('built cachecolor', cachecolor.__version__, 'for', sys.executable)"
 	@touch $@
