@@ -61,36 +61,33 @@ $(DEPS_STAMP): Makefile
 	$(PIP) install -q $(PY_DEPS)
 	@touch $@
 
+# apt-install the packages in $$missing when running as root, else say what is missing and what
+# skips without it ($(1)). Shared by `tools` and `tools-system`.
+define APT_MISSING
+if [ -z "$$missing" ]; then exit 0; fi; \
+if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	echo "installing$$missing (apt-get)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+else \
+	echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
+	echo "      Without them $(1)."; \
+fi
+endef
+
 tools: tools-system ## Install qemu-user, valgrind and chromium (the HTML report's render test) with apt when missing and running as root
 	@missing=""; \
 	command -v qemu-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-user"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing$$missing (apt-get)"; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	else \
-		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
-		echo "      Without them 'cachecolor trace' cannot capture programs and the capture tests skip;"; \
-		echo "      without chromium the HTML report's render test skips."; \
-	fi
+	$(call APT_MISSING,'cachecolor trace' cannot capture programs and the capture tests skip; without chromium the HTML report's render test skips)
 
 tools-system: ## Install what full-system capture boots (qemu-system-x86, linux-image-amd64, busybox-static) with apt when missing and root
 	@missing=""; \
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
 	ls /boot/vmlinuz-* >/dev/null 2>&1 || missing="$$missing linux-image-amd64"; \
 	command -v busybox >/dev/null 2>&1 || missing="$$missing busybox-static"; \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing$$missing (apt-get)"; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	else \
-		echo "note: missing$$missing; install with 'sudo apt-get install$$missing'."; \
-		echo "      Without them 'cachecolor trace capture --system' cannot run and its tests skip."; \
-	fi
+	$(call APT_MISSING,'cachecolor trace capture --system' cannot run and its tests skip)
 
 build: $(BUILD_STAMP) ## Build the Rust extension into .venv (maturin develop --release)
 
