@@ -286,6 +286,22 @@ class TraceChunks:
 def trace_info(path: _Path, format: str = "native", progress: Optional[_Progress] = None) -> str:
     """Summarise a trace (records, kinds, threads, address range, metadata) as JSON."""
 
+def capture_system(
+    program: str,
+    args: Sequence[str],
+    out: _Path,
+    kernel: Optional[_Path] = None,
+    guest_files: Sequence[_Path] = (),
+    memory_mib: int = 512,
+    boot_timeout: float = 600.0,
+    max_records: Optional[int] = None,
+    progress: Optional[_Progress] = None,
+) -> str:
+    """Full-system capture (``cachecolor.fullsys.capture_system``): boot the packaged kernel under
+    qemu-system-x86_64 with ``program`` in a generated initramfs and trace kernel and user
+    references from the program's start to its exit into ``out``; the summary as JSON."""
+    ...
+
 def capture(
     program: str,
     args: Sequence[str],

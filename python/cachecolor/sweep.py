@@ -306,7 +306,7 @@ def prepare(index: int, point: Point) -> Prepared:
     try:
         effective = json.loads(_core.effective_system_config(json.dumps(cfg), "json"))
     except (_core.ConfigError, _core.TraceError) as e:
-        raise SweepError(f"{point.label()}: {e}") from e
+        raise SweepError(f"{point.label()}: {e} (config {point.config})") from e
     except OSError as e:
         raise SweepError(f"{point.label()}: {e.filename or ''}: {e.strerror or e}") from e
     doc = {

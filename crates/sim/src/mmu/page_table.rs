@@ -304,21 +304,6 @@ impl AddressSpace {
                 }
             }
         }
-        // Canonical addresses (x86-64): a VPN whose top translated bit is set stands for the
-        // upper half, bits above the table's reach copies of it -- a full-system trace's
-        // kernel pages (0xffff8...) come back with the VPN they were mapped with
-        // (docs/capture.md, "Full-system capture").
-        // A VPN is the address shifted right by the page shift, so the upper half's VPNs have
-        // their top `page_shift` bits clear.
-        let bits = ENTRY_BITS * self.levels;
-        let width = 64 - self.page_shift;
-        if bits < width {
-            for m in &mut out {
-                if m.0 >> (bits - 1) & 1 == 1 {
-                    m.0 |= (!0u64 << bits) & (!0u64 >> self.page_shift);
-                }
-            }
-        }
         out.sort_unstable_by_key(|m| m.0);
         out
     }
@@ -470,23 +455,6 @@ mod tests {
             vpn,
         };
         m.alloc(&req, Owner::Space(1)).unwrap()
-    }
-
-    /// Regression (full-system traces): a kernel-half page (VPN 0xffff_ffff_8100_0 of
-    /// address 0xffffffff81000000) was listed by `mappings` with its upper bits cut off, so the
-    /// whole-system content check reported it as "lost its contents".
-    #[test]
-    fn mappings_keep_upper_half_pages_canonical() {
-        let mut m = memory();
-        let mut s = AddressSpace::new(1, &PageTableConfig::default(), &mut m, 4096).unwrap();
-        let kernel = 0xffff_ffff_8100_0000u64 >> 12;
-        let user = 0x7fff_0000u64 >> 12;
-        for v in [kernel, user] {
-            let p = data_frame(&mut m, v);
-            s.map(&mut m, v, p).unwrap();
-        }
-        let vpns: Vec<u64> = s.mappings().iter().map(|x| x.0).collect();
-        assert_eq!(vpns, [user, kernel]);
     }
 
     #[test]
