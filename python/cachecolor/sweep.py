@@ -38,7 +38,7 @@ import re
 import signal
 import sys
 import time
-import tomllib
+from ._compat import tomllib
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
