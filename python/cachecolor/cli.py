@@ -132,8 +132,7 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
         raise CliError("--trace is for cache-only configs; a system config names each thread's trace", EXIT_BAD_INPUT)
     progress = ProgressLine("simulate", quiet=args.quiet)
     try:
-        with _terminable():
-            result = simulate_system(config, policy=args.policy, seed=args.seed, progress=progress)
+        result = simulate_system(config, policy=args.policy, seed=args.seed, progress=progress)
     except _core.ConfigError as e:
         raise CliError(f"config {args.config}: {e}", EXIT_BAD_INPUT) from e
     except _core.TraceError as e:
@@ -978,9 +977,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (SweepError, _core.ConfigError) as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     try:
-        with _terminable():
-            rep = report_sweep(points, args.out, executor=_executor(args), workers=args.workers,
-                               plots=not args.no_plots, html=not args.no_html, progress=not args.quiet)
+        rep = report_sweep(points, args.out, executor=_executor(args), workers=args.workers,
+                           plots=not args.no_plots, html=not args.no_html, progress=not args.quiet)
     except SweepError as e:
         # Every point is checked before the first runs (issue 25 defect 6), so nothing ran.
         raise CliError(f"{e} (no config was run)", EXIT_BAD_INPUT) from e
@@ -1001,36 +999,7 @@ def _default_policies(path: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# sweep (and what simulate / report share with it: --set, executors, SIGTERM)
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be (the Rust loop checks for both once per tick)."""
-
-
-class _terminable:
-    """Within it SIGTERM stops the work as Ctrl-C does; the command then exits 143."""
-
-    def __enter__(self) -> "_terminable":
-        import signal
-
-        def raise_terminated(signum: int, frame: Any) -> None:
-            raise _Terminated()
-
-        try:
-            self.old = signal.signal(signal.SIGTERM, raise_terminated)
-        except ValueError:  # not the main thread: leave signals alone
-            self.old = None
-        return self
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
-        import signal
-
-        if self.old is not None:
-            signal.signal(signal.SIGTERM, self.old)
-        if isinstance(value, _Terminated):
-            print(f"\n{PROG}: terminated", file=sys.stderr)
-            raise SystemExit(143)
+# sweep (and what simulate / report share with it: --set, executors)
 
 
 def _parse_sets(items: Optional[list[str]]) -> list[tuple[str, Any]]:
@@ -1078,8 +1047,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read {args.spec}: {e.strerror or e}", EXIT_BAD_INPUT) from e
     out = args.out or str(Path(args.spec).with_suffix("")) + "-sweep"
     try:
-        with _terminable():
-            res = sweep(points, out, executor=_executor(args), workers=args.workers, progress=not args.quiet)
+        res = sweep(points, out, executor=_executor(args), workers=args.workers, progress=not args.quiet)
     except SweepError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     _status(args, f"{len(res.points)} points: {len(res.ran)} run now, {len(res.reused)} already done, {len(res.failed)} failed")
@@ -1683,9 +1651,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_FAILURE
         print(f"{PROG}: error: {_safe(bad)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except _Terminated:
-        print(f"\n{PROG}: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _core
+from ._output import open_output, write_text
 from .system import SystemResult, apply_policy_seed, load_system_config
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -392,16 +393,6 @@ def read_point(out_dir: Path, key: str) -> Optional[dict[str, Any]]:
         return None
 
 
-def _write_atomic(path: Path, data: Union[str, bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def sweep(
     points: Union[PathLike, Sequence[Point]],
     out_dir: PathLike = "cachecolor-sweep",
@@ -440,7 +431,7 @@ def sweep(
 
     def finish(p: Prepared, reply: dict[str, Any]) -> None:
         rec = {"key": p.key, "point": p.point.to_dict(), "version": _core.__version__, **reply}
-        _write_atomic(point_file(out, p.key), json.dumps(rec))
+        write_text(point_file(out, p.key), json.dumps(rec))
         ran.append(p.key)
         if reply["status"] != "ok":
             failed.append(p.key)
@@ -610,14 +601,13 @@ def write_results(table: Any, out_dir: PathLike) -> list[Path]:
     out = Path(out_dir)
     files = []
     csv = out / "results.csv"
-    _write_atomic(csv, table.to_csv(index=False))
+    write_text(csv, table.to_csv(index=False))
     files.append(csv)
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         return files
     pq = out / "results.parquet"
-    tmp = pq.with_name(f".{pq.name}.{os.getpid()}.tmp")
     frame = table.copy()
     for c in frame.columns:
         if frame[c].dtype == object:
@@ -625,8 +615,8 @@ def write_results(table: Any, out_dir: PathLike) -> list[Path]:
             kinds = {type(v) for v in frame[c] if v is not None and v == v}
             if len(kinds) > 1:
                 frame[c] = frame[c].map(lambda v: None if v is None else str(v))
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, pq)
+    with open_output(pq, binary=True) as f:
+        frame.to_parquet(f, index=False)
     files.append(pq)
     return files
 
