@@ -29,6 +29,26 @@ def test_version_and_help(run_cli):
     assert out.returncode == 0 and "convert" in out.stdout and "capture" in out.stdout
 
 
+def test_every_command_module_is_wired_into_the_parser():
+    # python/cachecolor/commands/: one module a command, each with add_parser(sub) and the command's
+    # function; a module that build_parser forgets, or a command run by another module's function,
+    # fails here.
+    import argparse
+    import pkgutil
+
+    from cachecolor import cli, commands
+
+    modules = sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(modules) <= set(sub.choices), set(modules) - set(sub.choices)
+    for name in modules:
+        func = sub.choices[name].get_default("func")
+        nested = [a for a in sub.choices[name]._actions if isinstance(a, argparse._SubParsersAction)]
+        funcs = [func] if func is not None else [p.get_default("func") for a in nested for p in a.choices.values()]
+        assert funcs and all(f.__module__ == f"cachecolor.commands.{name}" for f in funcs), name
+
+
 def test_simulate_json_on_a_converted_din_trace(run_cli, tmp_path, din_trace, examples):
     native = tmp_path / "t.cctrace"
     out = run_cli("trace", "convert", "--from", "din", din_trace, native)

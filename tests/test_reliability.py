@@ -435,7 +435,7 @@ def test_defect4_address_beyond_page_tables_is_rejected_with_position(run_cli, t
 
 def test_defect4_invariant_failure_writes_no_json(monkeypatch, tmp_path, capsys):
     # The CLI's _report: a result with invariant failures prints them and does not write --json.
-    from cachecolor import cli
+    from cachecolor.commands import simulate
 
     class Broken:
         invariants = ["page 0x1 lost its contents"]
@@ -449,8 +449,8 @@ def test_defect4_invariant_failure_writes_no_json(monkeypatch, tmp_path, capsys)
     import argparse
 
     args = argparse.Namespace(json=str(tmp_path / "r.json"), quiet=True)
-    with pytest.raises(cli.CliError, match="--json not written"):
-        cli._report(args, Broken())
+    with pytest.raises(simulate.CliError, match="--json not written"):
+        simulate._report(args, Broken())
 
 
 # ---------------------------------------------------------------------------------------------

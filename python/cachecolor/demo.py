@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _core, presets
-from .cli import CliError, EXIT_BAD_INPUT, _capture_line
+from .commands._common import CliError, EXIT_BAD_INPUT
+from .commands.trace import _capture_line
 from .config import load_config
 from .data import example
 from .progress import ProgressLine
