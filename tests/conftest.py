@@ -68,6 +68,49 @@ def write_din(path: Path, rng_seed: int = 7, n: int = 20_000) -> Path:
     return path
 
 
+def assert_one_line_error(out, code: int = 2) -> str:
+    """Exit ``code`` and exactly one stderr line ``cachecolor: error: ...`` (no traceback)."""
+    assert out.returncode == code, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("cachecolor: error: "), lines[0]
+    return lines[0]
+
+
+# A one-core machine (32 KiB L1D, 256 KiB LLC) running one process "p" whose one thread is fed by
+# a trace (test_package: paths relative to the config; test_reliability: hostile traces).
+SYSTEM_WITH_TRACE = """
+[machine.hierarchy]
+cores = 1
+[[machine.hierarchy.levels]]
+name = "L1D"
+size = "32KiB"
+ways = 8
+[[machine.hierarchy.levels]]
+name = "LLC"
+size = "256KiB"
+ways = 16
+
+[machine.timing]
+level_latency = [4, 40]
+dram_latency = 200
+
+[memory]
+ram = "64MiB"
+
+[[processes]]
+name = "p"
+[[processes.threads]]
+trace = "{trace}"
+"""
+
+
+def system_with_trace(trace: object) -> str:
+    """SYSTEM_WITH_TRACE reading ``trace`` (a path, as the config should spell it)."""
+    return SYSTEM_WITH_TRACE.format(trace=trace)
+
+
 @pytest.fixture
 def din_trace(tmp_path) -> Path:
     return write_din(tmp_path / "small.din")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import cachecolor
-from test_errors import assert_one_line_error
+from conftest import assert_one_line_error
 
 
 def lru_misses(lines: np.ndarray, size: int) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import cachecolor
+from conftest import assert_one_line_error
 
 GOOD_LEVEL = 'name = "L1"\nsize = "32KiB"\nways = 8\n'
 
@@ -35,15 +36,6 @@ CONFIG_CASES = [
     ("bad-workload", config_with() + '[workload]\n[[workload.phases]]\npattern = "uniform"\nfootprint = "1MiB"\nreferences = 0\n', ["workload.phases[0].references"]),
     ("no-trace-no-workload", config_with(), ["workload", "--trace"]),
 ]
-
-
-def assert_one_line_error(out, code: int = 2) -> str:
-    assert out.returncode == code, (out.returncode, out.stderr)
-    assert "Traceback" not in out.stderr
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("cachecolor: error: "), lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize("case_id, text, expected", CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])

@@ -24,6 +24,7 @@ import pytest
 
 import cachecolor
 from cachecolor import presets
+from conftest import system_with_trace
 
 
 def _levels_of(doc: dict) -> list[tuple]:
@@ -83,38 +84,14 @@ def test_simulate_trace_on_a_machine_rejects_policy_and_processes(run_cli, tmp_p
 # system configs: trace paths relative to the config
 
 
-def _system_with_trace(trace: str) -> str:
-    return f"""
-[machine.hierarchy]
-cores = 1
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "32KiB"
-ways = 8
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "256KiB"
-ways = 16
-[machine.timing]
-level_latency = [4, 30]
-dram_latency = 200
-[memory]
-ram = "64MiB"
-[[processes]]
-name = "traced"
-[[processes.threads]]
-trace = "{trace}"
-"""
-
-
 def test_system_trace_paths_are_relative_to_the_config(run_cli, tmp_path, native_trace):
     cfg_dir = tmp_path / "configs"
     cfg_dir.mkdir()
     (cfg_dir / "t.cctrace").write_bytes(native_trace.read_bytes())
     rel = cfg_dir / "rel.toml"
-    rel.write_text(_system_with_trace("t.cctrace"))
+    rel.write_text(system_with_trace("t.cctrace"))
     absolute = cfg_dir / "abs.toml"
-    absolute.write_text(_system_with_trace(str(cfg_dir / "t.cctrace")))
+    absolute.write_text(system_with_trace(str(cfg_dir / "t.cctrace")))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     # From a directory that has no t.cctrace: found beside the config.
@@ -126,7 +103,7 @@ def test_system_trace_paths_are_relative_to_the_config(run_cli, tmp_path, native
     assert ra["processes"] == rb["processes"] and ra["processes"][0]["ipc"] > 0
     # A config in another directory than the trace: the relative path does not reach it.
     moved = tmp_path / "moved.toml"
-    moved.write_text(_system_with_trace("t.cctrace"))
+    moved.write_text(system_with_trace("t.cctrace"))
     c = run_cli("simulate", moved, "-q", cwd=cfg_dir)
     assert c.returncode == 2 and "t.cctrace" in c.stderr
 

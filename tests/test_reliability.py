@@ -29,17 +29,7 @@ import pytest
 import cachecolor
 from cachecolor import _output
 from cachecolor.system import load_system_config, simulate_system
-
-
-
-def assert_one_line_error(out, code: int = 2) -> str:
-    """Exit ``code`` and exactly one stderr line ``cachecolor: error: ...`` (no traceback)."""
-    assert out.returncode == code, (out.returncode, out.stderr)
-    assert "Traceback" not in out.stderr
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("cachecolor: error: "), lines[0]
-    return lines[0]
+from conftest import assert_one_line_error, system_with_trace
 
 ONE_LEVEL = '[hierarchy]\n[[hierarchy.levels]]\nname = "L1"\nsize = "32KiB"\nways = 8\n'
 WITH_WORKLOAD = ONE_LEVEL + '[workload]\n[[workload.phases]]\npattern = "uniform"\nfootprint = "64KiB"\nreferences = 1000\n'
@@ -366,32 +356,6 @@ def test_defect7_importer_errors_escape_bytes(run_cli, tmp_path, fmt):
 # ---------------------------------------------------------------------------------------------
 # 3 and 4: whole-system runs fed hostile traces
 
-SYSTEM = """
-[machine.hierarchy]
-cores = 1
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "32KiB"
-ways = 8
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "256KiB"
-ways = 16
-
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-
-[memory]
-ram = "64MiB"
-
-[[processes]]
-name = "p"
-[[processes.threads]]
-trace = "{trace}"
-"""
-
-
 def _system(tmp_path: Path, addrs, icounts=None, extra: str = "") -> Path:
     trace = tmp_path / "t.cctrace"
     cols = {"addr": np.asarray(addrs, dtype=np.uint64)}
@@ -399,7 +363,7 @@ def _system(tmp_path: Path, addrs, icounts=None, extra: str = "") -> Path:
         cols["icount"] = np.asarray(icounts, dtype=np.uint32)
     cachecolor.write_trace(trace, cols)
     cfg = tmp_path / "s.toml"
-    cfg.write_text(SYSTEM.format(trace=trace) + extra)
+    cfg.write_text(system_with_trace(trace) + extra)
     return cfg
 
 
