@@ -48,7 +48,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools tools-system build demo workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
+.PHONY: help venv tools tools-system build demo docs-tables workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -114,6 +114,9 @@ golden: ## Regenerate the golden counts (crates/sim/tests/golden/) and show what
 	@git add -N crates/sim/tests/golden 2>/dev/null || true
 	@git --no-pager diff --stat -- crates/sim/tests/golden
 	@git --no-pager diff -U0 -- crates/sim/tests/golden
+
+docs-tables: build ## Rewrite the docs' tables of policies, allocators and presets from the registries (tools/docs_tables.py)
+	$(PY) tools/docs_tables.py
 
 workloads: build tools ## Install the real-program suite's Debian packages (root) and capture their traces into the cache (docs/workloads.md)
 	$(VENV)/bin/cachecolor workloads install

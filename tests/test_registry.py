@@ -119,3 +119,39 @@ def test_an_unknown_policy_lists_the_registry(config, listed):
     with pytest.raises(cachecolor.ConfigError) as e:
         _core.simulate_system(config)
     assert ", ".join(getattr(_core, listed)) in str(e.value)
+
+
+def _docs_tables():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "docs_tables.py"
+    spec = importlib.util.spec_from_file_location("docs_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_tables"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_tables_of_policies_allocators_and_presets_match_the_registries():
+    # tools/docs_tables.py: the tables between <!-- registry-table: NAME --> markers list what
+    # the registries hold, in their order, each with its description (make docs-tables).
+    assert _docs_tables().problems() == []
+
+
+def test_the_docs_table_check_sees_a_missing_a_stale_and_an_undescribed_row():
+    tables = _docs_tables()
+    policies = next(t for t in tables.TABLES if t.name == "policies")
+    text = (tables.ROOT / policies.page).read_text()
+    a, b = tables._block(text, policies)
+    rows = tables.parse(text[a:b])
+    assert list(rows) == list(_core.POLICIES)
+    # A registry name without a row comes back with an empty description; a row for a name
+    # the registry does not hold is dropped; the described rows keep their text.
+    shown = dict(rows)
+    del shown["coloris"]
+    shown["gone"] = {"what it does": "a policy removed from the registry", "docs": "-"}
+    again = tables.parse(tables.render(policies, shown))
+    assert list(again) == list(_core.POLICIES)
+    assert again["coloris"]["what it does"] == ""
+    assert again["rocs"] == rows["rocs"]
