@@ -129,6 +129,21 @@ class Result:
         return f"<cachecolor.Result {self.records} records; {levels}>"
 
 
+def text_table(header: list[str], rows: list[list[Any]], left: int = 1, rule: bool = True) -> list[str]:
+    """``header`` and ``rows`` as aligned text lines: the first ``left`` columns left-aligned, the
+    others right-aligned, two spaces apart, a rule of dashes under the header (``rule``), no
+    trailing blanks. (The CLI's text tables; pandas formats the ones that are DataFrames.)"""
+    table = [[str(c) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = []
+    for n, r in enumerate(table):
+        cells = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0 and rule:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """Per-level statistics as an aligned text table."""
     header = ["level", "accesses", "hits", "misses", "miss rate", "evictions", "writebacks"]
@@ -144,13 +159,7 @@ def format_table(doc: dict[str, Any]) -> str:
         ]
         for lv in doc["levels"]
     ]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = []
-    for n, r in enumerate([header, *rows]):
-        cells = [str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = text_table(header, rows, left=1)
     mem = doc.get("memory", {})
     lines.append(f"memory: {mem.get('reads', 0):,} line reads, {mem.get('writes', 0):,} line writes")
     lines.extend(format_modes(doc["levels"]))
@@ -183,14 +192,7 @@ def format_modes(levels: list[dict[str, Any]]) -> list[str]:
                 f"{m['evictions']:,}",
                 f"{100.0 * share:.1f}%",
             ])
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["by mode (evictions by the mode of the access that caused them):"]
-    for n, r in enumerate([header, *rows]):
-        cells = [str(c).ljust(widths[i]) if i < 2 else str(c).rjust(widths[i]) for i, c in enumerate(r)]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return lines
+    return ["by mode (evictions by the mode of the access that caused them):", *text_table(header, rows, left=2)]
 
 
 def write_json_atomic(path: Union[str, "os.PathLike[str]"], obj: Any) -> None:

@@ -7,6 +7,7 @@ import sys
 from typing import Any, Optional
 
 from .. import _core
+from ..results import text_table
 from ._common import EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, CliError, _quiet, _status
 
 
@@ -63,11 +64,10 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if args.list:
         if args.name or args.detect or args.sysfs:
             raise CliError("--list takes no NAME, --detect or --sysfs", EXIT_BAD_INPUT)
-        rows = _machine_rows(presets.machine_summaries())
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for r in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        print(f"{'detect'.ljust(widths[0])}  this host, from sysfs (cachecolor machine --detect)")
+        header, *rows = _machine_rows(presets.machine_summaries())
+        print("\n".join(text_table(header, rows, left=len(header), rule=False)))
+        width = max(len(r[0]) for r in [header, *rows])
+        print(f"{'detect'.ljust(width)}  this host, from sysfs (cachecolor machine --detect)")
         _status(args, "print one with 'cachecolor machine NAME > machine.toml'; use one with [machine] preset = \"NAME\"")
         return EXIT_OK
     if args.detect and args.name not in (None, "detect"):
