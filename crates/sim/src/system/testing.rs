@@ -3,7 +3,8 @@ Test helpers for whole-system runs (issue 26 item 3): one way to run a config un
 and seed with the invariants checked (`config_for`, `run_config`, `run`), used by the scenario
 tests of every policy, and a spy policy that records when each hook fires (as ChampSim's
 replacement-interface test does, `442-replacement-interface.cc`), with the contract test of
-the hook order (docs/policies.md "Hooks").
+the hook order (docs/policies.md "Hooks"), and `Scripted`, a policy made of the few hooks a
+test needs.
 */
 use super::{System, SystemConfig, SystemReport};
 use crate::memory::ColorSet;
@@ -50,6 +51,93 @@ pub(crate) fn run_config(
 /// `config_for` then `run_config`: the report.
 pub(crate) fn run(text: &str, policy: &str, seed: Option<u64>) -> SystemReport {
     run_config(&config_for(text, policy, seed), None).1
+}
+
+/// A test policy made of the hooks a test needs (issue 26 item 3): every other hook does
+/// nothing, `process_created` places nothing and `allowed_colors` answers `allowed`, so a test
+/// writes only what it checks, e.g.
+/// `Scripted::new("test-x", 16, state).on_tick(|p, k, t| ...)`.
+/// The hooks are plain functions of the policy (its `state` and `allowed` are theirs to change).
+pub(crate) struct Scripted<S> {
+    pub name: &'static str,
+    pub allowed: ColorSet,
+    pub state: S,
+    created: fn(&mut Scripted<S>, &ProcessInfo),
+    ticked: fn(&mut Scripted<S>, &mut dyn Kernel, &Tick),
+    sampled: fn(&mut Scripted<S>, &mut dyn Kernel, &Sample),
+    widen: fn(&mut Scripted<S>, usize) -> bool,
+    reported: fn(&Scripted<S>) -> serde_json::Value,
+}
+
+impl<S> Scripted<S> {
+    /// Every color of `colors` allowed, no hook doing anything.
+    pub(crate) fn new(name: &'static str, colors: u64, state: S) -> Scripted<S> {
+        Scripted {
+            name,
+            allowed: ColorSet::all(colors),
+            state,
+            created: |_, _| {},
+            ticked: |_, _, _| {},
+            sampled: |_, _, _| {},
+            widen: |_, _| false,
+            reported: |_| serde_json::Value::Null,
+        }
+    }
+    pub(crate) fn on_created(mut self, f: fn(&mut Scripted<S>, &ProcessInfo)) -> Self {
+        self.created = f;
+        self
+    }
+    pub(crate) fn on_tick(mut self, f: fn(&mut Scripted<S>, &mut dyn Kernel, &Tick)) -> Self {
+        self.ticked = f;
+        self
+    }
+    pub(crate) fn on_sample(mut self, f: fn(&mut Scripted<S>, &mut dyn Kernel, &Sample)) -> Self {
+        self.sampled = f;
+        self
+    }
+    /// `out_of_colors`: return whether `allowed` was widened.
+    pub(crate) fn on_out_of_colors(mut self, f: fn(&mut Scripted<S>, usize) -> bool) -> Self {
+        self.widen = f;
+        self
+    }
+    pub(crate) fn on_report(mut self, f: fn(&Scripted<S>) -> serde_json::Value) -> Self {
+        self.reported = f;
+        self
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Scripted<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripted")
+            .field("name", &self.name)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl<S: std::fmt::Debug + Send> Policy for Scripted<S> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn process_created(&mut self, p: &ProcessInfo) -> Placement {
+        (self.created)(self, p);
+        Placement::default()
+    }
+    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
+        &self.allowed
+    }
+    fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        (self.ticked)(self, k, t)
+    }
+    fn sample(&mut self, k: &mut dyn Kernel, s: &Sample) {
+        (self.sampled)(self, k, s)
+    }
+    fn out_of_colors(&mut self, pid: usize) -> bool {
+        (self.widen)(self, pid)
+    }
+    fn report(&self) -> serde_json::Value {
+        (self.reported)(self)
+    }
 }
 
 /// A hook call as the spy saw it.

@@ -1,13 +1,11 @@
 //! Scenario tests: each runs configs from `examples/os/` and checks a paper's qualitative
 //! result, plus the invariants (ownership, accounting, cycles = stall breakdown, determinism).
+use super::testing::Scripted;
 use super::*;
 
+/// `text` run to its end with its invariants checked: the report, free and total frames.
 fn run(text: &str) -> (SystemReport, u64, u64) {
-    let config: SystemConfig = crate::config::from_toml(text).unwrap();
-    let mut s = System::new(&config).unwrap();
-    s.run().unwrap();
-    let r = s.report();
-    assert!(r.invariants.is_empty(), "{:?}", r.invariants);
+    let (s, r) = testing::run_config(&config(text), None);
     (r, s.free_frames(), s.total_frames())
 }
 
@@ -161,7 +159,7 @@ fn config(text: &str) -> SystemConfig {
 }
 
 fn run_with(config: &SystemConfig, policy: Box<dyn Policy>) -> SystemReport {
-    super::testing::run_config(config, Some(policy)).1
+    testing::run_config(config, Some(policy)).1
 }
 
 #[test]
@@ -248,51 +246,41 @@ fn huge_pages_cut_tlb_misses_and_walks() {
     );
 }
 
-/// A test policy that moves every page of process 0 into `target` at the first tick, eagerly
-/// or lazily, and records what it saw at the next ticks.
+/// The state of a test policy that moves every page of process 0 into `target` at the first
+/// tick, eagerly or lazily, and records what it saw at the next ticks.
 #[derive(Debug)]
 struct Mover {
     lazy: bool,
     target: ColorSet,
-    allowed: ColorSet,
     ticks: u32,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<crate::policy::PageInfo>>>>,
 }
 
-impl Policy for Mover {
-    fn name(&self) -> &'static str {
-        "test-mover"
-    }
-    fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-        policy::Placement::default()
-    }
-    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-        &self.allowed
-    }
-    fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
-        self.ticks += 1;
-        if self.ticks == 1 {
-            for page in k.pages(0) {
-                if self.lazy {
-                    k.mark_for_recolor(0, page.vpn).unwrap();
-                } else {
-                    k.recolor(0, page.vpn, &self.target).unwrap();
+fn mover(colors: u64, state: Mover) -> Scripted<Mover> {
+    Scripted::new("test-mover", colors, state)
+        .on_tick(|p, k, _t| {
+            let m = &mut p.state;
+            m.ticks += 1;
+            if m.ticks == 1 {
+                for page in k.pages(0) {
+                    if m.lazy {
+                        k.mark_for_recolor(0, page.vpn).unwrap();
+                    } else {
+                        k.recolor(0, page.vpn, &m.target).unwrap();
+                    }
+                }
+                p.allowed = m.target.clone();
+            } else {
+                m.seen.lock().unwrap().push(k.pages(0));
+                if !m.lazy && k.pages(0).len() == 256 {
+                    // Every page is touched within a tick (uniform, 256 pages): all were accessed.
+                    let hot = k.scan_accessed(0).unwrap();
+                    assert_eq!(hot.len(), 256);
+                    assert!(k.pages(0).iter().all(|p| !p.accessed));
                 }
             }
-            self.allowed = self.target.clone();
-        } else {
-            self.seen.lock().unwrap().push(k.pages(0));
-            if !self.lazy && k.pages(0).len() == 256 {
-                // Every page is touched within a tick (uniform, 256 pages): all were accessed.
-                let hot = k.scan_accessed(0).unwrap();
-                assert_eq!(hot.len(), 256);
-                assert!(k.pages(0).iter().all(|p| !p.accessed));
-            }
-        }
-    }
-    fn report(&self) -> serde_json::Value {
-        serde_json::json!({ "ticks": self.ticks })
-    }
+        })
+        .on_report(|p| serde_json::json!({ "ticks": p.state.ticks }))
 }
 
 #[test]
@@ -309,13 +297,15 @@ fn eager_and_lazy_recoloring_move_pages_and_keep_their_contents() {
     let target = ColorSet::range(colors, 0, 4).unwrap();
     for lazy in [false, true] {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let policy = Mover {
-            lazy,
-            target: target.clone(),
-            allowed: ColorSet::all(colors),
-            ticks: 0,
-            seen: seen.clone(),
-        };
+        let policy = mover(
+            colors,
+            Mover {
+                lazy,
+                target: target.clone(),
+                ticks: 0,
+                seen: seen.clone(),
+            },
+        );
         let r = run_with(&cfg, Box::new(policy));
         let ticks = r.policy_report["ticks"]
             .as_u64()
@@ -387,28 +377,6 @@ fn the_content_check_catches_a_page_that_lost_its_contents() {
     );
 }
 
-/// Counts samples and checks each against the workload.
-#[derive(Debug)]
-struct SampleCounter {
-    all: ColorSet,
-    samples: std::sync::Arc<std::sync::Mutex<Vec<Sample>>>,
-}
-
-impl Policy for SampleCounter {
-    fn name(&self) -> &'static str {
-        "test-samples"
-    }
-    fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-        policy::Placement::default()
-    }
-    fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-        &self.all
-    }
-    fn sample(&mut self, _k: &mut dyn policy::Kernel, s: &Sample) {
-        self.samples.lock().unwrap().push(*s);
-    }
-}
-
 #[test]
 fn the_sampler_interrupts_every_period_th_event_and_its_handler_pollutes_l1() {
     let base = include_str!("../../../../examples/os/placement-random.toml")
@@ -418,10 +386,9 @@ fn the_sampler_interrupts_every_period_th_event_and_its_handler_pollutes_l1() {
             "{base}\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = {period}\ncost_cycles = 500\npollute_l1_lines = {pollute}\n"
         );
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let policy = SampleCounter {
-            all: ColorSet::all(16),
-            samples: samples.clone(),
-        };
+        // Records every sample, to check each against the workload.
+        let policy = Scripted::new("test-samples", 16, samples.clone())
+            .on_sample(|p, _k, s| p.state.lock().unwrap().push(*s));
         let r = run_with(&config(&text), Box::new(policy));
         let got = samples.lock().unwrap().clone();
         (r, got)
@@ -538,34 +505,22 @@ fn idle_cores_take_waiting_threads_and_policies_can_migrate() {
         process(&fixed, "p2").instructions
     );
 
-    #[derive(Debug)]
-    struct Migrate(ColorSet, bool);
-    impl Policy for Migrate {
-        fn name(&self) -> &'static str {
-            "test-migrate"
+    // Moves thread 0 to core 1 at the first tick (state: done).
+    let migrate = Scripted::new("test-migrate", 16, false).on_tick(|p, k, _t| {
+        if !p.state {
+            p.state = true;
+            let t = k.threads()[0];
+            assert_eq!(t.core, 0);
+            k.migrate(0, 1).unwrap();
+            assert_eq!(k.threads()[0].core, 1);
+            assert!(k.migrate(0, 9).is_err());
         }
-        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-            policy::Placement::default()
-        }
-        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-            &self.0
-        }
-        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
-            if !self.1 {
-                self.1 = true;
-                let t = k.threads()[0];
-                assert_eq!(t.core, 0);
-                k.migrate(0, 1).unwrap();
-                assert_eq!(k.threads()[0].core, 1);
-                assert!(k.migrate(0, 9).is_err());
-            }
-        }
-    }
+    });
     let mut cfg = config(&text);
     cfg.scheduler.balance = false;
     cfg.scheduler.tick = 100_000;
     cfg.machine.timing.migration_cycles = 5000;
-    let r = run_with(&cfg, Box::new(Migrate(ColorSet::all(16), false)));
+    let r = run_with(&cfg, Box::new(migrate));
     let p0 = process(&r, "p0");
     assert_eq!(p0.kernel.migration.count, 1);
     assert_eq!(p0.kernel.migration.cycles, 5000.0);
@@ -638,13 +593,15 @@ fn batched_bursts_equal_records_one_at_a_time() {
     );
     cfg.machine.timing.copy_cycles_per_page = 3000;
     let report = |batching: bool| {
-        let policy = Mover {
-            lazy: true,
-            target: ColorSet::range(16, 0, 4).unwrap(),
-            allowed: ColorSet::all(16),
-            ticks: 0,
-            seen: Default::default(),
-        };
+        let policy = mover(
+            16,
+            Mover {
+                lazy: true,
+                target: ColorSet::range(16, 0, 4).unwrap(),
+                ticks: 0,
+                seen: Default::default(),
+            },
+        );
         let mut s = System::with_policy(&cfg, Box::new(policy)).unwrap();
         s.set_batching(batching);
         s.run().unwrap();
@@ -659,35 +616,11 @@ fn batched_bursts_equal_records_one_at_a_time() {
 /// or from a tick on the thread's own core (leaving it empty), onto an idle core.
 #[test]
 fn migrations_from_hooks_keep_every_count_and_never_run_in_the_past() {
+    /// Migrate from the sample hook (else from a tick), once.
     #[derive(Debug)]
     struct Mover2 {
-        all: ColorSet,
         on_sample: bool,
         done: bool,
-    }
-    impl Policy for Mover2 {
-        fn name(&self) -> &'static str {
-            "test-mover2"
-        }
-        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-            policy::Placement::default()
-        }
-        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-            &self.all
-        }
-        fn sample(&mut self, k: &mut dyn policy::Kernel, s: &Sample) {
-            if self.on_sample && !self.done && k.now() > 300_000 {
-                self.done = true;
-                k.migrate(s.thread as usize, 1).unwrap();
-            }
-        }
-        fn tick(&mut self, k: &mut dyn policy::Kernel, t: &Tick) {
-            if !self.on_sample && !self.done && t.now >= 300_000 {
-                self.done = true;
-                assert_eq!(k.core(), 0, "the tick runs on the thread's own core");
-                k.migrate(0, 1).unwrap();
-            }
-        }
     }
     let base = include_str!("../../../../examples/os/colors-overlap.toml");
     let machine = &base[..base.find("[[processes]]").unwrap()];
@@ -697,11 +630,27 @@ fn migrations_from_hooks_keep_every_count_and_never_run_in_the_past() {
         if on_sample {
             text.push_str("\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = 1000\n");
         }
-        let policy = Mover2 {
-            all: ColorSet::all(16),
-            on_sample,
-            done: false,
-        };
+        let policy = Scripted::new(
+            "test-mover2",
+            16,
+            Mover2 {
+                on_sample,
+                done: false,
+            },
+        )
+        .on_sample(|p, k, s| {
+            if p.state.on_sample && !p.state.done && k.now() > 300_000 {
+                p.state.done = true;
+                k.migrate(s.thread as usize, 1).unwrap();
+            }
+        })
+        .on_tick(|p, k, t| {
+            if !p.state.on_sample && !p.state.done && t.now >= 300_000 {
+                p.state.done = true;
+                assert_eq!(k.core(), 0, "the tick runs on the thread's own core");
+                k.migrate(0, 1).unwrap();
+            }
+        });
         let r = run_with(&config(&text), Box::new(policy));
         let long = process(&r, "long");
         assert_eq!(long.instructions, 200_000, "sample hook: {on_sample}");
@@ -718,40 +667,28 @@ fn migrations_from_hooks_keep_every_count_and_never_run_in_the_past() {
 /// the new colors, contents kept (checked at exit).
 #[test]
 fn eager_recolor_settles_a_page_marked_for_a_lazy_move() {
-    #[derive(Debug)]
-    struct MarkThenMove(ColorSet, bool);
-    impl Policy for MarkThenMove {
-        fn name(&self) -> &'static str {
-            "test-mark-then-move"
+    // At the first tick (state: done), mark a page then recolor it eagerly.
+    let mark_then_move = Scripted::new("test-mark-then-move", 16, false).on_tick(|p, k, _t| {
+        if p.state {
+            return;
         }
-        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-            policy::Placement::default()
-        }
-        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-            &self.0
-        }
-        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
-            if self.1 {
-                return;
-            }
-            self.1 = true;
-            let target = ColorSet::range(16, 0, 4).unwrap();
-            let page = k
-                .pages(0)
-                .into_iter()
-                .find(|p| !target.contains(p.color))
-                .unwrap();
-            k.mark_for_recolor(0, page.vpn).unwrap();
-            let new = k.recolor(0, page.vpn, &target).unwrap().unwrap();
-            let after = k.pages(0).into_iter().find(|p| p.vpn == page.vpn).unwrap();
-            assert_eq!((after.pfn, after.marked), (new, false));
-            assert!(target.contains(after.color));
-        }
-    }
+        p.state = true;
+        let target = ColorSet::range(16, 0, 4).unwrap();
+        let page = k
+            .pages(0)
+            .into_iter()
+            .find(|p| !target.contains(p.color))
+            .unwrap();
+        k.mark_for_recolor(0, page.vpn).unwrap();
+        let new = k.recolor(0, page.vpn, &target).unwrap().unwrap();
+        let after = k.pages(0).into_iter().find(|p| p.vpn == page.vpn).unwrap();
+        assert_eq!((after.pfn, after.marked), (new, false));
+        assert!(target.contains(after.color));
+    });
     let cfg = config(include_str!(
         "../../../../examples/os/placement-random.toml"
     ));
-    let r = run_with(&cfg, Box::new(MarkThenMove(ColorSet::all(16), false)));
+    let r = run_with(&cfg, Box::new(mark_then_move));
     let p = process(&r, "uniform");
     assert_eq!((p.recolors, p.lazy_recolors), (1, 0));
     assert_eq!(p.faults, 256, "the settled page does not fault again");
@@ -764,62 +701,53 @@ fn eager_recolor_settles_a_page_marked_for_a_lazy_move() {
 fn a_lazy_move_out_of_frames_in_its_colors_asks_the_policy_to_widen_them() {
     #[derive(Debug)]
     struct ShrinkToOne {
-        allowed: ColorSet,
         widen: bool,
         asked: u32,
         marked: bool,
         /// At the last tick: settled pages outside the colors granted.
         outside: usize,
     }
-    impl Policy for ShrinkToOne {
-        fn name(&self) -> &'static str {
-            "test-shrink-to-one"
-        }
-        fn process_created(&mut self, _p: &ProcessInfo) -> policy::Placement {
-            policy::Placement::default()
-        }
-        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-            &self.allowed
-        }
-        fn tick(&mut self, k: &mut dyn policy::Kernel, _t: &Tick) {
-            if self.marked {
-                self.outside = k
+    let text = include_str!("../../../../examples/os/placement-random.toml")
+        .replace("ram = \"64MiB\"", "ram = \"2MiB\"");
+    let cfg = config(&text);
+    let policy = |widen| {
+        Scripted::new(
+            "test-shrink-to-one",
+            16,
+            ShrinkToOne {
+                widen,
+                asked: 0,
+                marked: false,
+                outside: usize::MAX,
+            },
+        )
+        .on_tick(|p, k, _t| {
+            if p.state.marked {
+                p.state.outside = k
                     .pages(0)
                     .iter()
-                    .filter(|p| !p.marked && !self.allowed.contains(p.color))
+                    .filter(|pg| !pg.marked && !p.allowed.contains(pg.color))
                     .count();
                 return;
             }
             // Every page to color 0, which has 32 frames for the 256 pages.
-            self.marked = true;
-            self.allowed = ColorSet::range(16, 0, 1).unwrap();
-            for p in k.pages(0) {
-                if p.color != 0 {
-                    k.mark_for_recolor(0, p.vpn).unwrap();
+            p.state.marked = true;
+            p.allowed = ColorSet::range(16, 0, 1).unwrap();
+            for pg in k.pages(0) {
+                if pg.color != 0 {
+                    k.mark_for_recolor(0, pg.vpn).unwrap();
                 }
             }
-        }
-        fn out_of_colors(&mut self, _pid: usize) -> bool {
+        })
+        .on_out_of_colors(|p, _pid| {
             // ALLOC_COLORS(UNIT = 4): four more colors each time.
-            self.asked += 1;
-            if self.widen {
-                self.allowed = ColorSet::range(16, 0, 1 + 4 * self.asked as u64).unwrap();
+            p.state.asked += 1;
+            if p.state.widen {
+                p.allowed = ColorSet::range(16, 0, 1 + 4 * p.state.asked as u64).unwrap();
             }
-            self.widen
-        }
-        fn report(&self) -> serde_json::Value {
-            serde_json::json!({ "asked": self.asked, "outside": self.outside })
-        }
-    }
-    let text = include_str!("../../../../examples/os/placement-random.toml")
-        .replace("ram = \"64MiB\"", "ram = \"2MiB\"");
-    let cfg = config(&text);
-    let policy = |widen| ShrinkToOne {
-        allowed: ColorSet::all(16),
-        widen,
-        asked: 0,
-        marked: false,
-        outside: usize::MAX,
+            p.state.widen
+        })
+        .on_report(|p| serde_json::json!({ "asked": p.state.asked, "outside": p.state.outside }))
     };
     let r = run_with(&cfg, Box::new(policy(true)));
     let p = process(&r, "uniform");
@@ -849,26 +777,18 @@ fn a_process_starts_at_its_start_cycle_and_the_policy_hears_of_it_then() {
         /// (tick time, pids in the tick)
         ticks: Vec<(u64, Vec<usize>)>,
     }
-    #[derive(Debug)]
-    struct Watch(ColorSet, Arc<Mutex<Seen>>);
-    impl Policy for Watch {
-        fn name(&self) -> &'static str {
-            "test-watch"
-        }
-        fn process_created(&mut self, p: &ProcessInfo) -> policy::Placement {
-            let mut s = self.1.lock().unwrap();
-            let at = s.ticks.last().map_or(0, |t| t.0);
-            s.created.push((p.pid, at));
-            policy::Placement::default()
-        }
-        fn allowed_colors(&mut self, _pid: usize, _vpn: u64) -> &ColorSet {
-            &self.0
-        }
-        fn tick(&mut self, _k: &mut dyn policy::Kernel, t: &Tick) {
-            let pids = t.processes.iter().map(|p| p.pid).collect();
-            self.1.lock().unwrap().ticks.push((t.now, pids));
-        }
-    }
+    let watch = |seen: Arc<Mutex<Seen>>| {
+        Scripted::new("test-watch", 16, seen)
+            .on_created(|p, info| {
+                let mut s = p.state.lock().unwrap();
+                let at = s.ticks.last().map_or(0, |t| t.0);
+                s.created.push((info.pid, at));
+            })
+            .on_tick(|p, _k, t| {
+                let pids = t.processes.iter().map(|p| p.pid).collect();
+                p.state.lock().unwrap().ticks.push((t.now, pids));
+            })
+    };
     let process = |name: &str, seed: u64, refs: u64, start: u64| {
         format!("[[processes]]\nname = \"{name}\"\nstart = {start}\n[[processes.threads]]\nworkload = {{ seed = {seed}, phases = [{{ pattern = \"uniform\", footprint = \"64KiB\", references = {refs}, base = {} }}] }}\n", 0x1000_0000 * (seed + 1))
     };
@@ -886,7 +806,7 @@ fn a_process_starts_at_its_start_cycle_and_the_policy_hears_of_it_then() {
     let mut cfg = config(&text);
     cfg.scheduler.tick = 250_000;
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let r = run_with(&cfg, Box::new(Watch(ColorSet::all(16), seen.clone())));
+    let r = run_with(&cfg, Box::new(watch(seen.clone())));
     let seen = seen.lock().unwrap();
     let (late, early) = (&r.processes[0], &r.processes[1]);
     assert_eq!((late.instructions, early.instructions), (400_000, 400_000));
