@@ -14,7 +14,8 @@ Modules, named for what they model:
 - `stats`: means and 95% confidence intervals (Student t).
 - `sweep`: working-set sweeps (4.3.2-4.3.4) and synchronised co-runs (Figure 2.5).
 - `probe`: does page color matter here, and which bits index each level.
-- sysfs cache discovery (`host_caches`, below), also used by the simulator's presets.
+- sysfs cache discovery (`host_caches`, below), also used by the simulator's presets; the size
+  and CPU-list parsers are the simulator's (`cachecolor_sim::system::detect`).
 */
 
 pub mod buffer;
@@ -25,6 +26,8 @@ pub mod pmu;
 pub mod probe;
 pub mod stats;
 pub mod sweep;
+
+use cachecolor_sim::system::detect::{parse_cpu_list, parse_size};
 
 /// Errors of the benchmark: bad input (the user can fix the request), something this machine
 /// or this process cannot do, or an interruption (Ctrl-C through the caller's hook).
@@ -65,24 +68,9 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn parse_size(s: &str) -> Option<u64> {
-    let (num, mult) = match s.chars().last()? {
-        'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' => (&s[..s.len() - 1], 1 << 20),
-        'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
-}
-
-fn count_cpus(list: &str) -> u32 {
-    list.split(',')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('-') {
-            Some((a, b)) => b.parse::<u32>().unwrap_or(0) + 1 - a.parse::<u32>().unwrap_or(0),
-            None => 1,
-        })
-        .sum()
+/// CPUs in a sysfs CPU list (`0-3,6`); the simulator's `detect` parses the same files.
+fn count_cpus(list: &str) -> Option<u32> {
+    parse_cpu_list(list).and_then(|cpus| u32::try_from(cpus.len()).ok())
 }
 
 /// The caches of CPU 0 as listed under `/sys/devices/system/cpu/cpu0/cache`, in level order.
@@ -118,7 +106,9 @@ pub fn host_caches_under(dir: &std::path::Path) -> Vec<HostCache> {
         ) else {
             continue;
         };
-        let shared_by = get("shared_cpu_list").map(|s| count_cpus(&s)).unwrap_or(1);
+        let shared_by = get("shared_cpu_list")
+            .and_then(|s| count_cpus(&s))
+            .unwrap_or(1);
         out.push(HostCache {
             level,
             kind,

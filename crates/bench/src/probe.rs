@@ -758,46 +758,23 @@ mod tests {
         assert_eq!(index_top(&[], &[]), None);
     }
 
-    // Measurements recorded by `cachecolor probe --reps 15 --json` on this session's VM (Intel,
-    // 1 MiB L2, 32 MiB L3, guest memory backed by 4 KiB host pages), 2026-11-24: CPU ns per
-    // access, same-color arm then spread arm, in the order measured.
-    const CLEAR_SAME: [f64; 15] = [
-        5.014, 5.138, 5.088, 5.128, 5.232, 5.092, 5.078, 5.09, 5.101, 7.388, 5.076, 5.215, 5.056,
-        5.082, 5.077,
-    ];
-    const CLEAR_SPREAD: [f64; 15] = [
-        1.371, 1.364, 1.366, 1.363, 1.373, 1.371, 1.366, 1.363, 1.364, 1.363, 1.364, 1.362, 1.371,
-        1.373, 1.363,
-    ];
-    const NULL_SAME: [f64; 15] = [
-        5.178, 5.095, 5.076, 5.137, 4.945, 4.917, 4.946, 5.322, 5.058, 4.982, 5.284, 4.958, 4.921,
-        4.911, 4.92,
-    ];
-    const NULL_SPREAD: [f64; 15] = [
-        4.977, 4.912, 4.977, 4.909, 4.994, 5.256, 4.921, 4.982, 4.958, 4.907, 5.164, 5.021, 5.092,
-        5.141, 4.965,
-    ];
-    const NOISY_SAME: [f64; 15] = [
-        7.03, 5.098, 5.112, 5.074, 5.089, 5.181, 4.911, 4.934, 4.909, 4.958, 5.148, 5.137, 5.069,
-        4.909, 4.909,
-    ];
-    const NOISY_SPREAD: [f64; 15] = [
-        4.918, 4.935, 4.936, 4.913, 4.903, 5.046, 5.112, 5.098, 5.087, 4.939, 4.911, 4.908, 4.97,
-        5.141, 5.095,
-    ];
-    const MARGINAL_SAME: [f64; 15] = [
-        5.837, 5.747, 5.725, 5.929, 6.072, 5.867, 6.216, 6.3, 6.053, 5.719, 5.733, 5.818, 7.036,
-        6.987, 6.072,
-    ];
-    const MARGINAL_SPREAD: [f64; 15] = [
-        7.418, 5.637, 5.6, 5.559, 5.404, 5.359, 5.381, 5.401, 5.568, 5.605, 6.004, 5.446, 5.394,
-        5.362, 5.508,
-    ];
+    /// One arm of a recorded probe (`probe_recorded.csv`: `cachecolor probe --reps 15` on this
+    /// session's VM): CPU ns per access, in the order measured.
+    fn recorded(arm: &str) -> Vec<f64> {
+        include_str!("probe_recorded.csv")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(arm)?.strip_prefix(','))
+            .unwrap_or_else(|| panic!("no arm {arm} in probe_recorded.csv"))
+            .split(',')
+            .map(|v| v.parse().unwrap())
+            .collect()
+    }
 
     #[test]
     fn probe_rule_on_recorded_clear_effect() {
         // The L1 positive control: 3.7x, one slow outlier (7.388) does not move the interval.
-        let c = judge(&CLEAR_SAME, &CLEAR_SPREAD);
+        let c = judge(&recorded("clear_same"), &recorded("clear_spread"));
         assert_eq!(c.effect, Some(true), "{}", c.describe());
         assert!(c.ci.0 > 3.6 && c.ci.1 < 3.8, "{:?}", c.ci);
         assert!(c.ci_coverage >= CONFIDENCE);
@@ -806,10 +783,10 @@ mod tests {
     #[test]
     fn probe_rule_on_recorded_null_and_noisy() {
         // L3 with 4 KiB colors: no effect, the whole interval below 1.10.
-        let c = judge(&NULL_SAME, &NULL_SPREAD);
+        let c = judge(&recorded("null_same"), &recorded("null_spread"));
         assert_eq!(c.effect, Some(false), "{}", c.describe());
         // L2 with a 7.03 ns outlier in the first repetition: still no effect.
-        let c = judge(&NOISY_SAME, &NOISY_SPREAD);
+        let c = judge(&recorded("noisy_same"), &recorded("noisy_spread"));
         assert_eq!(c.effect, Some(false), "{}", c.describe());
     }
 
@@ -818,15 +795,16 @@ mod tests {
         // L2 within 2 MiB pages: median ratio 1.09, interval 1.02-1.16 contains 1.10. The old
         // rule called this "no effect" (ratio below its 1.08 ... 1.20 band on some runs, inside
         // on others); the interval says the data cannot decide.
-        let c = judge(&MARGINAL_SAME, &MARGINAL_SPREAD);
+        let (same_all, spread_all) = (recorded("marginal_same"), recorded("marginal_spread"));
+        let c = judge(&same_all, &spread_all);
         assert_eq!(c.effect, None, "{}", c.describe());
         assert!(c.describe().contains("undecided") && c.describe().contains("--reps"));
         // Resampled halves of the same recording agree with the whole or are undecided: the
         // rule never turns a marginal recording into a confident answer either way.
         for k in 0..8 {
             let idx: Vec<usize> = (0..15).map(|i| (i * 7 + k) % 15).take(11).collect();
-            let same: Vec<f64> = idx.iter().map(|&i| MARGINAL_SAME[i]).collect();
-            let spread: Vec<f64> = idx.iter().map(|&i| MARGINAL_SPREAD[i]).collect();
+            let same: Vec<f64> = idx.iter().map(|&i| same_all[i]).collect();
+            let spread: Vec<f64> = idx.iter().map(|&i| spread_all[i]).collect();
             assert_eq!(judge(&same, &spread).effect, None, "subset {k}");
         }
     }

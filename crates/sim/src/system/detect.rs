@@ -112,8 +112,9 @@ pub fn parse_cpu_list(text: &str) -> Option<BTreeSet<usize>> {
     Some(set)
 }
 
-/// Parse a sysfs cache size: `48K`, `2048K`, `32M`, or plain bytes.
-fn parse_size(text: &str) -> Option<u64> {
+/// Parse a sysfs cache size: `48K`, `2048K`, `32M`, or plain bytes (also the benchmark's
+/// reading of the host caches, `cachecolor_bench::host_caches`).
+pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
     let (num, mult) = match t.chars().last()? {
         'K' | 'k' => (&t[..t.len() - 1], 1u64 << 10),
