@@ -409,8 +409,8 @@ impl PolluteEngine {
         let (c, i) = (m.colors, m.inner_colors);
         let composes = i > 1
             && i < c
-            && c % i == 0
-            && (pollute_colors * i) % c == 0
+            && c.is_multiple_of(i)
+            && (pollute_colors * i).is_multiple_of(c)
             && pollute_colors * i >= c;
         if composes {
             let inner_first = i - pollute_colors * i / c;
