@@ -750,6 +750,7 @@ fn machine_info(config: &SystemConfig) -> Result<MachineInfo> {
         llc_ways: g.ways(),
         line_size: hc.line_size as u64,
         page_size: hc.page_size.0,
+        inner_colors: MachineInfo::inner_colors_of(&h),
     })
 }
 

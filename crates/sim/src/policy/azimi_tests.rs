@@ -17,6 +17,41 @@ fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
     r.processes.iter().find(|p| p.name == name).unwrap()
 }
 
+/// `mrc-partition` as the paper runs it, the window bought as soon as the process has run as
+/// many cycles as it costs (`max_window_overhead` 1.0; 2 M cycles here). The paper's runs last
+/// billions of cycles, so its window is a small part of them; `corun.toml` lasts ~50 M cycles,
+/// where the default budget (`max_window_overhead` 0.01: the window may cost 1% of the cycles
+/// run so far) never affords its 2 M-cycle window (issue 19). The mechanism is tested here with
+/// the budget lifted; the default's outcome (no window, linux's IPC) in
+/// `mrc_partition_default_budget_affords_no_window_in_a_short_corun`.
+fn run_paper_window(text: &str) -> SystemReport {
+    let mut config = testing::config_for(text, "mrc-partition", None);
+    config.policy.mrc_partition.max_window_overhead = 1.0;
+    let (s, r) = testing::run_config(&config, None);
+    assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
+    r
+}
+
+/// Issue 19, defect 8: with the default budget the short co-run never pays for a window: no
+/// interrupt, no partition, each program within 1% of linux.
+#[test]
+fn mrc_partition_default_budget_affords_no_window_in_a_short_corun() {
+    let linux = run_as(CORUN, "linux");
+    let mrc = run_as(CORUN, "mrc-partition");
+    assert_eq!(mrc.policy_report["windows"], serde_json::json!([]));
+    assert_eq!(
+        mrc.policy_report["windows_not_afforded"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    for (l, m) in linux.processes.iter().zip(&mrc.processes) {
+        assert_eq!(m.kernel.interrupt.count, 0);
+        assert!(m.ipc >= 0.99 * l.ipc, "{}: {} vs {}", l.name, m.ipc, l.ipc);
+    }
+}
+
 /// Margin by which `mrc-partition` may lower the streaming program's IPC (Azimi Table 1:
 /// "0% for equake").
 const STREAM_MARGIN: f64 = 0.05;
@@ -24,7 +59,7 @@ const STREAM_MARGIN: f64 = 0.05;
 #[test]
 fn mrc_partition_protects_the_cache_sensitive_program() {
     let linux = run_as(CORUN, "linux");
-    let mrc = run_as(CORUN, "mrc-partition");
+    let mrc = run_paper_window(CORUN);
     let (ls, ms) = (process(&linux, "sensitive"), process(&mrc, "sensitive"));
     let (lt, mt) = (process(&linux, "stream"), process(&mrc, "stream"));
     let pr = &mrc.policy_report;
@@ -70,6 +105,7 @@ fn mrc_partition_protects_the_cache_sensitive_program() {
     // validation run: sampling outside the windows is free, so the run itself is unchanged).
     let mut checked: SystemConfig = crate::config::from_toml(CORUN).unwrap();
     checked.policy.mrc_partition.exact_check = true;
+    checked.policy.mrc_partition.max_window_overhead = 1.0;
     let mut s = System::new(&checked).unwrap();
     s.run().unwrap();
     let c = s.report();
@@ -111,7 +147,7 @@ fn mrc_partition_protects_the_cache_sensitive_program() {
     assert_eq!(alone.policy_report["windows"], serde_json::json!([]));
     assert_eq!(process(&alone, "server").kernel.interrupt.count, 0);
     // Same seed, same result.
-    let again = run_as(CORUN, "mrc-partition");
+    let again = run_paper_window(CORUN);
     assert_eq!(process(&again, "sensitive").cycles, ms.cycles);
     assert_eq!(again.policy_report, mrc.policy_report);
 }

@@ -38,6 +38,8 @@ mod azimi_tests;
 #[cfg(test)]
 mod harm_tests;
 #[cfg(test)]
+mod robustness_tests;
+#[cfg(test)]
 #[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 
@@ -235,9 +237,27 @@ pub struct MachineInfo {
     pub llc_ways: u32,
     pub line_size: u64,
     pub page_size: u64,
+    /// Colors of the shared caches inside the LLC that a policy's color set must confine as
+    /// well (issue 19, defect 3): the fewest colors of any shared level above the LLC with more
+    /// than one color (POWER5: its L2's 16 beside the L3's 256), 1 when there is none.
+    /// Colors compose through the frame number's low bits: a frame of LLC color `c` has color
+    /// `c mod inner_colors` in that cache when `inner_colors` divides `colors`.
+    pub inner_colors: u64,
 }
 
 impl MachineInfo {
+    /// `inner_colors` of a hierarchy (see the field).
+    pub fn inner_colors_of(h: &crate::cache::Hierarchy) -> u64 {
+        let levels = &h.config().levels;
+        let llc = levels.len() - 1;
+        (0..llc)
+            .filter(|&i| levels[i].shared == Some(true))
+            .map(|i| h.cache(i, 0).geometry().colors())
+            .filter(|&c| c > 1)
+            .min()
+            .unwrap_or(1)
+    }
+
     /// Cores per chip.
     pub fn cores_per_chip(&self) -> usize {
         self.cores / self.chips.max(1)

@@ -74,6 +74,7 @@ impl System {
                     llc_ways: g.ways(),
                     line_size: hc.line_size as u64,
                     page_size,
+                    inner_colors: policy::MachineInfo::inner_colors_of(&hierarchy),
                 };
                 policy::build(&config.policy, &machine)?
             }

@@ -11,6 +11,7 @@ fn machine() -> MachineInfo {
         llc_ways: 16,
         line_size: 64,
         page_size: 4096,
+        inner_colors: 1,
     }
 }
 

@@ -99,6 +99,15 @@ pub struct MrcPartitionConfig {
     /// defect 4) predicts no gain on `examples/azimi/corun.toml`, where the partition does
     /// gain in the simulation, so it is reported (`decisions`) but not yet trusted to decide.
     pub always_partition: bool,
+    /// Most a window's interrupts (`window x sample_cost_cycles`) may cost, as a fraction of
+    /// the cycles the process has run since its last window (or its start). Issue 19: the
+    /// window is paid before the curves can say whether partitioning gains anything, so it is
+    /// bought the way ski rental is: only once the process has run long enough that the
+    /// window costs at most this fraction of what it has run. Default 0.01, issue 19's
+    /// do-no-harm bar (a policy with nothing to gain within 1% of linux); not fitted to any
+    /// config. Before the gate the default window (50,000 interrupts of 2,000 cycles = 100 M
+    /// cycles) cost 8-30x the runs of `examples/robustness/` (0.03-0.12x linux).
+    pub max_window_overhead: f64,
 }
 
 impl Default for MrcPartitionConfig {
@@ -114,6 +123,7 @@ impl Default for MrcPartitionConfig {
             recolor: RecolorMode::Lazy,
             exact_check: false,
             always_partition: true,
+            max_window_overhead: 0.01,
         }
     }
 }
@@ -129,6 +139,10 @@ struct Proc {
     /// The window being collected, if any.
     window: Option<MissWindow>,
     reason: &'static str,
+    /// A window is wanted (for `reason`) but not yet affordable (`max_window_overhead`).
+    wants_window: bool,
+    /// Cycles the process has run since its last window ended (or its start).
+    cycles_since_window: u64,
     /// Miss rate at `c` colors, `c = 0..=colors`, from the last complete window.
     curve: Option<Vec<f64>>,
     /// L1D misses per cycle at the last tick it ran.
@@ -219,6 +233,18 @@ impl MrcPartition {
                 format!(
                     "{}: a relative change above 0 (e.g. 0.3 for 30%)",
                     c.phase_threshold
+                ),
+            ));
+        }
+        if !(c.max_window_overhead.is_finite()
+            && c.max_window_overhead > 0.0
+            && c.max_window_overhead <= 1.0)
+        {
+            return Err(ConfigError::new(
+                f("max_window_overhead"),
+                format!(
+                    "{}: a fraction of the process's cycles in (0, 1] (e.g. 0.01 for 1%)",
+                    c.max_window_overhead
                 ),
             ));
         }
@@ -596,8 +622,10 @@ impl Policy for MrcPartition {
                 pid: p.pid,
                 name: p.name.clone(),
                 alive: true,
-                window: Some(MissWindow::new(self.config.window, self.config.warmup)),
+                window: None,
                 reason: "start",
+                wants_window: true,
+                cycles_since_window: 0,
                 curve: None,
                 l1_rate: 0.0,
                 reference_mpki: None,
@@ -674,6 +702,7 @@ impl Policy for MrcPartition {
         });
         let p = self.procs.get_mut(&pid).expect("present");
         p.curve = Some(curve);
+        p.cycles_since_window = 0;
         p.reference_mpki = None;
         p.drift = 0;
         self.reallocate = true;
@@ -702,7 +731,8 @@ impl Policy for MrcPartition {
             let misses = pc.interval.get(self.config.event);
             p.l1_rate = misses as f64 / cycles as f64;
             let mpki = 1000.0 * misses as f64 / ins as f64;
-            if p.window.is_some() || p.curve.is_none() {
+            p.cycles_since_window = p.cycles_since_window.saturating_add(cycles);
+            if p.window.is_some() || p.curve.is_none() || p.wants_window {
                 continue;
             }
             match p.reference_mpki {
@@ -715,7 +745,7 @@ impl Policy for MrcPartition {
                     }
                     if p.drift >= self.config.phase_ticks {
                         p.drift = 0;
-                        p.window = Some(MissWindow::new(self.config.window, self.config.warmup));
+                        p.wants_window = true;
                         p.reason = "phase";
                         self.phase_changes.push(json!({
                             "time": t.now, "process": p.name, "l1_mpki_before": r, "l1_mpki_now": mpki
@@ -725,19 +755,33 @@ impl Policy for MrcPartition {
                 }
             }
         }
+        if self.live() >= 2 {
+            // Start the windows that are wanted and now affordable (`max_window_overhead`).
+            let cost = self.config.window as f64 * self.config.sample_cost_cycles as f64;
+            let budget = self.config.max_window_overhead;
+            for p in self.procs.values_mut() {
+                if p.alive
+                    && p.wants_window
+                    && p.window.is_none()
+                    && p.cycles_since_window as f64 * budget >= cost
+                {
+                    p.wants_window = false;
+                    p.window = Some(MissWindow::new(self.config.window, self.config.warmup));
+                    self.resample = true;
+                }
+            }
+        }
         if self.live() == 1 {
-            // Alone: every color, no profiling.
+            // Alone: every color, no profiling. Its pages stay where they are (issue 19,
+            // defect 8: a co-runner's exit used to spread every page in use over the freed
+            // colors by eager copies; the freed colors now serve its new pages only).
             let all = ColorSet::all(self.colors);
             if let Some(p) = self.procs.values_mut().find(|p| p.alive) {
                 if p.colors != all {
                     p.colors = all;
-                    let pid = p.pid;
                     self.allocations.push(
                         json!({ "time": t.now, "colors": { p.name.clone(): [0, self.colors] } }),
                     );
-                    if k.scan_accessed(pid).is_ok() {
-                        self.rebalance.push(pid);
-                    }
                 }
             }
             self.reallocate = false;
@@ -799,6 +843,13 @@ impl Policy for MrcPartition {
             "pages_recolored": self.moved,
             "pages_marked": self.marked,
             // Processes whose partition ran out of frames and fell back to every color.
+            // Issue 19: a window costs `window x sample_cost_cycles`; processes still waiting
+            // for one (not run long enough for it to cost at most `max_window_overhead`).
+            "window_cost_cycles": self.config.window * self.config.sample_cost_cycles,
+            "windows_not_afforded": self.procs.values().filter(|p| p.wants_window)
+                .map(|p| json!({ "process": p.name, "reason": p.reason,
+                    "cycles_run": p.cycles_since_window }))
+                .collect::<Vec<_>>(),
             "out_of_memory": self.procs.values().filter(|p| p.out_of_memory > 0)
                 .map(|p| json!({ "process": p.name, "times": p.out_of_memory }))
                 .collect::<Vec<_>>(),
@@ -819,6 +870,7 @@ mod tests {
             llc_ways: 16,
             line_size: 64,
             page_size: 4096,
+            inner_colors: 1,
         }
     }
 
@@ -983,6 +1035,13 @@ mod tests {
             bad(|c| c.phase_ticks = 0).field,
             "policy.mrc-partition.phase_ticks"
         );
+        for f in [
+            |c: &mut MrcPartitionConfig| c.max_window_overhead = 0.0,
+            |c: &mut MrcPartitionConfig| c.max_window_overhead = 1.5,
+            |c: &mut MrcPartitionConfig| c.max_window_overhead = f64::NAN,
+        ] {
+            assert_eq!(bad(f).field, "policy.mrc-partition.max_window_overhead");
+        }
         assert_eq!(
             bad(|c| c.event = Event::Cycles).field,
             "policy.mrc-partition.event"

@@ -2,8 +2,10 @@
 The software pollute buffer and its run-time search, shared by `rocs` (ROCS, papers/000,
 sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, section 4.2).
 
-- **Pollute buffer** (ROCS section 4, Figure 5): the last `buffer_size / color size` LLC colors
-  (default 1/16 of the LLC, ROCS section 6) hold the pages classified as polluters and no other
+- **Pollute buffer** (ROCS section 4, Figure 5): `buffer_size / color size` LLC colors
+  (default 1/16 of the LLC, ROCS section 6; the last ones, or on a machine with a shared cache
+  inside the LLC the ones that are the same share of both, `PolluteEngine::buffer_colors`,
+  issue 19 defect 3) hold the pages classified as polluters and no other
   page, *while some unit is targeted*, and only in the LLCs (chips) the targeted unit runs on.
   Until a unit is first targeted the buffer's colors stay in normal use (`allowed_colors` gives
   every color, exactly as `linux`): ROCS 5.1 leaves a thread below the miss-rate threshold
@@ -395,8 +397,33 @@ impl PolluteEngine {
         Ok(PolluteEngine::new(cfg.clone(), scope, colors, m))
     }
 
+    /// The buffer's LLC colors (issue 19, defect 3). With no shared cache inside the LLC: the
+    /// last `pollute_colors`. With one (POWER5: L2 of 16 colors inside the L3 of 256), a frame's
+    /// inner color is its LLC color `mod inner_colors` (the frame number's low bits index both),
+    /// so the last `pollute_colors` LLC colors (240-255) hold every inner color and confine
+    /// nothing there. The buffer is then the LLC colors whose inner color is among the last
+    /// `pollute_colors x inner / colors` inner colors: the same share of both caches (Azimi
+    /// 4.2: 1/16 of the L2 and of the L3). Falls back to the last colors when the shares do not
+    /// divide evenly.
+    pub fn buffer_colors(pollute_colors: u64, m: &MachineInfo) -> ColorSet {
+        let (c, i) = (m.colors, m.inner_colors);
+        let composes = i > 1
+            && i < c
+            && c.is_multiple_of(i)
+            && (pollute_colors * i).is_multiple_of(c)
+            && pollute_colors * i >= c;
+        if composes {
+            let inner_first = i - pollute_colors * i / c;
+            ColorSet::of(c, (0..c).filter(|x| x % i >= inner_first)).expect("in range")
+        } else {
+            ColorSet::range(c, c - pollute_colors, c).expect("in range")
+        }
+    }
+
     pub fn new(cfg: PolluteConfig, scope: Scope, pollute_colors: u64, m: &MachineInfo) -> Self {
-        let first = m.colors - pollute_colors;
+        let pollute = Self::buffer_colors(pollute_colors, m);
+        let normal = ColorSet::of(m.colors, (0..m.colors).filter(|&x| !pollute.contains(x)))
+            .expect("in range");
         PolluteEngine {
             event: match scope {
                 Scope::PerProcess => Event::L1dMisses,
@@ -405,8 +432,8 @@ impl PolluteEngine {
             cfg,
             scope,
             page_size: m.page_size,
-            normal: ColorSet::range(m.colors, 0, first).expect("in range"),
-            pollute: ColorSet::range(m.colors, first, m.colors).expect("in range"),
+            normal,
+            pollute,
             all: ColorSet::all(m.colors),
             reserved: Default::default(),
             cleared: Default::default(),

@@ -272,6 +272,7 @@ fn bad_pollute_settings_are_named_errors() {
         llc_ways: 8,
         line_size: 128,
         page_size: 4096,
+        inner_colors: 1,
     };
     let err = |policy: &str, table: &str, body: &str| {
         let text = format!("name = \"{policy}\"\n[{table}]\n{body}\n");

@@ -127,6 +127,7 @@ fn machine() -> MachineInfo {
         llc_ways: 4,
         line_size: 64,
         page_size: PAGE,
+        inner_colors: 1,
     }
 }
 

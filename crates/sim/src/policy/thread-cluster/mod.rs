@@ -605,6 +605,7 @@ mod tests {
             llc_ways: 16,
             line_size: 64,
             page_size: 4096,
+            inner_colors: 1,
         };
         let bad = |f: fn(&mut ThreadClusterConfig)| {
             let mut c = ThreadClusterConfig::default();

@@ -1,0 +1,113 @@
+//! The scenario test over the robustness matrix (issue 19, `examples/robustness/`): configs
+//! written for the matrix and tuned for no policy, each under `linux` and the policies, over 5
+//! seeds (workload and frame placement both move with the seed).
+//!
+//! - Where a policy has nothing to gain (nothing targeted, nothing shared, everything fits) its
+//!   IPC is at least `NO_HARM` x linux's for every process and in sum, on every seed.
+//! - Where the paper claims a gain (ROCS 3.2.2: a stream beside a reused array that the buffer
+//!   leaves room for) the gain holds on every seed.
+//!
+//! Runs are cut (`scale`) to keep the test within its CI budget; which configs are run and why
+//! is said beside each list. The full matrix over 5 seeds is `cachecolor report
+//! examples/robustness/ --policy linux --policy rocs --policy mrc-partition --seeds 5`.
+use crate::system::{testing, SystemConfig, SystemReport};
+
+/// Issue 19's bar for a policy with nothing to gain.
+const NO_HARM: f64 = 0.99;
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
+macro_rules! robustness {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../../../examples/robustness/", $name, ".toml")),
+        )
+    };
+}
+
+/// `config` under `policy` and `seed`, every phase's references multiplied by `scale`.
+fn run_scaled(text: &str, policy: &str, seed: u64, scale: f64) -> SystemReport {
+    let mut config: SystemConfig = testing::config_for(text, policy, Some(seed));
+    for p in &mut config.processes {
+        for t in &mut p.threads {
+            if let Some(w) = &mut t.workload {
+                for ph in &mut w.phases {
+                    ph.references = ((ph.references as f64 * scale) as u64).max(1);
+                }
+            }
+        }
+    }
+    testing::run_config(&config, None).1
+}
+
+/// (per-process IPC ratios, summed-IPC ratio) of `policy` over `linux`.
+fn ratios(policy: &SystemReport, linux: &SystemReport) -> (Vec<f64>, f64) {
+    let each = policy
+        .processes
+        .iter()
+        .zip(&linux.processes)
+        .map(|(p, l)| p.ipc / l.ipc)
+        .collect();
+    let sum = |r: &SystemReport| r.processes.iter().map(|p| p.ipc).sum::<f64>();
+    (each, sum(policy) / sum(linux))
+}
+
+/// Nothing to gain: one program that fits or just fits (nothing targeted: below ROCS's 25%
+/// target; one process: nothing for mrc-partition to divide), two programs that both fit on
+/// one chip and on the sliced Core i3, a 6 MiB stream of 8-byte elements beside 400 KiB (LLC
+/// miss rate below the target), two threads of one process sharing an array. The pure stream
+/// is targeted by rocs but has nothing reused: it may cost only its monitoring.
+#[test]
+fn policies_do_no_harm_where_they_have_nothing_to_gain() {
+    let configs = [
+        robustness!("just-fits"),
+        robustness!("mix2-both-fit"),
+        robustness!("sliced-i3-two-fit"),
+        robustness!("stream-beside-400k"),
+        robustness!("mt-sharing-one-chip"),
+        robustness!("pure-stream"),
+    ];
+    let mut failures = Vec::new();
+    for (name, text) in configs {
+        for seed in SEEDS {
+            let linux = run_scaled(text, "linux", seed, 0.25);
+            for policy in ["rocs", "mrc-partition"] {
+                let r = run_scaled(text, policy, seed, 0.25);
+                let (each, sum) = ratios(&r, &linux);
+                eprintln!("{name} seed {seed} {policy}: each {each:.4?} sum {sum:.4}");
+                if each.iter().any(|&x| x < NO_HARM) || sum < NO_HARM {
+                    failures.push(format!("{name} seed {seed} {policy}: {each:.4?} {sum:.4}"));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "below {NO_HARM} x linux: {failures:#?}"
+    );
+}
+
+/// ROCS 3.2.2 / Fig. 8: a stream beside a reused array that still fits beside the buffer gains
+/// from the buffer. Claimed where measured above the noise on the golden runs: 320 KiB (+3.6%)
+/// and 480 KiB (+2.4%) on the 512 KiB L2; held here on every seed.
+#[test]
+fn rocs_gain_on_a_stream_beside_a_reused_array_holds_on_every_seed() {
+    let configs = [robustness!("stream-beside-320k")];
+    let mut gains = Vec::new();
+    for (name, text) in configs {
+        for seed in SEEDS {
+            let linux = run_scaled(text, "linux", seed, 1.0);
+            let rocs = run_scaled(text, "rocs", seed, 1.0);
+            let (_, sum) = ratios(&rocs, &linux);
+            eprintln!(
+                "{name} seed {seed}: rocs / linux {sum:.4}, chosen {}",
+                rocs.policy_report["units"][0]["chosen"]
+            );
+            gains.push((name, seed, sum));
+        }
+    }
+    assert!(
+        gains.iter().all(|&(_, _, g)| g > 1.0),
+        "rocs gains on every seed: {gains:?}"
+    );
+}
