@@ -120,7 +120,7 @@ workloads: build tools ## Install the real-program suite's Debian packages (root
 	$(VENV)/bin/cachecolor workloads build
 	$(VENV)/bin/cachecolor workloads characterize --plots docs/workloads --markdown docs/workloads.md
 
-evaluate: workloads ## Every policy and its control on the suite, alone and in mixes, over placements (docs/workloads.md "Evaluation"; nice -n 19)
+evaluate: build ## Every policy and its control on the suite, alone and in mixes, over placements (docs/workloads.md "Evaluation"; captures missing traces; nice -n 19)
 	nice -n 19 $(VENV)/bin/cachecolor evaluate --out $${EVAL_OUT:-out/evaluation} --markdown docs/workloads.md $(EVAL_ARGS)
 
 # Wheels (docs/PERFORMANCE.md "The wheel"): one abi3 wheel (CPython >= 3.9) per platform,

@@ -191,6 +191,29 @@ def summary(frame: Any) -> Any:
     return pd.DataFrame(out)
 
 
+def placement_spread(frame: Any) -> Any:
+    """Linux alone, per group and machine: the group's mean IPC on fresh memory and over the
+    aged seeds (mean, min, max), and the aged spread as a fraction of the aged mean: how much
+    placement alone moves the baseline (issue 19 defect 7)."""
+    import pandas as pd
+
+    lin = frame[frame.policy == "linux"]
+    per_run = lin.groupby(["group", "machine", "placement", "seed"], sort=False)["ipc"].mean().reset_index()
+    out = []
+    for (g, m), d in per_run.groupby(["group", "machine"], sort=False):
+        fresh, aged = d[d.placement == "fresh"].ipc, d[d.placement == "aged"].ipc
+        out.append({
+            "group": g, "machine": m,
+            "IPC fresh": fresh.mean() if len(fresh) else float("nan"),
+            "IPC aged mean": aged.mean() if len(aged) else float("nan"),
+            "aged min": aged.min() if len(aged) else float("nan"),
+            "aged max": aged.max() if len(aged) else float("nan"),
+            "aged spread": (aged.max() - aged.min()) / aged.mean() if len(aged) and aged.mean() else float("nan"),
+            "fresh / aged": fresh.mean() / aged.mean() if len(fresh) and len(aged) and aged.mean() else float("nan"),
+        })
+    return pd.DataFrame(out)
+
+
 def _fmt(v: Any, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return ""
@@ -277,7 +300,7 @@ def evaluate(args: argparse.Namespace) -> int:
     frame.to_csv(out / "evaluation.csv", index=False)
     table = summary(frame)
     elapsed = time.monotonic() - started
-    parts = []
+    parts = [markdown(placement_spread(frame), "#### linux: the placement spread (IPC, mean over the group's processes)")]
     for size, title in ((1, "alone"), (2, "2-program mixes"), (4, "4-program mixes")):
         t = table[table.group.map(lambda n: n.count("+") + 1) == size]
         if len(t):
@@ -288,6 +311,9 @@ def evaluate(args: argparse.Namespace) -> int:
         replace_block(Path(args.markdown), text)
     print(f"evaluation: {len(res.ran)} runs, {len(res.reused)} reused, {elapsed:.0f} s; tables in {out / 'evaluation.md'}",
           file=sys.stderr)
+    (out / "run.json").write_text(json.dumps({"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
+                                              "seconds": round(elapsed), "records": args.records, "seeds": args.seeds,
+                                              "argv": sys.argv[1:]}, indent=1) + "\n")
     return 1 if res.failed else 0
 
 
