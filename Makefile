@@ -48,7 +48,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools tools-system build demo docs-tables workloads test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
+.PHONY: help venv tools tools-system build demo docs-tables workloads evaluate test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -122,6 +122,9 @@ workloads: build tools ## Install the real-program suite's Debian packages (root
 	$(VENV)/bin/cachecolor workloads install
 	$(VENV)/bin/cachecolor workloads build
 	$(VENV)/bin/cachecolor workloads characterize --plots docs/workloads --markdown docs/workloads.md
+
+evaluate: build ## Every policy and its control on the suite, alone and in mixes, over placements (docs/workloads.md "Evaluation"; captures missing traces; nice -n 19)
+	nice -n 19 $(VENV)/bin/cachecolor evaluate --out $${EVAL_OUT:-out/evaluation} --markdown docs/workloads.md $(EVAL_ARGS)
 
 # Wheels (docs/PERFORMANCE.md "The wheel"): one abi3 wheel (CPython >= 3.9) per platform,
 # manylinux-tagged by maturin's own audit and checked again with auditwheel, stripped, built for

@@ -105,12 +105,21 @@ def simulate_system(
     return SystemResult(json.loads(doc))
 
 
+#: A policy name with this suffix runs the policy's control (``rocs+control``).
+CONTROL_SUFFIX = "+control"
+
+
 def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed: Optional[int]) -> Any:
     """Apply ``policy`` and ``seed`` to ``cfg`` (changed in place) as ``simulate_system`` does;
     return the policy written in Python that the run needs (None for a built-in one)."""
     from .policy import resolve_policy
 
     python_policy = None
+    if isinstance(policy, str) and policy.endswith(CONTROL_SUFFIX):
+        # ``P+control``: the policy's control run (``[policy] control``, issue 19 defect 7):
+        # its colors as decided, no page or thread moved.
+        policy = policy[: -len(CONTROL_SUFFIX)]
+        _table(cfg, "policy", "")["control"] = True
     if policy is not None:
         python_policy = resolve_policy(policy)
         if python_policy is None:

@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--policy", action="append", metavar="NAME", help=f"a policy to run (repeat for several): {', '.join(POLICIES)}")
     r.add_argument("--seeds", type=int, metavar="N", help="run N seeds each: --seed, --seed + 1, ... (default: the configs' own)")
     r.add_argument("--seed", type=int, default=1, metavar="S", help="first seed with --seeds (default 1)")
+    r.add_argument("--control", action="store_true", help="run each policy's control too (NAME+control: its colors, no page or thread moved; docs/system.md \"Placement\")")
     r.add_argument("--out", default="cachecolor-report", metavar="DIR", help="directory for the CSV, report.md and plots (default: cachecolor-report)")
     r.add_argument("--no-plots", action="store_true", help="tables only")
     r.add_argument("--no-html", action="store_true", help="no report.html")
@@ -44,6 +45,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         points = []
         for c in configs:
             names = args.policy or _default_policies(c)
+            if args.control:  # issue 19 defect 7: each policy beside its control run
+                names = [x for n in names for x in ([n] if n == "linux" or n.endswith("+control") else [n, n + "+control"])]
             points += grid([c], {k: [v] for k, v in sets.items()}, names, seeds)
     except FileNotFoundError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e

@@ -65,6 +65,11 @@ impl Buddy {
         b
     }
 
+    /// Frames it manages (RAM).
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
     fn push(&mut self, pfn: Pfn, k: u32) {
         let head = self.heads[k as usize];
         self.next[pfn as usize] = head;
@@ -134,6 +139,17 @@ impl Buddy {
         }
         all.truncate(held);
         all
+    }
+
+    /// Return every per-CPU list's frames to the buddy lists (Linux's `drain_all_pages`, which
+    /// the allocator's slow path calls before giving up); false if the lists were empty.
+    pub fn drain_pcp(&mut self) -> bool {
+        let frames: Vec<Pfn> = self.pcp.iter_mut().flat_map(std::mem::take).collect();
+        let any = !frames.is_empty();
+        for p in frames {
+            self.free_order(p, 0);
+        }
+        any
     }
 
     /// Free blocks per order (for tests and reports).

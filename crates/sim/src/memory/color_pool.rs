@@ -8,6 +8,13 @@
 //! pool) the pool draws at most that many frames from the buddy system (net of what it gives
 //! back), so a process whose colors are used up is out of memory in its colors (and COLORIS's
 //! `ALLOC_COLORS` widens them, section 3.2) even while the buddy system has frames.
+//!
+//! A request that allows every color constrains nothing: there is no color to pick, and the
+//! frame it gets is the one Linux's page allocator gives an uncolored process, the buddy
+//! system's order-0 path through the per-CPU lists (`Buddy::alloc`), not the pool's
+//! round-robin over colors (issue 19 defect 7: the round-robin is bin hopping, a placement
+//! `linux` never has). Such frames bypass the pool and its size bound and go back to the
+//! buddy system's per-CPU lists when freed.
 use super::buddy::{Buddy, MAX_ORDER};
 use super::{AllocRequest, ColorLists, FrameAllocator, Pfn};
 use std::collections::BTreeMap;
@@ -25,11 +32,15 @@ pub struct ColorPool {
     limit: Option<u64>,
     /// Frames drawn from the buddy system and not given back.
     drawn: u64,
+    /// One bit per frame: handed out by the uncolored path (`Buddy::alloc`), not the pool.
+    uncolored: Vec<u64>,
 }
 
 impl ColorPool {
     pub fn new(buddy: Buddy, colors: u64, cap: usize, limit: Option<u64>) -> Self {
+        let words = buddy.frames().div_ceil(64) as usize;
         ColorPool {
+            uncolored: vec![0; words],
             buddy,
             pool: ColorLists::empty(colors),
             cap,
@@ -42,6 +53,10 @@ impl ColorPool {
 
     /// Move one block of frames from the buddy system into the pool; false if it has none.
     fn refill(&mut self) -> bool {
+        self.refill_from_lists() || (self.buddy.drain_pcp() && self.refill_from_lists())
+    }
+
+    fn refill_from_lists(&mut self) -> bool {
         for k in (0..=self.refill_order).rev() {
             if self.limit.is_some_and(|l| self.drawn + (1 << k) > l) {
                 continue;
@@ -69,6 +84,13 @@ impl FrameAllocator for ColorPool {
     }
 
     fn alloc(&mut self, req: &AllocRequest) -> Option<Pfn> {
+        if req.allowed.is_full() {
+            // Out of buddy frames, the pool's own frames still serve it (below).
+            if let Some(pfn) = self.buddy.alloc(req) {
+                self.uncolored[(pfn / 64) as usize] |= 1 << (pfn % 64);
+                return Some(pfn);
+            }
+        }
         let colors = self.pool.colors();
         let start = *self.next.get(&req.asid).unwrap_or(&0);
         loop {
@@ -85,7 +107,14 @@ impl FrameAllocator for ColorPool {
         }
     }
 
-    fn free(&mut self, pfn: Pfn, _cpu: usize) {
+    fn free(&mut self, pfn: Pfn, cpu: usize) {
+        let bit = 1u64 << (pfn % 64);
+        let word = &mut self.uncolored[(pfn / 64) as usize];
+        if *word & bit != 0 {
+            *word &= !bit;
+            self.buddy.free(pfn, cpu);
+            return;
+        }
         if self.pool.len(pfn % self.pool.colors()) < self.cap {
             self.pool.push(pfn);
         } else {

@@ -297,6 +297,12 @@ macro_rules! policies {
         pub struct PolicyConfig {
             #[serde(default = "default_name")]
             pub name: String,
+            /// The policy's control run (issue 19 defect 7): the policy runs, decides and
+            /// reserves colors as usual (`allowed_colors` on every fault), but the kernel moves
+            /// no page and no thread (recolor, lazy marks and migrations are refused and
+            /// counted), so what remains of its effect is placement and measurement cost.
+            #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+            pub control: bool,
             $($(
                 #[doc = concat!("`[policy.", $name, "]`.")]
                 #[serde(default, rename = $name)]
@@ -309,6 +315,7 @@ macro_rules! policies {
             fn default() -> Self {
                 PolicyConfig {
                     name: default_name(),
+                    control: false,
                     $($( $field: <$Config>::default(), )?)+
                 }
             }

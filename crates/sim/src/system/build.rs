@@ -180,6 +180,7 @@ impl System {
             memory,
             timing,
             policy_name: policy.name(),
+            control: config.policy.control.then(report::ControlStats::default),
             policy: Some(policy),
             cores: core_list,
             processes: Vec::new(),

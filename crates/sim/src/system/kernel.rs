@@ -85,6 +85,11 @@ impl Kernel for Ctx<'_> {
         if colors.contains(self.sys.memory.color_of(pte.pfn())) {
             return Ok(None);
         }
+        if let Some(c) = self.sys.control.as_mut() {
+            // A control run moves no page: the policy sees "already in its colors".
+            c.refused_recolors += 1;
+            return Ok(None);
+        }
         // Issue 19: the move runs (and is charged) on a core of the page's own process, not on
         // whichever core ran the hook, so an untouched co-runner never pays for another
         // process's pages (the hook's core only when the process has no thread left).
@@ -104,6 +109,15 @@ impl Kernel for Ctx<'_> {
     fn mark_for_recolor(&mut self, pid: usize, vpn: u64) -> Result<(), KernelError> {
         self.live(pid)?;
         let space = self.sys.processes[pid].space.as_mut().expect("live");
+        if let Some(c) = self.sys.control.as_mut() {
+            return match space.pte(vpn) {
+                Some(e) if e.has(Pte::PRESENT) || e.has(Pte::RECOLOR) => {
+                    c.refused_marks += 1;
+                    Ok(())
+                }
+                _ => Err(KernelError::NotMapped { pid, vpn }),
+            };
+        }
         if !space.mark_for_recolor(vpn) {
             return Err(KernelError::NotMapped { pid, vpn });
         }
@@ -133,6 +147,12 @@ impl Kernel for Ctx<'_> {
             _ => return Err(KernelError::NoThread(tid)),
         }
         let from = self.sys.threads[tid].core;
+        if from != core {
+            if let Some(c) = self.sys.control.as_mut() {
+                c.refused_migrations += 1;
+                return Ok(());
+            }
+        }
         self.sys.threads[tid].pinned = true;
         if from == core {
             return Ok(());

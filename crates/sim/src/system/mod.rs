@@ -166,6 +166,8 @@ pub struct System {
     /// Taken out while one of its hooks runs (the hook gets the rest of the system as `Kernel`).
     policy: Option<Box<dyn Policy>>,
     policy_name: &'static str,
+    /// `[policy] control`: the page and thread moves the kernel refused (None: not a control).
+    control: Option<report::ControlStats>,
     cores: Vec<Core>,
     processes: Vec<Process>,
     threads: Vec<Thread>,

@@ -434,6 +434,18 @@ pub struct CoherenceStats {
     pub invalidations: u64,
 }
 
+/// A control run's refusals (`[policy] control`, issue 19 defect 7): what the policy asked
+/// the kernel to move and the kernel did not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ControlStats {
+    /// `recolor` calls for a page not already in the requested colors.
+    pub refused_recolors: u64,
+    /// `mark_for_recolor` calls (lazy moves).
+    pub refused_marks: u64,
+    /// `migrate` calls to another core.
+    pub refused_migrations: u64,
+}
+
 /// What a run reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
@@ -453,6 +465,9 @@ pub struct SystemReport {
     pub intervals: Vec<Interval>,
     /// What the policy reports of itself (`Policy::report`; null if nothing).
     pub policy_report: serde_json::Value,
+    /// Present in a control run only (`[policy] control`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlStats>,
     pub invariants: Vec<String>,
 }
 
@@ -591,6 +606,7 @@ impl System {
                 .policy
                 .as_ref()
                 .map_or(serde_json::Value::Null, |p| p.report()),
+            control: self.control.clone(),
             invariants,
         }
     }

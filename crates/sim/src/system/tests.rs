@@ -355,6 +355,71 @@ fn eager_and_lazy_recoloring_move_pages_and_keep_their_contents() {
     }
 }
 
+/// Issue 19 defect 7: a policy's control run (`[policy] control`) keeps its color decisions
+/// but moves no page: the mover's eager recolors and lazy marks are refused and counted, no
+/// frame changes, and the frames it placed after the first tick still follow its colors.
+#[test]
+fn a_control_run_moves_no_page_and_counts_what_it_refused() {
+    let text = include_str!("../../../../examples/os/placement-random.toml")
+        .replace("allocator = \"random\"", "allocator = \"color-pool\"")
+        .replace("[policy]\nname = \"linux\"", "[scheduler]\ntick = 2000000");
+    let mut cfg = config(&text);
+    cfg.policy.control = true;
+    let colors = 16;
+    let target = ColorSet::range(colors, 0, 4).unwrap();
+    for lazy in [false, true] {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let policy = Mover {
+            lazy,
+            target: target.clone(),
+            allowed: ColorSet::all(colors),
+            ticks: 0,
+            seen: seen.clone(),
+        };
+        let r = run_with(&cfg, Box::new(policy));
+        let p = process(&r, "uniform");
+        assert_eq!((p.recolors, p.lazy_recolors), (0, 0), "lazy {lazy}");
+        let control = r
+            .control
+            .as_ref()
+            .expect("a control run reports its refusals");
+        let seen = seen.lock().unwrap();
+        // The frames of every page mapped at the first tick are the same at every later tick.
+        let first: std::collections::BTreeMap<u64, u64> =
+            seen[0].iter().map(|pg| (pg.vpn, pg.pfn)).collect();
+        for later in seen.iter().skip(1) {
+            for pg in later {
+                if let Some(&pfn) = first.get(&pg.vpn) {
+                    assert_eq!(pfn, pg.pfn, "page {:#x} moved in a control run", pg.vpn);
+                }
+                assert!(!pg.marked, "a control run marks nothing");
+            }
+        }
+        if lazy {
+            assert_eq!(control.refused_recolors, 0);
+            assert!(control.refused_marks > 100, "{control:?}");
+        } else {
+            assert_eq!(control.refused_marks, 0);
+            assert!(control.refused_recolors > 100, "{control:?}");
+        }
+    }
+    // Not a control run: no `control` in the report (and its JSON has no such key).
+    cfg.policy.control = false;
+    let r = run_with(
+        &cfg,
+        Box::new(Mover {
+            lazy: false,
+            target,
+            allowed: ColorSet::all(colors),
+            ticks: 0,
+            seen: Default::default(),
+        }),
+    );
+    assert!(r.control.is_none());
+    assert!(process(&r, "uniform").recolors > 100);
+    assert!(serde_json::to_value(&r).unwrap().get("control").is_none());
+}
+
 #[test]
 fn the_content_check_catches_a_page_that_lost_its_contents() {
     let mut s = System::new(&config(include_str!(

@@ -1,0 +1,341 @@
+"""``cachecolor evaluate``: every policy on the real-program suite (issue 21 item 4), alone and in
+2- and 4-program mixes on the papers' machines, over several placements, with each policy's
+control run (issue 19 defect 7).
+
+What one evaluation is:
+
+- **Programs**: the suite's cached traces (``cachecolor workloads build``; missing ones are
+  captured, failures reported and skipped). Each run reads the first ``records`` records of a
+  trace (a prefix written once beside the results), so the evaluation's size is one number.
+- **Groups** (who runs together) on **machines** (the papers'): each program alone on
+  ``ppc970fx`` (ROCS section 6, one core) and ``xeon-e5506`` (COLORIS section 4); pairs on
+  ``power5`` (Azimi section 5.3: the two cores of chip 0 share its L2 and L3) and
+  ``xeon-e5506``; quads on ``xeon-e5506`` (its four cores share the LLC). One process per core,
+  pinned, all starting at cycle 0.
+- **Placements**: ``fresh`` (a freshly booted system: the buddy allocator hands out consecutive
+  frames) and ``aged`` with seeds 1..N (a long-running system: a quarter of RAM held at random,
+  the rest freed in random order; ``[memory] aged``, docs/system.md "Placement"). The sweep's
+  seed is the placement seed: ``[memory] seed`` (it also seeds random replacement; the traces
+  themselves do not depend on it).
+- **Policies**: each with its control (``P+control``: its colors as it decides them, no page or
+  thread moved). Speedups are against ``linux`` on the *same* placement (same aged flag and
+  seed), per process, then averaged over the group's processes (the papers' weighted speedup).
+
+Output in ``--out``: the sweep's points and tables (``results.csv``), ``evaluation.csv`` (one row
+per group, machine, placement, policy and process) and ``evaluation.md`` (the tables); with
+``--markdown FILE`` the tables replace the block between ``<!-- evaluation -->`` and
+``<!-- /evaluation -->`` in FILE.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+#: The papers' machines for each group size.
+MACHINES = {1: ("ppc970fx", "xeon-e5506"), 2: ("power5", "xeon-e5506"), 4: ("xeon-e5506",)}
+#: The policies evaluated (each also as its control).
+POLICIES = ("rocs", "mrc-partition", "coloris")
+#: Default mixes: a cache-sensitive program beside a streaming or sparse one, and two that fit.
+PAIRS = ("zstd+stream", "bzip2+spmv", "cc1+stencil", "sqlite+xz")
+QUADS = ("zstd+bzip2+stream+xz", "sqlite+cc1+spmv+stencil")
+RECORDS = 2_000_000
+SEEDS = 3
+
+
+class EvaluationError(ValueError):
+    """Bad input to the evaluation (one line naming the field)."""
+
+
+@dataclass(frozen=True)
+class Group:
+    programs: tuple[str, ...]
+    machine: str
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.programs)
+
+
+def groups(programs: Sequence[str], pairs: Sequence[str], quads: Sequence[str]) -> list[Group]:
+    out = [Group((p,), m) for p in programs for m in MACHINES[1]]
+    for mixes, size in ((pairs, 2), (quads, 4)):
+        for mix in mixes:
+            names = tuple(mix.split("+"))
+            if len(names) != size:
+                raise EvaluationError(f"mix {mix!r}: expected {size} programs joined by '+'")
+            out += [Group(names, m) for m in MACHINES[size]]
+    return out
+
+
+def prefix_trace(src: Path, dest: Path, records: int) -> Path:
+    """The first ``records`` records of ``src`` as a native trace at ``dest`` (once)."""
+    from .traces import read_trace, write_trace
+
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        frame = read_trace(src, limit=records)
+        tmp = dest.with_suffix(".tmp")
+        write_trace(tmp, frame, metadata=json.dumps({"prefix_of": str(src), "records": int(len(frame))}))
+        tmp.replace(dest)
+    return dest
+
+
+def group_config(g: Group, traces: dict[str, Path]) -> dict[str, Any]:
+    """One process per program, pinned to cores 0, 1, ... (one chip's cores share its LLC)."""
+    return {
+        "machine": {"preset": g.machine},
+        # color-pool: the colored policies need a color-aware allocator; an uncolored request
+        # (linux) takes its buddy/per-CPU path (docs/system.md "Placement").
+        "memory": {"ram": "2GiB", "allocator": "color-pool"},
+        "policy": {"name": "linux"},
+        "processes": [
+            {"name": p, "pin": [i], "threads": [{"trace": str(traces[p]), "format": "native"}]}
+            for i, p in enumerate(g.programs)
+        ],
+    }
+
+
+def placements(seeds: int) -> list[tuple[str, int]]:
+    """``(placement, seed)``: fresh once (its frames do not depend on the seed), aged per seed."""
+    return [("fresh", 0)] + [("aged", s) for s in range(1, seeds + 1)]
+
+
+def _partition(policy_report: Any) -> Optional[str]:
+    """The last color ranges a partitioning policy gave (``name:colors`` each)."""
+    found: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            if isinstance(v.get("colors"), dict) and "time" in v:
+                found.append(v["colors"])
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(policy_report)
+    if not found:
+        return None
+    last = found[-1]
+    return " ".join(f"{k}:{r[1] - r[0]}" for k, r in last.items() if isinstance(r, list) and len(r) == 2)
+
+
+def rows_of(result: Any, group: Group, placement: str, seed: int, policy: str) -> list[dict[str, Any]]:
+    doc = result.to_dict()
+    pr = doc.get("policy_report") or {}
+    control = doc.get("control") or {}
+    rows = []
+    for p in doc["processes"]:
+        kernel = sum(v.get("cycles", 0.0) for v in p.get("kernel", {}).values() if isinstance(v, dict))
+        rows.append({
+            "group": group.name,
+            "size": len(group.programs),
+            "machine": group.machine,
+            "placement": placement,
+            "seed": seed,
+            "policy": policy,
+            "process": p["name"],
+            "ipc": p["ipc"],
+            "llc_mpki": p["llc_mpki"],
+            "llc_miss_rate": p["llc_miss_rate"],
+            "recolored": p["recolors"] + p["lazy_recolors"],
+            "os_share": kernel / p["cycles"] if p["cycles"] else 0.0,
+            "pollute_pages": pr.get("pages_to_buffer") if isinstance(pr, dict) else None,
+            "partition": _partition(pr),
+            "refused_moves": sum(control.values()) if control else None,
+        })
+    return rows
+
+
+def speedups(frame: Any) -> Any:
+    """Per row: IPC over linux's for the same process, group, machine and placement."""
+    key = ["group", "machine", "placement", "seed", "process"]
+    base = frame[frame.policy == "linux"].set_index(key)["ipc"].rename("linux_ipc")
+    out = frame.join(base, on=key)
+    out["speedup"] = out["ipc"] / out["linux_ipc"]
+    return out
+
+
+def summary(frame: Any) -> Any:
+    """Per group, machine, policy: weighted speedup (mean over the group's processes) on fresh
+    memory and over the aged seeds (mean, min, max), LLC MPKI, recolored pages, pollute pages,
+    the last partition, the OS share of cycles, moves a control refused."""
+    import pandas as pd
+
+    per_run = frame.groupby(["group", "machine", "policy", "placement", "seed"], sort=False).agg(
+        speedup=("speedup", "mean"), mpki=("llc_mpki", "mean"), recolored=("recolored", "sum"),
+        os_share=("os_share", "mean"), pollute=("pollute_pages", "first"), partition=("partition", "first"),
+        refused=("refused_moves", "first")).reset_index()
+    out = []
+    for (g, m, pol), d in per_run.groupby(["group", "machine", "policy"], sort=False):
+        fresh, aged = d[d.placement == "fresh"], d[d.placement == "aged"]
+        out.append({
+            "group": g, "machine": m, "policy": pol,
+            "fresh": fresh.speedup.mean() if len(fresh) else float("nan"),
+            "aged mean": aged.speedup.mean() if len(aged) else float("nan"),
+            "aged min": aged.speedup.min() if len(aged) else float("nan"),
+            "aged max": aged.speedup.max() if len(aged) else float("nan"),
+            "LLC MPKI (aged)": aged.mpki.mean() if len(aged) else float("nan"),
+            "recolored": aged.recolored.mean() if len(aged) else float("nan"),
+            "pollute pages": aged.pollute.dropna().mean() if aged.pollute.notna().any() else None,
+            "partition": aged.partition.dropna().iloc[-1] if aged.partition.notna().any() else None,
+            "OS share": aged.os_share.mean() if len(aged) else float("nan"),
+            "refused (control)": aged.refused.dropna().mean() if aged.refused.notna().any() else None,
+        })
+    return pd.DataFrame(out)
+
+
+def placement_spread(frame: Any) -> Any:
+    """Linux alone, per group and machine: the group's mean IPC on fresh memory and over the
+    aged seeds (mean, min, max), and the aged spread as a fraction of the aged mean: how much
+    placement alone moves the baseline (issue 19 defect 7)."""
+    import pandas as pd
+
+    lin = frame[frame.policy == "linux"]
+    per_run = lin.groupby(["group", "machine", "placement", "seed"], sort=False)["ipc"].mean().reset_index()
+    out = []
+    for (g, m), d in per_run.groupby(["group", "machine"], sort=False):
+        fresh, aged = d[d.placement == "fresh"].ipc, d[d.placement == "aged"].ipc
+        out.append({
+            "group": g, "machine": m,
+            "IPC fresh": fresh.mean() if len(fresh) else float("nan"),
+            "IPC aged mean": aged.mean() if len(aged) else float("nan"),
+            "aged min": aged.min() if len(aged) else float("nan"),
+            "aged max": aged.max() if len(aged) else float("nan"),
+            "aged spread": (aged.max() - aged.min()) / aged.mean() if len(aged) and aged.mean() else float("nan"),
+            "fresh / aged": fresh.mean() / aged.mean() if len(fresh) and len(aged) and aged.mean() else float("nan"),
+        })
+    return pd.DataFrame(out)
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def markdown(table: Any, header: str) -> str:
+    cols = list(table.columns)
+    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
+    for _, r in table.iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def replace_block(doc: Path, text: str) -> None:
+    from ._output import write_text
+
+    begin, end = "<!-- evaluation -->", "<!-- /evaluation -->"
+    old = doc.read_text()
+    if begin not in old or end not in old:
+        raise EvaluationError(f"{doc}: no {begin} ... {end} block to replace")
+    head, rest = old.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    write_text(doc, f"{head}{begin}\n{text}\n{end}{tail}")
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from . import workloads
+    from .sweep import Point, results_of, sweep
+
+    out = Path(args.out)
+    programs = args.programs.split(",") if args.programs else [w.name for w in workloads.SUITE]
+    known = {w.name for w in workloads.SUITE}
+    for p in programs + [x for mix in args.pairs + args.quads for x in mix.split("+")]:
+        if p not in known:
+            raise EvaluationError(f"program {p!r} is not in the suite; the suite: {', '.join(sorted(known))}")
+    groups(programs, args.pairs, args.quads)  # bad mixes are named before anything runs
+    if args.records < 1000:
+        raise EvaluationError(f"--records {args.records}: at least 1000")
+    if args.seeds < 1:
+        raise EvaluationError(f"--seeds {args.seeds}: at least 1")
+    wanted = sorted(set(programs) | {x for mix in args.pairs + args.quads for x in mix.split("+")})
+    started = time.monotonic()
+    traces: dict[str, Path] = {}
+    for name in wanted:
+        w = workloads.by_name(name)
+        try:
+            if workloads.info(w) is None or not (workloads.wdir(w) / "trace.cctrace").exists():
+                workloads.build(w)
+            traces[name] = prefix_trace(workloads.wdir(w) / "trace.cctrace",
+                                        out / "traces" / f"{name}-{args.records}.cctrace", args.records)
+        except Exception as e:  # a program that cannot be had is reported and skipped
+            print(f"{name}: SKIPPED: {e}", file=sys.stderr)
+    gs = [g for g in groups([p for p in programs if p in traces], args.pairs, args.quads)
+          if all(p in traces for p in g.programs)]
+    points: list[Point] = []
+    where: dict[int, tuple[Group, str, int, str]] = {}
+    cfg_dir = out / "configs"
+    cfg_dir.mkdir(parents=True, exist_ok=True)
+    policies = ["linux"] + [x for p in args.policies for x in (p, f"{p}+control")]
+    for g in gs:
+        path = cfg_dir / f"{g.machine}--{g.name}.json"
+        text = json.dumps(group_config(g, traces), indent=1)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        for placement, seed in placements(args.seeds):
+            for pol in policies:
+                where[len(points)] = (g, placement, seed, pol)
+                points.append(Point(str(path), pol, seed, {"memory.aged": placement == "aged"}))
+    print(f"evaluation: {len(gs)} groups x {len(placements(args.seeds))} placements x {len(policies)} policies "
+          f"= {len(points)} runs of {args.records:,} records per program", file=sys.stderr)
+    res = sweep(points, out / "sweep", workers=args.workers, progress=not args.quiet)
+    import pandas as pd
+
+    rows = []
+    for prep, result in results_of(out / "sweep", res.points):
+        g, placement, seed, pol = where[prep.index]
+        rows += rows_of(result, g, placement, seed, pol)
+    if res.failed:
+        print(f"evaluation: {len(res.failed)} runs failed (their point files in {out / 'sweep'} say why)", file=sys.stderr)
+    frame = speedups(pd.DataFrame(rows))
+    frame.to_csv(out / "evaluation.csv", index=False)
+    table = summary(frame)
+    elapsed = time.monotonic() - started
+    parts = [markdown(placement_spread(frame), "#### linux: the placement spread (IPC, mean over the group's processes)")]
+    for size, title in ((1, "alone"), (2, "2-program mixes"), (4, "4-program mixes")):
+        t = table[table.group.map(lambda n: n.count("+") + 1) == size]
+        if len(t):
+            parts.append(markdown(t, f"#### {title}"))
+    text = "\n\n".join(parts)
+    (out / "evaluation.md").write_text(text + "\n")
+    if args.markdown:
+        replace_block(Path(args.markdown), text)
+    print(f"evaluation: {len(res.ran)} runs, {len(res.reused)} reused, {elapsed:.0f} s; tables in {out / 'evaluation.md'}",
+          file=sys.stderr)
+    (out / "run.json").write_text(json.dumps({"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
+                                              "seconds": round(elapsed), "records": args.records, "seeds": args.seeds,
+                                              "argv": sys.argv[1:]}, indent=1) + "\n")
+    return 1 if res.failed else 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite (issue 21 item 4)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--programs", help="comma-separated suite programs run alone (default: the whole suite)")
+    p.add_argument("--pairs", nargs="*", default=list(PAIRS), metavar="A+B", help="2-program mixes")
+    p.add_argument("--quads", nargs="*", default=list(QUADS), metavar="A+B+C+D", help="4-program mixes")
+    p.add_argument("--policies", nargs="*", default=list(POLICIES), help="policies besides linux (each with its control)")
+    p.add_argument("--records", type=int, default=RECORDS, help="records of each trace a run reads (its prefix)")
+    p.add_argument("--seeds", type=int, default=SEEDS, help="aged placements (seeds 1..N), besides the fresh one")
+    p.add_argument("--workers", type=int, default=None, help="parallel runs (default: all cores)")
+    p.add_argument("--out", default="cachecolor-evaluation", help="output directory (points are reused)")
+    p.add_argument("--markdown", help="replace the <!-- evaluation --> block of this file with the tables")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return evaluate(args)
+    except EvaluationError as e:
+        print(f"cachecolor evaluate: {e}", file=sys.stderr)
+        return 2
