@@ -32,8 +32,10 @@ Predictors (previous line per stream, current thread = 0) restart at every block
 decodes on its own.
 
 Version 3 (issue 22, attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
-with a PC column, one u64 per data record (kind other than ifetch), the address of the
-instruction that made the access (0 = unknown; an ifetch's PC is its own address). A writer
+with a PC column, one u64 per data record (kind other than ifetch): the address of the
+instruction that made the access (0 = unknown; an ifetch's PC is its own address) XOR the
+address of the block's latest ifetch before it (0 if none), so that the PC of a captured data
+record, which is its instruction's fetch just before it, is stored as 0. A writer
 without PCs still writes version 2, so older readers keep reading what they can.
 
 Contract:
@@ -221,9 +223,14 @@ impl Encoder {
         raw.extend_from_slice(&self.syscalls);
         if let Some(pcs) = pcs {
             debug_assert_eq!(pcs.len(), n);
+            // XOR with the block's latest fetch: a captured data record follows the fetch of its
+            // own instruction, so its word is 0 and the column costs zstd almost nothing.
+            let mut last_fetch = 0u64;
             for (r, pc) in records.iter().zip(pcs) {
-                if r.kind != Kind::IFetch {
-                    raw.extend_from_slice(&pc.to_le_bytes());
+                if r.kind == Kind::IFetch {
+                    last_fetch = r.addr;
+                } else {
+                    raw.extend_from_slice(&(pc ^ last_fetch).to_le_bytes());
                 }
             }
         }
@@ -436,14 +443,16 @@ fn decode(
     }
     if let Some(pcs) = pcs {
         let mut values = pc_column.chunks_exact(8);
+        let mut last_fetch = 0u64;
         pcs.extend(out.iter().map(|r| {
             if r.kind == Kind::IFetch {
+                last_fetch = r.addr;
                 r.addr
             } else {
-                // Counted above: one value per data record.
+                // Counted above: one value per data record, XORed with the latest fetch.
                 values
                     .next()
-                    .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()))
+                    .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()) ^ last_fetch)
             }
         }));
     }
