@@ -1490,6 +1490,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("name", nargs="?", metavar="NAME", help="a file or directory inside them (rocs/art.toml, oscache, ...)")
     ex.set_defaults(func=cmd_examples)
+
+    from .annotate import add_parser as add_annotate_parser  # issue 22: the command's own module
+
+    add_annotate_parser(sub)
     return p
 
 
