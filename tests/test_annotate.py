@@ -165,6 +165,27 @@ def test_the_streaming_array_pollutes_the_reused_one(program):
 
 
 @needs_tools
+def test_data_objects_are_named_and_their_misses_match_cachegrinds_lines(program, capsys):
+    objs = cachecolor.annotate(program["trace"], CONFIG, binary=program["exe"], by="object").set_index("object")
+    cg = cachegrind_lines(program["cg"])
+    name = program["src"].name
+    # reused is written on line 11 and read on line 17; stream written on line 23 only.
+    for obj, lines in (("reused", (11, 17)), ("stream", (23,))):
+        want = sum(cg[(name, ln)]["DLmr"] + cg[(name, ln)]["DLmw"] for ln in lines)
+        got = objs.loc[obj, "LL_misses"]
+        assert abs(got - want) <= 0.01 * want, f"{obj}: annotate {got}, cachegrind {want}"
+    assert objs.loc["reused", "size"] == 16 * 1024 * 8 and objs.loc["stream", "size"] == 512 * 1024 * 8
+    # The streaming array never reuses a line: it misses the LL on every line it touches.
+    assert objs.loc["stream", "LL_miss_rate"] > 0.99
+    cfg = program["dir"] / "cg-objects.json"
+    cfg.write_text(json.dumps(CONFIG))
+    assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]),
+                 "-q", "--objects"]) == 0
+    out = capsys.readouterr().out
+    assert "stream" in out and "reused" in out and "LL_miss_rate" in out
+
+
+@needs_tools
 def test_cli_tables_json_csv_and_unknown_code_kept(program, capsys):
     cfg = program["dir"] / "cg.json"
     cfg.write_text(json.dumps(CONFIG))

@@ -147,8 +147,10 @@ def annotate(
     """
     import pandas as pd
 
+    if by == "object":
+        return annotate_objects(trace, config, binary=binary, progress=progress)
     if by not in ("line", "function", "pc"):
-        raise ValueError(f"by={by!r}: expected 'line', 'function' or 'pc'")
+        raise ValueError(f"by={by!r}: expected 'line', 'function', 'pc' or 'object'")
     head = _trace_header(trace)
     if not head["pcs"]:
         raise AnnotateError(
@@ -231,6 +233,88 @@ def annotate(
     return frame
 
 
+def _data_symbols(binary: Path) -> list[tuple[int, int, str]]:
+    """``(start, end, name)`` of the global and static data objects of ``binary`` (``nm -S``:
+    initialised, zeroed and read-only data with a size), by address."""
+    tool = shutil.which("nm")
+    if tool is None:
+        return []
+    out = subprocess.run([tool, "-S", "-C", "--defined-only", os.fspath(binary)], capture_output=True,
+                         text=True, check=False).stdout
+    syms = []
+    for line in out.splitlines():
+        f = line.split(maxsplit=3)
+        if len(f) == 4 and f[2] in "bBdDrR" and len(f[2]) == 1:
+            start, size = int(f[0], 16), int(f[1], 16)
+            if size > 0:
+                syms.append((start, start + size, f[3]))
+    return sorted(syms)
+
+
+def annotate_objects(
+    trace: os.PathLike | str,
+    config: ConfigSource,
+    *,
+    binary: Optional[os.PathLike | str] = None,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> Any:
+    """Data accesses and misses per data object of ``trace`` (``annotate(..., by="object")``): the
+    program's global and static arrays by their symbols (``nm``; a binary linked at a fixed
+    address, as for code), everything else (heap, stacks, libraries' data, mappings) in one row
+    ``(heap, stack or other: no memory map)``. Tallied per 4 KiB page and each page given to the
+    object that covers most of it, so an object's first and last pages may be shared with its
+    neighbours. Columns: ``object``, ``start``, ``size``, ``reads``, ``writes``, and per level
+    ``L`` that data goes through: ``L_accesses`` (reaching ``L``), ``L_misses``, ``L_miss_rate``;
+    sorted like ``annotate``'s default."""
+    import pandas as pd
+
+    head = _trace_header(trace)
+    if not head["pcs"]:
+        raise AnnotateError(f"{trace} has no PCs (native trace version {head['version']}): capture it "
+                            "again with `cachecolor trace capture -o OUT -- PROGRAM ARGS`")
+    cfg = load_config(config)
+    levels = _levels(cfg)
+    names = [lv["name"] for lv in levels]
+    raw = _core.attribute_trace(json.dumps(cfg), os.fspath(trace), _wrap_progress(progress))
+    n_slots = len(levels) + 1
+    pages = np.frombuffer(raw["page"], dtype="<u8")
+    cls = np.frombuffer(raw["page_class"], dtype=np.uint8)
+    counts = np.frombuffer(raw["page_counts"], dtype="<u8").reshape(-1, n_slots).astype(np.int64)
+    program = binary or head["metadata"].get("program")
+    binpath = Path(program) if program else None
+    kind, _ = _elf_text(binpath) if binpath else (None, [])
+    syms = _data_symbols(binpath) if binpath is not None and kind == "exec" else []
+    other = "(heap, stack or other: no memory map)"
+    owner = np.full(len(pages), other, dtype=object)
+    for lo, hi, name in syms:
+        p_lo, p_hi = lo >> 12, (hi - 1) >> 12
+        for pg in range(p_lo, p_hi + 1):
+            cover = min(hi, (pg + 1) << 12) - max(lo, pg << 12)
+            sel = pages == pg
+            if sel.any() and cover >= 2048:
+                owner[sel] = name
+    total = counts.sum(axis=1)
+    path = _path(levels, 0)
+    cols: dict[str, Any] = {"object": owner, "reads": np.where(cls == 0, total, 0),
+                            "writes": np.where(cls == 1, total, 0)}
+    for k, li in enumerate(path):
+        above = counts[:, path[:k]].sum(axis=1)
+        cols[f"{names[li]}_accesses"] = total - above
+        cols[f"{names[li]}_misses"] = total - above - counts[:, li]
+    frame = pd.DataFrame(cols).groupby("object", as_index=False, sort=False).sum()
+    for li in path:
+        acc = frame[f"{names[li]}_accesses"]
+        frame[f"{names[li]}_miss_rate"] = np.where(acc > 0, frame[f"{names[li]}_misses"] / acc.where(acc > 0, 1), 0.0)
+    where = {name: (lo, hi - lo) for lo, hi, name in syms}
+    frame.insert(1, "start", [where.get(o, (0, 0))[0] for o in frame["object"]])
+    frame.insert(2, "size", [where.get(o, (0, 0))[1] for o in frame["object"]])
+    frame = frame.sort_values([f"{names[i]}_misses" for i in path], ascending=False,
+                              kind="stable").reset_index(drop=True)
+    frame.attrs.update(levels=[names[i] for i in path], records=int(raw["records"]),
+                       binary=os.fspath(binpath) if binpath else None)
+    return frame
+
+
 # ---- command line -----------------------------------------------------------------------------
 
 def add_parser(sub: Any) -> None:
@@ -253,6 +337,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
     p.add_argument("--context", type=int, default=3, metavar="N",
                    help="source lines shown around each of the top lines (default 3; 0: none)")
+    p.add_argument("--objects", action="store_true", help="per data object instead (global and static arrays "
+                   "by symbol, the rest in one row): accesses, misses and miss rate at every data level")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the per-line table as JSON records on stdout")
     fmt.add_argument("--csv", action="store_true", help="the per-line table as CSV on stdout")
@@ -300,7 +386,10 @@ def run(args: Any) -> int:
     progress = ProgressLine("annotate", quiet=getattr(args, "quiet", False))
     try:
         sort = args.sort.split(",") if args.sort else None
-        lines = annotate(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
+        if args.objects:
+            lines = annotate_objects(args.trace, args.config, binary=args.binary, progress=progress)
+        else:
+            lines = annotate(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
     except (AnnotateError, ValueError) as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     except _core.ConfigError as e:
@@ -316,6 +405,11 @@ def run(args: Any) -> int:
         return 0
     if args.csv:
         print(lines.to_csv(index=False), end="")
+        return 0
+    if args.objects:
+        print(f"{lines.attrs['records']:,} records; data objects of {lines.attrs['binary']} (per 4 KiB page)")
+        print(lines.head(args.top).to_string(index=False, formatters={
+            "start": hex, **{c: (lambda v: f"{v:.4f}") for c in lines.columns if c.endswith("_miss_rate")}}))
         return 0
     names = lines.attrs["levels"]
     value_cols = [c for c in lines.columns if c not in ("function", "file", "line")]
