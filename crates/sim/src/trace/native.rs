@@ -450,9 +450,9 @@ fn decode(
                 r.addr
             } else {
                 // Counted above: one value per data record, XORed with the latest fetch.
-                values
-                    .next()
-                    .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()) ^ last_fetch)
+                values.next().map_or(0, |v| {
+                    u64::from_le_bytes(v.try_into().unwrap()) ^ last_fetch
+                })
             }
         }));
     }
