@@ -52,6 +52,7 @@ from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_p
 from . import models
 from .placement import PhysicalSdp, physical_sdp, placement_sweep, read_pagemap
 from .pages import PageProfile, page_profile
+from .annotate import AnnotateError, annotate
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate
@@ -86,6 +87,8 @@ from .traces import (
 __version__: str = _core.__version__
 
 __all__ = [
+    "AnnotateError",
+    "annotate",
     "CachecolorError",
     "CaptureError",
     "ConfigError",

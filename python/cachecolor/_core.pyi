@@ -312,6 +312,7 @@ def capture(
     progress: Optional[_Progress] = None,
     syscalls: bool = False,
     skip_instructions: int = 0,
+    pcs: bool = True,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 
@@ -372,3 +373,13 @@ def page_profile(
     progress: Optional[Callable[..., Any]] = None,
 ) -> str:
     """A page-level profile (ROCS 3) as JSON."""
+
+def attribute_trace(
+    config_json: str,
+    trace: _Path,
+    progress: Optional[Callable[..., Any]] = None,
+) -> dict[str, Any]:
+    """Issue 22: where each reference of a trace with PCs was served, tallied per (PC, class) and
+    per (4 KiB data page, class): ``pc``, ``pc_class``, ``pc_counts``, ``page``, ``page_class``,
+    ``page_counts`` (little-endian bytes; counts are rows of ``levels + 1``), ``levels``,
+    ``records``, ``unknown_pc``."""

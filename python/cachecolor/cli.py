@@ -57,7 +57,7 @@ from .commands import (
     bench, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
 )
 from .commands.trace import _normalise_argv, cmd_trace_info
-from . import evaluate
+from . import annotate, evaluate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     examples.add_parser(sub)
     evaluate.add_parser(sub)  # issue 21 item 4 (python/cachecolor/evaluate.py: the library and its command)
+    annotate.add_parser(sub)  # issue 22 (python/cachecolor/annotate.py: the library and its command)
     return p
 
 

@@ -174,4 +174,7 @@ def from_columns(raw: Mapping[str, bytes], as_: str = "frame") -> Any:
             "syscall": arr["syscall"],
         }
     )
+    if raw.get("pc") is not None:
+        # Issue 22: the instruction that made each record (native version 3; 0 = unknown).
+        frame["pc"] = np.frombuffer(raw["pc"], dtype="<u8", count=n)
     return frame

@@ -152,6 +152,7 @@ def capture(
     progress: Optional[Callable[[Progress], Any]] = None,
     syscalls: bool = False,
     skip_instructions: int = 0,
+    pcs: bool = True,
 ) -> dict[str, Any]:
     """Run an unmodified program and write its memory references to the native trace ``out``.
 
@@ -164,13 +165,15 @@ def capture(
     call's identity, then the user-buffer accesses the call implies (docs/oscache.md).
     ``skip_instructions=N`` (qemu only) fast-forwards: nothing is recorded until the program
     has executed N instructions (all threads, counted per executed block: within one block).
+    ``pcs=True`` (default, with ``ifetch``) keeps the PC of every record (native version 3), which
+    ``cachecolor annotate`` needs; ``pcs=False`` writes a version 2 trace without them.
     """
     argv = [program_args] if isinstance(program_args, str) else list(program_args)
     if not argv:
         raise ValueError("capture needs a program to run")
     doc = _core.capture(
         argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress), syscalls,
-        skip_instructions,
+        skip_instructions, pcs,
     )
     return json.loads(doc)
 

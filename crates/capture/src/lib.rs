@@ -130,6 +130,10 @@ pub struct CaptureOptions {
     /// it); each thread then starts at its next block. 0 (default) records from the first instruction. Lackey
     /// rejects a non-zero value.
     pub skip_instructions: u64,
+    /// Keep the PC of every record (issue 22: attribution, `cachecolor annotate`): the trace is
+    /// then native version 3 with a PC column. Default true; needs `ifetch` (a data record's PC
+    /// is the address of the fetch before it), so without fetches there are none.
+    pub pcs: bool,
 }
 
 impl Default for CaptureOptions {
@@ -140,6 +144,7 @@ impl Default for CaptureOptions {
             max_records: None,
             syscalls: false,
             skip_instructions: 0,
+            pcs: true,
         }
     }
 }
@@ -321,6 +326,7 @@ pub fn capture(
         .collect();
 
     let mut sink = sink::Sink::create(out, opts.max_records)?;
+    sink.keep_pcs(opts.pcs && opts.ifetch);
     let run = match backend {
         Backend::Qemu => qemu::run(&prog, args, &command, opts, &mut sink, progress),
         Backend::Lackey => lackey::run(&prog, args, &command, opts, &mut sink, progress),

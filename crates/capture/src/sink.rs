@@ -63,6 +63,8 @@ pub(crate) struct Sink {
     /// The metadata object written by `start` and its length with the room left for the outcome.
     metadata: Option<(serde_json::Map<String, serde_json::Value>, usize)>,
     writer: Option<TraceWriter<BufWriter<Output>>>,
+    /// Issue 22: the PC of each data record, derived from the fetches (`keep_pcs`).
+    pcs: Option<PcFromFetches>,
     counts: Counts,
     records: u64,
     max: u64,
@@ -80,11 +82,20 @@ impl Sink {
             tmp: Some(tmp),
             metadata: None,
             writer: None,
+            pcs: None,
             counts: Counts::default(),
             records: 0,
             max: max_records.unwrap_or(u64::MAX),
             last_progress: Instant::now(),
         })
+    }
+
+    /// Keep the PC of every record in the trace (native version 3, issue 22); call before
+    /// `start`. Only for a stream with instruction fetches, in which each data record follows
+    /// the fetch of the instruction that made it (both back ends): that fetch's address is its
+    /// PC.
+    pub(crate) fn keep_pcs(&mut self, on: bool) {
+        self.pcs = on.then(PcFromFetches::default);
     }
 
     /// Write the trace header with `metadata`; must precede `push`. A JSON object gets
@@ -105,8 +116,12 @@ impl Sink {
         };
         let metadata = metadata.as_str();
         let file = self.tmp.take().expect("Sink::start called twice");
-        let w = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), metadata)
-            .map_err(|e| self.trace_err(e))?;
+        let w = TraceWriter::new_with(
+            BufWriter::with_capacity(1 << 20, file),
+            metadata,
+            self.pcs.is_some(),
+        )
+        .map_err(|e| self.trace_err(e))?;
         self.writer = Some(w);
         Ok(())
     }
@@ -152,7 +167,8 @@ impl Sink {
         };
         self.counts.add(counts);
         let w = self.writer.as_mut().expect("Sink::start not called");
-        if let Err(e) = w.write_all(recs) {
+        let pcs = self.pcs.as_mut().map(|p| p.derive(recs));
+        if let Err(e) = w.write_all_with_pcs(recs, pcs) {
             return Err(self.trace_err(e));
         }
         self.records += recs.len() as u64;
@@ -187,7 +203,10 @@ impl Sink {
                 use std::io::{Seek, Write};
                 file.seek(std::io::SeekFrom::Start(0))
                     .and_then(|_| {
-                        file.write_all(&cachecolor_sim::trace::native::file_header(&text))
+                        file.write_all(&cachecolor_sim::trace::native::file_header_with(
+                            &text,
+                            self.pcs.is_some(),
+                        ))
                     })
                     .map_err(|e| CaptureError::io(format!("writing {}", self.out.display()), e))?;
             }
@@ -199,6 +218,33 @@ impl Sink {
             )
         })?;
         Ok(self.records)
+    }
+}
+
+/// The PC of each record of a stream with instruction fetches: the address of its thread's
+/// latest fetch (a data record comes right after the fetch of its instruction, in both back
+/// ends; a system call's privileged records after the system call instruction). State carries
+/// over from one `derive` to the next, as the stream arrives in pieces.
+#[derive(Default)]
+pub(crate) struct PcFromFetches {
+    last_fetch: Vec<u64>,
+    pcs: Vec<u64>,
+}
+
+impl PcFromFetches {
+    pub(crate) fn derive(&mut self, recs: &[Record]) -> &[u64] {
+        self.pcs.clear();
+        for r in recs {
+            let t = r.thread as usize;
+            if t >= self.last_fetch.len() {
+                self.last_fetch.resize(t + 1, 0);
+            }
+            if r.kind == cachecolor_sim::trace::Kind::IFetch {
+                self.last_fetch[t] = r.addr;
+            }
+            self.pcs.push(self.last_fetch[t]);
+        }
+        &self.pcs
     }
 }
 

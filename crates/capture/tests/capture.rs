@@ -201,6 +201,7 @@ fn opts(backend: Backend, ifetch: bool) -> CaptureOptions {
         max_records: None,
         syscalls: false,
         skip_instructions: 0,
+        pcs: true,
     }
 }
 
@@ -582,6 +583,7 @@ fn max_records_truncates_and_stops_the_program() {
                 max_records: Some(50_000),
                 syscalls: false,
                 skip_instructions: 0,
+                pcs: true,
             },
             &mut |_| {},
         )
@@ -783,4 +785,145 @@ fn qemu_syscalls_become_privileged_runs_over_the_user_buffers() {
         assert!(matches!(e, CaptureError::Unsupported { .. }), "{e}");
         assert!(e.to_string().contains("--syscalls"), "{e}");
     }
+}
+
+/// Issue 22: two functions, one that stores to the array and one that loads it, each kept out
+/// of line so its instructions sit at the addresses its symbol gives. Non-PIE, so the symbol
+/// table's addresses are the run-time ones under both back ends.
+const PCS_PROG: &str = r#"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void fill(volatile uint64_t *a, long n) {
+    for (long i = 0; i < n; i++) a[i] = (uint64_t)i;
+}
+__attribute__((noinline)) uint64_t total(volatile uint64_t *a, long n) {
+    uint64_t s = 0;
+    for (long i = 0; i < n; i++) s += a[i];
+    return s;
+}
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    volatile uint64_t *a = aligned_alloc(64, (size_t)n * 8);
+    fill(a, n);
+    uint64_t s = total(a, n);
+    FILE *f = fopen(argv[2], "w");
+    fprintf(f, "%lu %lu %lu\n", (unsigned long)(uintptr_t)a, (unsigned long)(uintptr_t)(a + n),
+            (unsigned long)s);
+    fclose(f);
+    return 0;
+}
+"#;
+
+/// `[start, end)` of the function `name` in `exe`, from its symbol table (`nm -S`): the check
+/// independent of the capture.
+fn symbol_range(exe: &Path, name: &str) -> (u64, u64) {
+    let out = Command::new("nm")
+        .arg("-S")
+        .arg(exe)
+        .output()
+        .expect("nm (binutils) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 4 && f[3] == name {
+            let start = u64::from_str_radix(f[0], 16).unwrap();
+            let size = u64::from_str_radix(f[1], 16).unwrap();
+            return (start, start + size);
+        }
+    }
+    panic!("no symbol {name} in {}", exe.display());
+}
+
+/// The records and PCs of a native trace (PCs empty when it has none), and its version.
+fn read_trace_with_pcs(p: &Path) -> (Vec<Record>, Vec<u64>, u16) {
+    use cachecolor_sim::trace::RecordSource;
+    let mut r = TraceReader::open(p).expect("trace opens");
+    let (mut recs, mut pcs, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+    while r.next_block(&mut buf).expect("trace reads") {
+        recs.extend_from_slice(&buf);
+        pcs.extend_from_slice(r.block_pcs());
+    }
+    (recs, pcs, r.version())
+}
+
+fn check_pcs_are_the_instructions_that_access(backend: Backend) {
+    if !available(backend) {
+        return;
+    }
+    let dir = tmpdir();
+    let exe = compile(dir.path(), "pcs", PCS_PROG, &["-no-pie", "-fno-pie"]);
+    let (fill, total) = (symbol_range(&exe, "fill"), symbol_range(&exe, "total"));
+    let out = dir.path().join("pcs.cctrace");
+    let rng = dir.path().join("range.txt");
+    let n = 2000u64;
+    let args = [n.to_string(), rng.to_string_lossy().into_owned()];
+    capture(
+        exe.to_str().unwrap(),
+        &args,
+        &out,
+        &opts(backend, true),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (recs, pcs, version) = read_trace_with_pcs(&out);
+    assert_eq!(
+        (version, pcs.len()),
+        (3, recs.len()),
+        "{backend}: one PC per record"
+    );
+    let v = range_file(&rng);
+    let (mut stores, mut loads) = (0, 0);
+    for (r, &pc) in recs.iter().zip(&pcs) {
+        if r.kind == Kind::IFetch {
+            assert_eq!(pc, r.addr, "{backend}: an ifetch's PC is its address");
+            continue;
+        }
+        assert_ne!(
+            pc, 0,
+            "{backend}: every data record of a capture has a PC: {r:?}"
+        );
+        if in_range(r, v[0], v[1]) {
+            let (lo, hi, count) = match r.kind {
+                Kind::Store => (fill.0, fill.1, &mut stores),
+                _ => (total.0, total.1, &mut loads),
+            };
+            assert!(
+                (lo..hi).contains(&pc),
+                "{backend}: {r:?} made at {pc:#x}, outside its function [{lo:#x}, {hi:#x})"
+            );
+            *count += 1;
+        }
+    }
+    assert_eq!(
+        (stores, loads),
+        (n, n),
+        "{backend}: every array access seen"
+    );
+    // Without fetches there is no PC to give: the trace stays version 2, without the column.
+    capture(
+        exe.to_str().unwrap(),
+        &args,
+        &out,
+        &opts(backend, false),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (recs, pcs, version) = read_trace_with_pcs(&out);
+    assert!(!recs.is_empty());
+    assert_eq!(
+        (version, pcs.len()),
+        (2, 0),
+        "{backend}: --no-ifetch has no PCs"
+    );
+}
+
+#[test]
+fn qemu_pcs_are_the_instructions_that_access() {
+    check_pcs_are_the_instructions_that_access(Backend::Qemu);
+}
+
+#[test]
+fn lackey_pcs_are_the_instructions_that_access() {
+    check_pcs_are_the_instructions_that_access(Backend::Lackey);
 }

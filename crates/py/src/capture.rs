@@ -42,7 +42,7 @@ pub fn summary_json(s: &CaptureSummary) -> String {
 
 /// Capture `program args` into the native trace `out`. Returns the summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false, skip_instructions = 0))]
+#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false, skip_instructions = 0, pcs = true))]
 #[allow(clippy::too_many_arguments)]
 pub fn capture(
     py: Python<'_>,
@@ -55,6 +55,7 @@ pub fn capture(
     progress: Option<Py<PyAny>>,
     syscalls: bool,
     skip_instructions: u64,
+    pcs: bool,
 ) -> PyResult<String> {
     let backend = Backend::parse(backend).map_err(Failure::from)?;
     let opts = CaptureOptions {
@@ -63,6 +64,7 @@ pub fn capture(
         max_records,
         syscalls,
         skip_instructions,
+        pcs,
     };
     let progress = progress.as_ref();
     let doc = py.detach(|| {

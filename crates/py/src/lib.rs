@@ -17,6 +17,7 @@ off-load, the OS/user split-L2 uniprocessor).
 Long operations release the GIL and re-attach once per block for progress and Ctrl-C.
 */
 mod analysis;
+mod annotate;
 mod bench;
 mod capture;
 mod capture_system;
@@ -94,6 +95,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analysis::zipf_scan_trace, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::page_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(annotate::attribute_trace, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::expected_conflicts, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_sweep, m)?)?;

@@ -63,6 +63,7 @@ pub fn read_trace<'py>(
         kind: Vec<u8>,
         privileged: Vec<u8>,
         syscall: Vec<u32>,
+        pc: Vec<u64>,
         meta: Option<(String, u16)>,
         truncated: bool,
     }
@@ -77,16 +78,21 @@ pub fn read_trace<'py>(
                 kind: Vec::new(),
                 privileged: Vec::new(),
                 syscall: Vec::new(),
+                pc: Vec::new(),
                 meta,
                 truncated: false,
             };
             let mut buf = Vec::with_capacity(BLOCK_RECORDS);
             let mut n = 0u64;
             'blocks: while src.next_block(&mut buf)? {
-                for rec in &buf {
+                let pcs = src.block_pcs();
+                for (i, rec) in buf.iter().enumerate() {
                     if n == limit {
                         out.truncated = true;
                         break 'blocks;
+                    }
+                    if let Some(&pc) = pcs.get(i) {
+                        out.pc.push(pc);
                     }
                     out.addr.push(rec.addr);
                     out.thread.push(rec.thread);
@@ -102,6 +108,10 @@ pub fn read_trace<'py>(
             Ok(out)
         })
     })?;
+    // Issue 22: the PC column of a native version 3 trace (None when the trace has none).
+    let has_pcs =
+        !r.pc.is_empty() || (r.addr.is_empty() && r.meta.as_ref().is_some_and(|m| m.1 >= 3));
+    let pc_column = has_pcs.then(|| PyBytes::new(py, &le_bytes(&r.pc, |x| x.to_le_bytes())));
     columns_dict(
         py,
         &RecordVecs {
@@ -116,6 +126,10 @@ pub fn read_trace<'py>(
         r.meta.as_ref(),
         r.truncated,
     )
+    .and_then(|d| {
+        d.set_item("pc", pc_column)?;
+        Ok(d)
+    })
 }
 
 /// Records as columns (one `Vec` per field).

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cachecolor_sim::rng::SplitMix64;
-use cachecolor_sim::trace::native::{TraceReader, TraceWriter, MAGIC, VERSION};
+use cachecolor_sim::trace::native::{TraceReader, TraceWriter, MAGIC, VERSION_WITHOUT_PCS};
 use cachecolor_sim::trace::{
     self, collect, convert, Format, Kind, Progress, Record, RecordSource, VecSource, BLOCK_RECORDS,
 };
@@ -187,7 +187,7 @@ fn native_round_trips_edge_cases() {
         let bytes = encode(&records, name);
         let mut r = TraceReader::new(&bytes[..]).unwrap();
         assert_eq!(r.metadata(), name);
-        assert_eq!(r.version(), VERSION);
+        assert_eq!(r.version(), VERSION_WITHOUT_PCS);
         let mut buf = Vec::new();
         let mut got = Vec::new();
         while r.next_block(&mut buf).unwrap() {
@@ -279,7 +279,7 @@ fn empty_wrong_magic_and_wrong_version_are_explained() {
     let e = decode(&bytes).unwrap_err();
     assert_eq!(
         e.message,
-        "unsupported trace version 9 (this cachecolor reads versions 1 to 2)"
+        "unsupported trace version 9 (this cachecolor reads versions 1 to 3)"
     );
     assert_eq!(e.offset, Some(8));
 }

@@ -47,6 +47,12 @@ pub trait RecordSource {
     fn progress(&self) -> Progress {
         Progress::default()
     }
+
+    /// The PC of each record of the block the last `next_block` returned (issue 22: a native
+    /// version 3 trace with `FLAG_PCS`); empty when the source has none.
+    fn block_pcs(&self) -> &[u64] {
+        &[]
+    }
 }
 
 impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
@@ -55,6 +61,9 @@ impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
     }
     fn progress(&self) -> Progress {
         (**self).progress()
+    }
+    fn block_pcs(&self) -> &[u64] {
+        (**self).block_pcs()
     }
 }
 

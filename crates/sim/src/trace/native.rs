@@ -31,6 +31,13 @@ length is the count of tags with bit 7). Version 1 files read as before (bit 7 m
 Predictors (previous line per stream, current thread = 0) restart at every block, so a block
 decodes on its own.
 
+Version 3 (issue 22, attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
+with a PC column, one u64 per data record (kind other than ifetch): the address of the
+instruction that made the access (0 = unknown; an ifetch's PC is its own address) XOR the
+address of the block's latest ifetch before it (0 if none), so that the PC of a captured data
+record, which is its instruction's fetch just before it, is stored as 0. A writer
+without PCs still writes version 2, so older readers keep reading what they can.
+
 Contract:
 - A writer that is dropped without `finish` leaves a file without an end marker, which a reader
   reports as truncated: a crash never passes for a complete trace.
@@ -51,7 +58,11 @@ use crate::error::{Error, TraceError};
 /// The first 8 bytes of every native trace.
 pub const MAGIC: [u8; 8] = *b"CCTRACE\0";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
+/// The version written when the records carry no PC column (readable by older cachecolors).
+pub const VERSION_WITHOUT_PCS: u16 = 2;
+/// Header flag (version 3): every block ends with the PC column of its data records.
+pub const FLAG_PCS: u16 = 1;
 /// The oldest version this code still reads.
 pub const MIN_VERSION: u16 = 1;
 /// Marker that starts a block of records.
@@ -74,6 +85,8 @@ const DIRECTORY_BYTES: usize = 16;
 /// Largest encoding of one record: 4 fixed columns + 8 address + 2 size + 4 icount + 4 thread
 /// + 4 syscall.
 const MAX_RECORD_BYTES: usize = 26;
+/// Version 3 with `FLAG_PCS`: 8 more bytes per record for its PC.
+const MAX_RECORD_BYTES_WITH_PCS: usize = MAX_RECORD_BYTES + 8;
 /// Address granularity of the delta coding (bytes): lines, with the offset in its own column.
 const LINE_SHIFT: u32 = 6;
 const OFFSET_MASK: u64 = (1 << LINE_SHIFT) - 1;
@@ -135,7 +148,8 @@ struct Encoder {
 
 impl Encoder {
     /// Encode `records` (at most `MAX_BLOCK_RECORDS`) into `raw`, replacing its contents.
-    fn encode(&mut self, records: &[Record], raw: &mut Vec<u8>) {
+    /// With `pcs` (one per record), the PC column of the data records is appended (version 3).
+    fn encode(&mut self, records: &[Record], pcs: Option<&[u64]>, raw: &mut Vec<u8>) {
         let n = records.len();
         // Addresses are written as whole 8-byte words, each advancing by its width only; the
         // buffer keeps its length between blocks so it is zeroed once, not per block.
@@ -207,6 +221,19 @@ impl Encoder {
         raw.extend_from_slice(&self.icount_esc);
         raw.extend_from_slice(&self.threads);
         raw.extend_from_slice(&self.syscalls);
+        if let Some(pcs) = pcs {
+            debug_assert_eq!(pcs.len(), n);
+            // XOR with the block's latest fetch: a captured data record follows the fetch of its
+            // own instruction, so its word is 0 and the column costs zstd almost nothing.
+            let mut last_fetch = 0u64;
+            for (r, pc) in records.iter().zip(pcs) {
+                if r.kind == Kind::IFetch {
+                    last_fetch = r.addr;
+                } else {
+                    raw.extend_from_slice(&(pc ^ last_fetch).to_le_bytes());
+                }
+            }
+        }
     }
 }
 
@@ -216,15 +243,21 @@ impl Encoder {
 ///
 /// A first pass checks the tags and escape counts against the column directory, so that the
 /// second, hot pass cannot run past a column and needs no error path of its own.
+/// With `pcs`, the block ends with the PC column (version 3, `FLAG_PCS`), decoded into one PC
+/// per record (an ifetch's own address).
 fn decode(
     raw: &[u8],
     raw_len: usize,
     n: usize,
     version: u16,
     out: &mut Vec<Record>,
+    mut pcs: Option<&mut Vec<u64>>,
 ) -> Result<(), String> {
     debug_assert!(raw.len() >= raw_len + 8);
     out.clear();
+    if let Some(p) = pcs.as_deref_mut() {
+        p.clear();
+    }
     if raw_len < DIRECTORY_BYTES + 4 * n {
         return Err(format!("{raw_len} bytes cannot hold {n} records"));
     }
@@ -239,12 +272,22 @@ fn decode(
     if version < 2 && n_syscalls > 0 {
         return Err("a record has the reserved tag bit set".to_string());
     }
+    // Records whose PC is in the PC column: every one but the ifetches (kind 2).
+    let n_pcs = if pcs.is_some() {
+        raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
+            .iter()
+            .filter(|&&t| t & 3 != Kind::IFetch as u8)
+            .count()
+    } else {
+        0
+    };
     let expected = fixed_end as u64
         + addr_len as u64
         + 2 * n_size_esc as u64
         + 4 * n_icount_esc as u64
         + 4 * n_threads as u64
-        + 4 * n_syscalls as u64;
+        + 4 * n_syscalls as u64
+        + 8 * n_pcs as u64;
     if expected != raw_len as u64 {
         return Err(format!(
             "column directory describes {expected} bytes but the block holds {raw_len}"
@@ -260,7 +303,9 @@ fn decode(
     let icount_esc = &raw[addr_end + 2 * n_size_esc..icount_end];
     let threads_end = icount_end + 4 * n_threads;
     let threads = &raw[icount_end..threads_end];
-    let syscalls = &raw[threads_end..raw_len];
+    let syscalls_end = raw_len - 8 * n_pcs;
+    let syscalls = &raw[threads_end..syscalls_end];
+    let pc_column = &raw[syscalls_end..raw_len];
 
     // Pass 1: validate, so pass 2 stays inside every column. Written as narrow reductions over
     // chunks so the compiler vectorises them: width = class, except class 7 is 8 bytes wide.
@@ -396,6 +441,21 @@ fn decode(
             },
         );
     }
+    if let Some(pcs) = pcs {
+        let mut values = pc_column.chunks_exact(8);
+        let mut last_fetch = 0u64;
+        pcs.extend(out.iter().map(|r| {
+            if r.kind == Kind::IFetch {
+                last_fetch = r.addr;
+                r.addr
+            } else {
+                // Counted above: one value per data record, XORed with the latest fetch.
+                values.next().map_or(0, |v| {
+                    u64::from_le_bytes(v.try_into().unwrap()) ^ last_fetch
+                })
+            }
+        }));
+    }
     Ok(())
 }
 
@@ -422,6 +482,8 @@ fn for_each_marked(col: &[u8], marked: impl Fn(u8) -> bool, mut f: impl FnMut(us
 pub struct TraceWriter<W: Write> {
     w: W,
     pending: Vec<Record>,
+    /// Version 3 with `FLAG_PCS`: the PC of each pending record.
+    pcs: Option<Vec<u64>>,
     encoder: Encoder,
     compressor: zstd::bulk::Compressor<'static>,
     raw: Vec<u8>,
@@ -447,10 +509,21 @@ impl TraceWriter<BufWriter<File>> {
 /// trace is complete with metadata of the same length (the capture records how the program
 /// ended this way: `cachecolor_capture`).
 pub fn file_header(metadata: &str) -> Vec<u8> {
+    file_header_with(metadata, false)
+}
+
+/// [`file_header`] of a trace whose records carry PCs (`with_pcs`: version 3, `FLAG_PCS`) or
+/// not (version 2).
+pub fn file_header_with(metadata: &str, with_pcs: bool) -> Vec<u8> {
+    let (version, flags) = if with_pcs {
+        (VERSION, FLAG_PCS)
+    } else {
+        (VERSION_WITHOUT_PCS, 0)
+    };
     let mut header = Vec::with_capacity(FILE_HEADER_FIXED + metadata.len() + 8);
     header.extend_from_slice(&MAGIC);
-    header.extend_from_slice(&VERSION.to_le_bytes());
-    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&version.to_le_bytes());
+    header.extend_from_slice(&flags.to_le_bytes());
     header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
     header.extend_from_slice(metadata.as_bytes());
     let sum = xxh3_64(&header);
@@ -460,17 +533,29 @@ pub fn file_header(metadata: &str) -> Vec<u8> {
 
 impl<W: Write> TraceWriter<W> {
     /// Write the file header (with `metadata`, e.g. the command that produced the trace) to `w`.
-    pub fn new(mut w: W, metadata: &str) -> Result<Self, Error> {
+    pub fn new(w: W, metadata: &str) -> Result<Self, Error> {
+        TraceWriter::new_with(w, metadata, false)
+    }
+
+    /// A writer whose records carry the PC of the instruction that made them (version 3,
+    /// `FLAG_PCS`): give them with `write_with_pc`; `write` records a PC of 0 (unknown).
+    pub fn with_pcs(w: W, metadata: &str) -> Result<Self, Error> {
+        TraceWriter::new_with(w, metadata, true)
+    }
+
+    /// `new` (`with_pcs` false) or `with_pcs`.
+    pub fn new_with(mut w: W, metadata: &str, with_pcs: bool) -> Result<Self, Error> {
         if metadata.len() > MAX_METADATA_BYTES {
             return Err(Error::Trace(TraceError::new(format!(
                 "trace metadata is {} bytes; at most {MAX_METADATA_BYTES} are allowed",
                 metadata.len()
             ))));
         }
-        w.write_all(&file_header(metadata))?;
+        w.write_all(&file_header_with(metadata, with_pcs))?;
         Ok(TraceWriter {
             w,
             pending: Vec::with_capacity(BLOCK_RECORDS),
+            pcs: with_pcs.then(|| Vec::with_capacity(BLOCK_RECORDS)),
             encoder: Encoder::default(),
             compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
             raw: Vec::new(),
@@ -482,18 +567,54 @@ impl<W: Write> TraceWriter<W> {
     /// Buffer one record; a block is written when `BLOCK_RECORDS` are buffered.
     #[inline]
     pub fn write(&mut self, r: &Record) -> Result<(), Error> {
+        self.write_with_pc(r, 0)
+    }
+
+    /// Buffer one record made by the instruction at `pc` (kept only by a `with_pcs` writer).
+    #[inline]
+    pub fn write_with_pc(&mut self, r: &Record, pc: u64) -> Result<(), Error> {
         self.pending.push(*r);
+        if let Some(pcs) = &mut self.pcs {
+            pcs.push(pc);
+        }
         if self.pending.len() >= BLOCK_RECORDS {
             self.flush_block()?;
         }
         Ok(())
     }
 
+    /// Does this writer keep PCs (`with_pcs`)?
+    pub fn has_pcs(&self) -> bool {
+        self.pcs.is_some()
+    }
+
     /// Buffer many records, writing blocks as they fill.
-    pub fn write_all(&mut self, mut rs: &[Record]) -> Result<(), Error> {
+    pub fn write_all(&mut self, rs: &[Record]) -> Result<(), Error> {
+        self.write_all_with_pcs(rs, None)
+    }
+
+    /// Buffer many records with their PCs (`pcs`, one per record; `None`: unknown, 0), writing
+    /// blocks as they fill.
+    pub fn write_all_with_pcs(
+        &mut self,
+        mut rs: &[Record],
+        mut pcs: Option<&[u64]>,
+    ) -> Result<(), Error> {
+        if let Some(p) = pcs {
+            assert_eq!(p.len(), rs.len(), "one PC per record");
+        }
         while !rs.is_empty() {
             let take = (BLOCK_RECORDS - self.pending.len()).min(rs.len());
             self.pending.extend_from_slice(&rs[..take]);
+            if let Some(kept) = &mut self.pcs {
+                match pcs {
+                    Some(p) => {
+                        kept.extend_from_slice(&p[..take]);
+                        pcs = Some(&p[take..]);
+                    }
+                    None => kept.resize(kept.len() + take, 0),
+                }
+            }
             rs = &rs[take..];
             if self.pending.len() >= BLOCK_RECORDS {
                 self.flush_block()?;
@@ -525,7 +646,8 @@ impl<W: Write> TraceWriter<W> {
             return Ok(());
         }
         let n = self.pending.len();
-        self.encoder.encode(&self.pending, &mut self.raw);
+        self.encoder
+            .encode(&self.pending, self.pcs.as_deref(), &mut self.raw);
         self.comp.clear();
         self.comp
             .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
@@ -543,6 +665,9 @@ impl<W: Write> TraceWriter<W> {
         self.w.write_all(&self.comp)?;
         self.written += n as u64;
         self.pending.clear();
+        if let Some(pcs) = &mut self.pcs {
+            pcs.clear();
+        }
         Ok(())
     }
 }
@@ -563,6 +688,8 @@ pub struct TraceReader<R: Read> {
     r: R,
     metadata: String,
     version: u16,
+    /// Version 3 with `FLAG_PCS`: the PCs of the last block read, one per record.
+    pcs: Option<Vec<u64>>,
     /// Bytes consumed from the start of the file.
     offset: u64,
     blocks: u64,
@@ -720,12 +847,13 @@ impl<R: Read> TraceReader<R> {
             .into());
         }
         let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
-        if flags != 0 {
+        let known = if version >= 3 { FLAG_PCS } else { 0 };
+        if flags & !known != 0 {
             return Err(TraceError::at(
                 10,
                 format!(
-                    "unsupported trace flags {flags:#06x} (this cachecolor knows none): the \
-                     file is corrupt or from a newer cachecolor"
+                    "unsupported trace flags {flags:#06x} for version {version} (this cachecolor \
+                     knows {known:#06x}): the file is corrupt or from a newer cachecolor"
                 ),
             )
             .into());
@@ -775,6 +903,7 @@ impl<R: Read> TraceReader<R> {
             r,
             metadata,
             version,
+            pcs: (flags & FLAG_PCS != 0).then(Vec::new),
             offset: header_len as u64,
             blocks: 0,
             records: 0,
@@ -795,6 +924,17 @@ impl<R: Read> TraceReader<R> {
     /// The format version of the file.
     pub fn version(&self) -> u16 {
         self.version
+    }
+
+    /// Do the records carry the PC of the instruction that made them (version 3, `FLAG_PCS`)?
+    pub fn has_pcs(&self) -> bool {
+        self.pcs.is_some()
+    }
+
+    /// The PCs of the block the last `next_block` returned, one per record (an ifetch's is its
+    /// own address, 0 = unknown); empty when the trace has none (`has_pcs`).
+    pub fn block_pcs(&self) -> &[u64] {
+        self.pcs.as_deref().unwrap_or(&[])
     }
 
     /// Read the next block (or the end marker) into `buf`.
@@ -901,7 +1041,12 @@ impl<R: Read> TraceReader<R> {
                 "declares {n} records (allowed 1 to {MAX_BLOCK_RECORDS})"
             )));
         }
-        if raw_len < DIRECTORY_BYTES + 4 * n || raw_len > DIRECTORY_BYTES + MAX_RECORD_BYTES * n {
+        let max_record_bytes = if self.pcs.is_some() {
+            MAX_RECORD_BYTES_WITH_PCS
+        } else {
+            MAX_RECORD_BYTES
+        };
+        if raw_len < DIRECTORY_BYTES + 4 * n || raw_len > DIRECTORY_BYTES + max_record_bytes * n {
             return Err(corrupt(format!("declares {raw_len} bytes for {n} records")));
         }
         if comp_len > max_compressed_len(raw_len) {
@@ -942,7 +1087,7 @@ impl<R: Read> TraceReader<R> {
             )));
         }
         self.raw.extend_from_slice(&[0u8; 8]);
-        decode(&self.raw, raw_len, n, self.version, buf)
+        decode(&self.raw, raw_len, n, self.version, buf, self.pcs.as_mut())
             .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
         self.blocks += 1;
         self.records += n as u64;
@@ -966,10 +1111,17 @@ impl<R: Read> RecordSource for TraceReader<R> {
             }
             Err(e) => {
                 buf.clear();
+                if let Some(pcs) = &mut self.pcs {
+                    pcs.clear();
+                }
                 self.state = State::Failed(e.clone());
                 Err(e)
             }
         }
+    }
+
+    fn block_pcs(&self) -> &[u64] {
+        TraceReader::block_pcs(self)
     }
 
     fn progress(&self) -> Progress {
@@ -1045,6 +1197,96 @@ mod tests {
         Ok(collect(&mut r)?)
     }
 
+    /// One PC per record of `sample`: data records get a made-up instruction address, ifetches
+    /// their own address (what a reader returns for them).
+    fn sample_pcs(records: &[Record]) -> Vec<u64> {
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                if r.kind == Kind::IFetch {
+                    r.addr
+                } else {
+                    0x40_0000_1000 + 4 * (i as u64 % 97)
+                }
+            })
+            .collect()
+    }
+
+    fn decode_file_with_pcs(bytes: &[u8]) -> Result<(Vec<Record>, Vec<u64>), Error> {
+        let mut r = TraceReader::new(bytes)?;
+        let (mut records, mut pcs, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+        while r.next_block(&mut buf)? {
+            records.extend_from_slice(&buf);
+            pcs.extend_from_slice(r.block_pcs());
+        }
+        Ok((records, pcs))
+    }
+
+    #[test]
+    fn version_3_pc_column_round_trips_across_blocks() {
+        let records = sample(BLOCK_RECORDS + 333);
+        let pcs = sample_pcs(&records);
+        let mut w = TraceWriter::with_pcs(Vec::new(), "m").unwrap();
+        // Half through write_all_with_pcs, half one at a time: both keep the PCs aligned.
+        let half = records.len() / 2;
+        w.write_all_with_pcs(&records[..half], Some(&pcs[..half]))
+            .unwrap();
+        for (r, pc) in records[half..].iter().zip(&pcs[half..]) {
+            w.write_with_pc(r, *pc).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let r = TraceReader::new(&bytes[..]).unwrap();
+        assert_eq!((r.version(), r.has_pcs()), (3, true));
+        let (got, got_pcs) = decode_file_with_pcs(&bytes).unwrap();
+        assert_eq!(got, records);
+        assert_eq!(got_pcs, pcs);
+        // A writer with PCs given none records 0 (unknown) for data, the address for ifetches.
+        let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+        w.write_all(&records[..100]).unwrap();
+        let (_, zero) = decode_file_with_pcs(&w.finish().unwrap()).unwrap();
+        for (r, pc) in records[..100].iter().zip(zero) {
+            assert_eq!(pc, if r.kind == Kind::IFetch { r.addr } else { 0 });
+        }
+    }
+
+    #[test]
+    fn traces_without_pcs_stay_version_2_and_older_versions_read_without_pcs() {
+        let mut plain = sample(2000);
+        plain.iter_mut().for_each(|r| r.syscall = 0);
+        for (bytes, version) in [
+            (encode_file(&plain, ""), 2),
+            (relabel(encode_file(&plain, ""), 1), 1),
+        ] {
+            let (got, pcs) = decode_file_with_pcs(&bytes).unwrap();
+            assert_eq!(got, plain);
+            assert!(pcs.is_empty(), "version {version} has no PC column");
+        }
+        // The PC flag means nothing before version 3: such a header is rejected, by field.
+        let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+        w.write_all(&plain).unwrap();
+        let err = decode_file(&relabel(w.finish().unwrap(), 2))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unsupported trace flags 0x0001 for version 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_pc_column_cut_short_is_corruption_not_a_misread() {
+        let records = sample(500);
+        let mut raw = Vec::new();
+        Encoder::default().encode(&records, Some(&sample_pcs(&records)), &mut raw);
+        let len = raw.len() - 8; // one PC missing
+        raw.extend_from_slice(&[0; 8]);
+        let mut out = Vec::new();
+        let mut pcs = Vec::new();
+        let err = decode(&raw, len, records.len(), VERSION, &mut out, Some(&mut pcs)).unwrap_err();
+        assert!(err.contains("column directory"), "{err}");
+    }
+
     #[test]
     fn zigzag_round_trips_extremes() {
         for v in [0i64, 1, -1, i64::MAX, i64::MIN, 12345, -98765] {
@@ -1056,11 +1298,11 @@ mod tests {
     fn block_round_trip() {
         let records = sample(5000);
         let mut raw = Vec::new();
-        Encoder::default().encode(&records, &mut raw);
+        Encoder::default().encode(&records, None, &mut raw);
         let len = raw.len();
         raw.extend_from_slice(&[0; 8]);
         let mut out = Vec::new();
-        decode(&raw, len, records.len(), VERSION, &mut out).unwrap();
+        decode(&raw, len, records.len(), VERSION, &mut out, None).unwrap();
         assert_eq!(out, records);
     }
 
@@ -1070,7 +1312,8 @@ mod tests {
         let bytes = encode_file(&records, "prog --flag ✓");
         let r = TraceReader::new(&bytes[..]).unwrap();
         assert_eq!(r.metadata(), "prog --flag ✓");
-        assert_eq!(r.version(), VERSION);
+        assert_eq!(r.version(), VERSION_WITHOUT_PCS);
+        assert!(!r.has_pcs());
         assert_eq!(decode_file(&bytes).unwrap(), records);
     }
 
