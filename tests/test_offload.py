@@ -75,3 +75,58 @@ def test_cli_rejects_bad_lists_and_configs(tmp_path):
     bad.write_text(c.replace('workload_file = "workloads/', f'workload_file = "{EX}/workloads/'))
     r = cli(str(bad), "--out", str(tmp_path / "o"))
     assert r.returncode != 0 and "offload.predictor.entries" in r.stderr, r.stderr
+
+
+def _syscall_trace(path: Path, rounds: int = 400) -> tuple[int, int, int]:
+    """A trace of `rounds` x (50 user loads of one instruction each, then a privileged run of
+    3 records x 400 instructions, its first record carrying a syscall identity that alternates
+    between two calls). Returns (privileged runs, privileged instructions, all instructions)."""
+    import numpy as np
+
+    import cachecolor
+
+    per = 50 + 3
+    n = rounds * per
+    i = np.arange(n)
+    pos = i % per
+    priv = pos >= 50
+    addr = np.where(priv, 0x7F00_0010_0000 + 64 * (pos - 50), 0x10_0000 + 8 * (i % 4096)).astype(np.uint64)
+    icount = np.where(priv, 400, 1).astype(np.uint32)
+    syscall = np.where(pos == 50, np.where((i // per) % 2 == 0, 1 << 22, 2 << 22), 0).astype(np.uint32)
+    cachecolor.write_trace(path, {"addr": addr, "kind": np.zeros(n, np.uint8), "size": np.full(n, 8, np.uint16),
+                                  "icount": icount, "privileged": priv.astype(np.uint8), "syscall": syscall})
+    return rounds, int(icount[priv].sum()), int(icount.sum())
+
+
+def test_offload_runs_on_a_trace_and_says_what_it_holds(tmp_path):
+    runs, priv, total = _syscall_trace(tmp_path / "t.cctrace")
+    cfg = tmp_path / "on-trace.toml"
+    cfg.write_text('trace = "t.cctrace"\n[offload]\nmigration_cycles = 100\n')
+    c = load(cfg)
+    assert c["trace"] == str(tmp_path / "t.cctrace")
+    r = simulate_offload(dict(c, offload={"trigger": 0, "migration_cycles": 100}))
+    assert r["invariants"] == []
+    (u,) = r["user"]
+    assert (u["privileged_runs"], u["privileged_instructions"], u["thread_instructions"]) == (runs, priv, total)
+    assert u["offloaded_runs"] == runs - 1, "trigger 0 off-loads every run but the first (nothing predicted yet)"
+    out = tmp_path / "rep"
+    p = subprocess.run([sys.executable, "-m", "cachecolor", "offload", str(cfg), "--triggers", "0,1000",
+                        "--migration", "100", "--cores", "1,2", "--no-plots", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    md = (out / "offload.md").read_text()
+    assert "Trace: `" in md and "does not say it holds kernel code" in md
+    assert f"{runs} privileged runs" in md
+
+
+def test_offload_trace_bad_input_names_the_field(tmp_path):
+    _syscall_trace(tmp_path / "t.cctrace", rounds=10)
+    both = {"trace": str(tmp_path / "t.cctrace"), **small("web-server")}
+    with pytest.raises(_core.ConfigError, match="exclusive"):
+        simulate_offload(both)
+    with pytest.raises(_core.ConfigError, match="trace_format"):
+        simulate_offload({"trace": str(tmp_path / "t.cctrace"), "trace_format": "nope"})
+    with pytest.raises(_core.ConfigError, match="trace = PATH"):
+        simulate_offload({"offload": {}})
+    with pytest.raises(Exception, match="missing.cctrace"):
+        simulate_offload({"trace": str(tmp_path / "missing.cctrace")})

@@ -2,7 +2,8 @@
 
 One off-load config (``examples/oscache/offload-*.toml``: an ``[offload]`` table for the machine
 and mechanism, a ``[workload]`` table for the synthetic OS-intensive workload of each user core)
-is run by the Rust model (``cachecolor_sim::oscache::offload``) as:
+is run by the Rust model (``cachecolor_sim::oscache::offload``) as (``trace = "PATH"`` instead of
+``[workload]`` replays a captured trace, e.g. a full-system one, on every user core):
 
 - the single-core baseline (no off-load; its predictor still predicts every run, which gives the
   accuracy report: exact, within 5%, and the binary decision per trigger N, Figure 4);
@@ -34,9 +35,13 @@ DEFAULT_CORES = (1, 2, 4)
 
 def load(path: str | Path) -> dict[str, Any]:
     """Read an off-load config (TOML). ``workload_file = "PATH"`` (relative to the config) is
-    replaced by that workload file's contents as ``[workload]``."""
+    replaced by that workload file's contents as ``[workload]``; ``trace = "PATH"`` (relative to
+    the config; ``trace_format``, default native) replays a captured trace on every user core
+    instead of a workload (full-system traces: docs/oscache.md)."""
     path = Path(path)
     config = _toml(path)
+    if isinstance(config.get("trace"), str):
+        config["trace"] = str(path.parent / config["trace"])
     wf = config.pop("workload_file", None)
     if wf is not None:
         if "workload" in config:
@@ -80,6 +85,11 @@ def sweep(
 ) -> dict[str, Any]:
     """The whole experiment for one config; see the module comment."""
     out: dict[str, Any] = {"triggers": list(triggers), "migration": list(migration)}
+    if isinstance(config.get("trace"), str):
+        from .fullsys import kernel_note
+
+        out["trace"] = config["trace"]
+        out["note"] = kernel_note(config["trace"], config.get("trace_format", "native"))
     progress("baseline")
     base = simulate_offload(_with(config, trigger=None, dynamic=None, user_cores=1))
     out["baseline"] = base
@@ -141,6 +151,10 @@ def tables(name: str, s: dict[str, Any]) -> str:
     base = s["baseline"]
     acc = base["accuracy"]
     lines = [f"### {name}", ""]
+    if s.get("trace"):
+        lines += [f"Trace: `{s['trace']}`, replayed whole by each user core.", ""]
+    if s.get("note"):
+        lines += [s["note"], ""]
     lines.append(
         f"Baseline: IPC {base['mean_ipc']:.4f}, privileged instructions "
         f"{100 * base['privileged_fraction']:.1f}%, {acc['runs']} privileged runs."

@@ -25,6 +25,21 @@ order.
 With ifetches off, the plugin does this bookkeeping itself (HELLO size = 0) and sends only
 loads/stores whose `idx` field is already the instruction count; the decoder passes them on.
 
+One record per guest memory operation: QEMU 7.2's x86 translator has no memory operation wider
+than 8 bytes, so the plugin sees a 16-byte SSE access as two 8-byte callbacks at `a` and `a+8`,
+a 32-byte AVX one as four (an `fxsave` as many). The decoder merges them back: a load or store
+whose instruction is the one of the vCPU's previous data record -- same `idx` with nothing else
+of that vCPU in between (ifetch=on: the instruction's index in the executing TB; ifetch=off:
+`idx` = 0, no instruction retired since that record), of the same kind, starting where that
+record ends -- extends it, up to `MAX_MERGED` bytes (beyond, a new record starts). So each
+guest instruction's memory operation is one record with its real size, as cachegrind and lackey
+(VEX keeps vector accesses whole) count them. The merged record may cross a line or a page;
+every consumer splits it by line (and the whole-system MMU by page), as for any record.
+Distinct operands of one instruction stay apart: a load and a store (`add [m], r`, `movs`) differ
+in kind, and two loads are contiguous only by accident (`cmps` of adjacent buffers, which then
+reads as one access). The held record is written before anything else the vCPU emits, so each
+thread's order is unchanged; records of other vCPUs may pass it (threads interleave in chunks).
+
 Thread ids: vCPU indices become dense ids in order of first output; a THREAD marker (a guest
 thread created, possibly reusing the index of one that exited) gives that vCPU a fresh id.
 The END record's count is checked against the records received (`complete`).
@@ -59,6 +74,10 @@ pub(crate) const K_END: u8 = 0xFF;
 const MAX_VCPU: u32 = 1 << 20;
 /// Most instructions a TB may have (TCG's limit is 512).
 const MAX_TB_INSNS: u32 = 1 << 16;
+/// Largest merged access: 64 bytes, the widest single data operand of x86-64 (an AVX-512
+/// register, one cache line). Bigger runs of pieces (`fxsave`'s 512 bytes) become 64-byte
+/// records; cachegrind cuts such accesses to 64 bytes, lackey to 512.
+pub(crate) const MAX_MERGED: u16 = 64;
 
 const NONE: u32 = u32::MAX;
 
@@ -79,6 +98,9 @@ struct VState {
     /// The system call entered and not yet returned (number, or -1), and its arguments 1-3.
     sys: i64,
     sys_args: [u64; 3],
+    /// The vCPU's last data record, not yet emitted (pieces of its instruction's access may
+    /// follow), with the `idx` it arrived with.
+    held: Option<(Record, u32)>,
 }
 
 const FRESH: VState = VState {
@@ -90,6 +112,7 @@ const FRESH: VState = VState {
     pending: 0,
     sys: -1,
     sys_args: [0; 3],
+    held: None,
 };
 
 pub(crate) struct Decoder {
@@ -212,46 +235,45 @@ impl Decoder {
         match kind {
             K_LOAD | K_STORE => {
                 let v = self.vcpu(vcpu, at)?;
-                if self.counted {
-                    let kind = if kind == K_STORE {
-                        self.counts.stores += 1;
-                        Kind::Store
-                    } else {
-                        self.counts.loads += 1;
-                        Kind::Load
-                    };
-                    let thread = self.thread_of(v);
-                    out.push(Record {
-                        addr,
-                        thread,
-                        icount: idx,
-                        size: size.max(1) as u16,
-                        kind,
-                        privileged: false,
-                        syscall: 0,
-                    });
-                    return Ok(());
-                }
                 let kind = if kind == K_STORE {
-                    self.counts.stores += 1;
                     Kind::Store
                 } else {
-                    self.counts.loads += 1;
                     Kind::Load
                 };
-                self.advance(v, idx + 1, out);
-                let st = &mut self.vcpus[v];
-                let icount = std::mem::take(&mut st.pending);
+                let size = size.max(1) as u16;
+                if let Some((h, held_idx)) = &mut self.vcpus[v].held {
+                    let same_insn = if self.counted {
+                        idx == 0
+                    } else {
+                        *held_idx == idx
+                    };
+                    if same_insn
+                        && h.kind == kind
+                        && h.addr.wrapping_add(h.size as u64) == addr
+                        && h.size + size <= MAX_MERGED
+                    {
+                        h.size += size;
+                        return Ok(());
+                    }
+                }
+                self.release_held(v, out);
+                let icount = if self.counted {
+                    idx
+                } else {
+                    self.advance(v, idx + 1, out);
+                    std::mem::take(&mut self.vcpus[v].pending)
+                };
                 let thread = self.thread_of(v);
-                out.push(Record {
+                let r = Record {
                     addr,
                     thread,
                     icount,
-                    size: size.max(1) as u16,
+                    size,
                     kind,
                     privileged: false,
                     syscall: 0,
-                });
+                };
+                self.vcpus[v].held = Some((r, idx));
             }
             K_TBEXEC => {
                 let v = self.vcpu(vcpu, at)?;
@@ -412,8 +434,21 @@ impl Decoder {
         self.vcpus[v].cursor = upto;
     }
 
-    /// Account for the rest of vCPU `v`'s TB.
+    /// Emit vCPU `v`'s held data record, if any.
+    #[inline]
+    fn release_held(&mut self, v: usize, out: &mut Vec<Record>) {
+        if let Some((r, _)) = self.vcpus[v].held.take() {
+            match r.kind {
+                Kind::Store => self.counts.stores += 1,
+                _ => self.counts.loads += 1,
+            }
+            out.push(r);
+        }
+    }
+
+    /// Account for the rest of vCPU `v`'s TB (after its held data record).
     fn finish_tb(&mut self, v: usize, out: &mut Vec<Record>) {
+        self.release_held(v, out);
         let n = self.vcpus[v].n;
         self.advance(v, n, out);
         self.vcpus[v].start = NONE;
@@ -518,16 +553,18 @@ mod tests {
                 (0x100, 0, Kind::IFetch, 2, 1),
                 (0x102, 0, Kind::IFetch, 3, 1),
                 (0x9000, 0, Kind::Store, 8, 0),
-                (0x9008, 0, Kind::Load, 4, 0),
                 (0x200, 1, Kind::IFetch, 5, 1),
-                (0xA000, 1, Kind::Load, 8, 0),
+                // A data record waits for the vCPU's next record (pieces of its access may
+                // follow): other threads' records can pass it, its own thread's cannot.
+                (0x9008, 0, Kind::Load, 4, 0),
                 (0x105, 0, Kind::IFetch, 4, 1), // the tail of TB 0, when vCPU 0 moves on
+                (0xA000, 1, Kind::Load, 8, 0),
                 (0xFF0, 2, Kind::IFetch, 3, 1), // unconfirmed run of TB 2: first instruction only
                 (0xFF0, 2, Kind::IFetch, 3, 1), // confirmed run: both
                 (0xFF3, 2, Kind::IFetch, 7, 1),
-                (0x7000, 2, Kind::Load, 2, 0),
                 (0x200, 0, Kind::IFetch, 5, 1), // vCPU 0's TB 1 (at END)
                 (0x200, 3, Kind::IFetch, 5, 1), // the new thread on vCPU 2 (at END)
+                (0x7000, 2, Kind::Load, 2, 0),  // vCPU 3's held load (at END)
             ]
         );
         assert_eq!(d.threads(), 4);
@@ -574,8 +611,8 @@ mod tests {
             got,
             vec![
                 (0x10, 0, Kind::Load, 8, 7),
-                (0x20, 1, Kind::Store, 4, 3),
-                (0x30, 0, Kind::Store, 2, 0)
+                (0x30, 0, Kind::Store, 2, 0),
+                (0x20, 1, Kind::Store, 4, 3), // held until the end
             ]
         );
         assert!(d.complete());
@@ -639,6 +676,122 @@ mod tests {
             .decode(&bad, &mut out, 1000)
             .unwrap_err()
             .contains("never started"));
+    }
+
+    fn decode_all(ifetch: bool, bytes: &[u8]) -> Summary {
+        let mut d = Decoder::new(ifetch);
+        let mut out = Vec::new();
+        // One record per call: a held piece must survive the caller draining `out`.
+        let mut pos = 0;
+        while pos < bytes.len() {
+            pos += d
+                .decode(
+                    &bytes[pos..(pos + 16).min(bytes.len())],
+                    &mut out,
+                    usize::MAX,
+                )
+                .unwrap();
+        }
+        d.finish(&mut out);
+        assert_eq!(d.take_counts(), Counts::of(&out));
+        out.iter()
+            .map(|r| (r.addr, r.thread, r.kind, r.size, r.icount))
+            .collect()
+    }
+
+    /// Issue 20 item 4: QEMU 7.2 gives a 16-byte SSE access as two 8-byte callbacks and a
+    /// 32-byte AVX one as four; the trace must hold one record of the real size per operation.
+    #[test]
+    fn vector_access_split_into_8_byte_pieces_is_one_record() {
+        let mut bytes = prologue();
+        for r in [
+            rec(0, 0, K_TBEXEC, 0, 0),
+            rec(0x9000, 0, K_LOAD, 8, 0), // instruction 0: movdqu (two pieces)
+            rec(0x9008, 0, K_LOAD, 8, 0),
+            rec(0, 1, K_THREAD, 0, 0), // another thread's chunk comes between ...
+            rec(1, 1, K_TBEXEC, 0, 0),
+            rec(0xB000, 1, K_STORE, 8, 0),
+            rec(0xA000, 0, K_STORE, 8, 1), // ... instruction 1: vmovdqu ymm store (four)
+            rec(0xA008, 0, K_STORE, 8, 1),
+            rec(0xA010, 0, K_STORE, 8, 1),
+            rec(0xA018, 0, K_STORE, 8, 1),
+            rec(0xA020, 0, K_STORE, 8, 2), // instruction 2: contiguous, but its own access
+            rec(0xA028, 0, K_LOAD, 8, 2),  // a load after a store: two operands
+            rec(0, 0, K_TBEXEC, 0, 0),     // TB 0 again: a new execution of instruction 0
+            rec(0xA030, 0, K_LOAD, 8, 0),
+            rec(0xC000, 0, K_LOAD, 8, 0), // not contiguous (cmps-like): apart
+        ] {
+            bytes.extend_from_slice(&r);
+        }
+        assert_eq!(
+            decode_all(true, &bytes),
+            vec![
+                (0x100, 0, Kind::IFetch, 2, 1),
+                (0x200, 1, Kind::IFetch, 5, 1),
+                (0x9000, 0, Kind::Load, 16, 0),
+                (0x102, 0, Kind::IFetch, 3, 1),
+                (0xA000, 0, Kind::Store, 32, 0),
+                (0x105, 0, Kind::IFetch, 4, 1),
+                (0xA020, 0, Kind::Store, 8, 0),
+                (0xA028, 0, Kind::Load, 8, 0),
+                (0x100, 0, Kind::IFetch, 2, 1),
+                (0xA030, 0, Kind::Load, 8, 0),
+                (0xC000, 0, Kind::Load, 8, 0),
+                (0x102, 0, Kind::IFetch, 3, 1), // the rest of TB 0, at the end
+                (0x105, 0, Kind::IFetch, 4, 1),
+                (0xB000, 1, Kind::Store, 8, 0),
+            ]
+        );
+    }
+
+    /// Pieces merge up to 64 bytes (an `fxsave` becomes 64-byte records), and across a page
+    /// boundary (the consumers split records by line and page).
+    #[test]
+    fn merged_access_stops_at_64_bytes_and_may_cross_a_page() {
+        let mut bytes = prologue();
+        bytes.extend_from_slice(&rec(1, 0, K_TBEXEC, 0, 0));
+        for i in 0..9u64 {
+            bytes.extend_from_slice(&rec(0xFC0 + 8 * i, 0, K_STORE, 8, 0));
+        }
+        assert_eq!(
+            decode_all(true, &bytes)[1..],
+            [
+                (0xFC0, 0, Kind::Store, 64, 0),
+                (0x1000, 0, Kind::Store, 8, 0)
+            ]
+        );
+        let mut bytes = prologue();
+        bytes.extend_from_slice(&rec(1, 0, K_TBEXEC, 0, 0));
+        bytes.extend_from_slice(&rec(0x1FF8, 0, K_LOAD, 8, 0));
+        bytes.extend_from_slice(&rec(0x2000, 0, K_LOAD, 8, 0));
+        assert_eq!(
+            decode_all(true, &bytes)[1..],
+            [(0x1FF8, 0, Kind::Load, 16, 0)]
+        );
+    }
+
+    /// ifetch=off: the plugin's `idx` is the instruction count since the thread's previous
+    /// record, so 0 means "the same instruction".
+    #[test]
+    fn counted_stream_merges_pieces_of_one_instruction() {
+        let mut bytes = Vec::new();
+        for r in [
+            rec(MAGIC, FORMAT_VERSION, K_HELLO, 0, 0),
+            rec(0x10, 0, K_LOAD, 8, 7),
+            rec(0x18, 0, K_LOAD, 8, 0), // same instruction
+            rec(0x20, 0, K_LOAD, 8, 1), // the next one
+            rec(0x28, 0, K_STORE, 8, 0),
+        ] {
+            bytes.extend_from_slice(&r);
+        }
+        assert_eq!(
+            decode_all(false, &bytes),
+            vec![
+                (0x10, 0, Kind::Load, 16, 7),
+                (0x20, 0, Kind::Load, 8, 1),
+                (0x28, 0, Kind::Store, 8, 0),
+            ]
+        );
     }
 
     #[test]

@@ -265,6 +265,10 @@ impl OffloadConfig {
 /// (e.g. two back-to-back system calls).
 pub trait RunIdentity {
     fn astate(&self, first: &Record) -> u64;
+    /// The AState of a whole privileged run; by default its first record's.
+    fn astate_of_run(&self, run: &[Record]) -> u64 {
+        self.astate(&run[0])
+    }
     fn new_run(&self, _prev: &Record, _next: &Record) -> bool {
         false
     }
@@ -764,7 +768,7 @@ impl OffloadModel {
                 }
                 Step::Run(run) => {
                     let len: u64 = run.iter().map(instructions).sum();
-                    let a = id.astate(&run[0]);
+                    let a = id.astate_of_run(&run);
                     let p = preds[u].predict(a);
                     acc[u].record(p, len, tol);
                     preds[u].update(a, len);
@@ -892,6 +896,34 @@ impl RunIdentity for SyscallIdentity {
     }
 }
 
+/// The AState of a captured trace's runs: the syscall identity where the capture gives one
+/// (user mode with `--syscalls`: the marker that starts each run), else the address of the run's
+/// first instruction fetch: in a full-system trace, the kernel entry the CPU took (the system
+/// call entry, a fault or an interrupt vector). The paper's AState is the register state at the
+/// transition (section 4.2: the system call number and arguments); QEMU 7.2's plugin API reads no
+/// guest registers, so a full-system trace's system calls all share one AState (the entry
+/// `entry_SYSCALL_64`) and the predictor tells them apart only by its history. A run starts at
+/// each record carrying a syscall identity, as with `SyscallIdentity`.
+pub struct TraceIdentity;
+
+impl RunIdentity for TraceIdentity {
+    fn astate(&self, first: &Record) -> u64 {
+        first.syscall as u64
+    }
+    fn astate_of_run(&self, run: &[Record]) -> u64 {
+        if run[0].syscall != 0 {
+            return run[0].syscall as u64;
+        }
+        // Tagged above the 32-bit syscall words so the two kinds never collide.
+        run.iter()
+            .find(|r| r.kind.is_instruction())
+            .map_or(0, |r| r.addr | (1 << 63))
+    }
+    fn new_run(&self, _prev: &Record, next: &Record) -> bool {
+        next.syscall != 0
+    }
+}
+
 /// User-mode addresses of user core `u` are moved by `u << 44` so the user cores run separate
 /// processes; privileged (kernel) addresses are shared by every core, as a kernel is.
 struct Relocated<S> {
@@ -911,14 +943,22 @@ impl<S: RecordSource> RecordSource for Relocated<S> {
     }
 }
 
-/// An off-load config file: `[offload]` (machine and mechanism) and `[workload]` (the synthetic
-/// workload each user core runs; core `u` with seed `seed + u`).
+/// An off-load config file: `[offload]` (machine and mechanism) and what each user core runs:
+/// either `[workload]` (a synthetic workload; core `u` with seed `seed + u`) or `trace = PATH`
+/// (a captured trace, `trace_format` default native, replayed whole by every user core: all
+/// its threads' records in order, as one thread; core `u`'s user addresses moved by `u << 44`
+/// as for workloads, its privileged ones shared).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OffloadFile {
     #[serde(default)]
     pub offload: OffloadConfig,
-    pub workload: WorkloadSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<std::path::PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_format: Option<String>,
 }
 
 /// Run an off-load config given as a JSON value (from TOML or JSON text); the report as JSON:
@@ -939,21 +979,59 @@ pub fn run_value(doc: serde_json::Value) -> Result<serde_json::Value, Error> {
 
 /// Run a parsed off-load config.
 pub fn run_file(file: &OffloadFile) -> Result<OffloadResult, Error> {
-    file.workload
-        .validate()
-        .map_err(|e| ConfigError::new(format!("workload.{}", e.field), e.message))?;
     let model = OffloadModel::new(&file.offload)?;
-    let threads = (0..file.offload.user_cores as u64)
-        .map(|u| {
-            let mut w = file.workload.clone();
-            w.seed = w.seed.wrapping_add(u);
-            Ok(Relocated {
-                src: Workload::new(&w)?,
-                offset: u << 44,
-            })
-        })
-        .collect::<Result<Vec<_>, ConfigError>>()?;
-    model.run(threads, &SyscallIdentity)
+    let cores = file.offload.user_cores as u64;
+    match (&file.workload, &file.trace) {
+        (Some(workload), None) => {
+            if file.trace_format.is_some() {
+                return Err(ConfigError::new(
+                    "trace_format",
+                    "given without a trace: it applies to `trace = PATH` only",
+                )
+                .into());
+            }
+            workload
+                .validate()
+                .map_err(|e| ConfigError::new(format!("workload.{}", e.field), e.message))?;
+            let threads = (0..cores)
+                .map(|u| {
+                    let mut w = workload.clone();
+                    w.seed = w.seed.wrapping_add(u);
+                    Ok(Relocated {
+                        src: Workload::new(&w)?,
+                        offset: u << 44,
+                    })
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()?;
+            model.run(threads, &SyscallIdentity)
+        }
+        (None, Some(path)) => {
+            let name = file.trace_format.as_deref().unwrap_or("native");
+            let format = crate::trace::Format::parse(name).map_err(|_| {
+                ConfigError::new(
+                    "trace_format",
+                    format!("{name:?}: one of {}", crate::trace::Format::NAMES),
+                )
+            })?;
+            let threads = (0..cores)
+                .map(|u| {
+                    Ok(Relocated {
+                        src: crate::trace::open(path, format)?,
+                        offset: u << 44,
+                    })
+                })
+                .collect::<Result<Vec<_>, Error>>()?;
+            model.run(threads, &TraceIdentity)
+        }
+        (Some(_), Some(_)) => {
+            Err(ConfigError::new("trace", "[workload] and trace are exclusive: give one").into())
+        }
+        (None, None) => Err(ConfigError::new(
+            "workload",
+            "missing: give [workload] (or workload_file) or trace = PATH",
+        )
+        .into()),
+    }
 }
 
 /// Run an off-load config given as text (`format` = "toml" or "json").

@@ -31,7 +31,7 @@ fn file(
     o.remove("workload_file");
     o.insert("workload".into(), toml::from_str(w.1).unwrap());
     let mut f: OffloadFile = serde_json::from_value(doc).unwrap();
-    for p in &mut f.workload.phases {
+    for p in &mut f.workload.as_mut().unwrap().phases {
         p.references = references;
     }
     f.offload.trigger = trigger;
@@ -170,4 +170,59 @@ fn direct_mapped_1k_table_is_nearly_as_accurate_as_fully_associative_200() {
             "{name}"
         );
     }
+}
+
+/// `trace = PATH` (issue 27): the web-server workload written to a native trace and replayed
+/// gives exactly the `[workload]` run, for one and two user cores, with and without off-load
+/// (the trace's runs start with the workload's syscall identities, so `TraceIdentity` gives
+/// the AStates `SyscallIdentity` gives).
+#[test]
+fn a_trace_replays_exactly_as_its_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("web.cctrace");
+    let base = file(WEB, 40_000, None, 1000, 1);
+    let mut w = crate::trace::native::TraceWriter::create(&path, "{}").expect("trace file");
+    let mut src = Workload::new(base.workload.as_ref().unwrap()).unwrap();
+    let mut buf = Vec::new();
+    while src.next_block(&mut buf).unwrap() {
+        w.write_all(&buf).unwrap();
+    }
+    w.finish().unwrap();
+    for (trigger, cores) in [(None, 1), (Some(500), 1), (Some(500), 2)] {
+        let wl = file(WEB, 40_000, trigger, 1000, cores);
+        let mut tr = wl.clone();
+        tr.workload = None;
+        tr.trace = Some(path.clone());
+        let (a, b) = (run(&wl), run(&tr));
+        if cores == 1 {
+            assert_eq!(report_json(&wl, &a)["user"], report_json(&tr, &b)["user"]);
+            assert_eq!(a.os.offloaded_runs, b.os.offloaded_runs);
+        } else {
+            // Core 1 replays the same records (the workload would use seed + 1).
+            assert_eq!(b.user[0].thread_instructions, b.user[1].thread_instructions);
+        }
+        assert!(b.user[0].privileged_runs > 0);
+        if trigger.is_some() {
+            assert!(b.os.offloaded_runs > 0);
+        }
+    }
+}
+
+#[test]
+fn offload_file_needs_exactly_one_source() {
+    let mut f = file(WEB, 1000, None, 1000, 1);
+    f.trace = Some("x.cctrace".into());
+    let e = run_file(&f).unwrap_err().to_string();
+    assert!(e.contains("trace") && e.contains("exclusive"), "{e}");
+    f.workload = None;
+    f.trace = None;
+    let e = run_file(&f).unwrap_err().to_string();
+    assert!(e.contains("workload") && e.contains("trace = PATH"), "{e}");
+    f.trace = Some("x.cctrace".into());
+    f.trace_format = Some("nope".into());
+    let e = run_file(&f).unwrap_err().to_string();
+    assert!(e.contains("trace_format") && e.contains("native"), "{e}");
+    f.trace_format = None;
+    let e = run_file(&f).unwrap_err().to_string();
+    assert!(e.contains("x.cctrace"), "{e}");
 }
