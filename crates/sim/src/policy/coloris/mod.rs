@@ -13,10 +13,13 @@ coloring on possibly over-committed systems.
   contiguous colors for N cores; a new process gets the section of the least-loaded core and
   is pinned there) are the initial assignments; hotness of a color = the number of live
   processes owning it (global), or of those whose local core is another core (remote).
-- **Cache Utilization Monitor** (Algorithm 1): every `period` cycles, MONITOR(cmr) for each live
-  process in pid order, cmr = its LLC misses / LLC accesses over the period (0 below
+- **Cache Utilization Monitor** (Algorithm 1): every `period` cycles (default 16 ticks), MONITOR(cmr)
+  for each live process past its warm-up (section 4.3 enables the monitor after the programs'
+  start), in pid order, cmr = its LLC misses / LLC accesses over the period (0 below
   `min_references` accesses), against its own QoS thresholds or the global ones; `isHot` and
-  `isCold` are global; ALLOC_COLORS / PICK_VICTIMS pick by hotness as the paper defines.
+  `isCold` are global, requests are served first come first served, and freed colors nobody
+  claims go back to their donor; ALLOC_COLORS / PICK_VICTIMS pick by hotness as the paper
+  defines.
   ALLOC_COLORS is also run when a fault finds the process out of memory in its colors
   (`Policy::out_of_colors`).
 - **Recoloring Engine** (section 3.2 "Recoloring Engine"): shrink = lazy recoloring (every page
