@@ -93,12 +93,14 @@ class Machine:
     page_size: int
 
 class ProcessInfo:
-    """A new process: ``colors`` and ``pinned`` as its config gives them (None if not)."""
+    """A new process: ``colors`` and ``pinned`` as its config gives them (None if not), and
+    its number of ``threads``."""
 
     pid: int
     name: str
     colors: Optional[list[int]]
     pinned: Optional[list[int]]
+    threads: int
 
 class Thread:
     tid: int

@@ -523,6 +523,7 @@ pub struct PyProcessInfo {
     name: String,
     colors: Option<Vec<u64>>,
     pinned: Option<Vec<usize>>,
+    threads: usize,
 }
 
 impl From<&ProcessInfo> for PyProcessInfo {
@@ -532,6 +533,7 @@ impl From<&ProcessInfo> for PyProcessInfo {
             name: p.name.clone(),
             colors: p.colors.as_ref().map(|c| c.iter().collect()),
             pinned: p.pinned.clone(),
+            threads: p.threads,
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct ProcessInfo {
     pub colors: Option<ColorSet>,
     /// Cores it is pinned to by the config, if any.
     pub pinned: Option<Vec<usize>>,
+    /// Its threads (a placement may give each its own core).
+    pub threads: usize,
 }
 
 /// What a policy may decide when a process starts.
@@ -343,7 +345,7 @@ macro_rules! policies {
 
 policies! {
     Linux = "linux" => |_, m| Ok(Box::new(Linux::new(m.colors))),
-    Static = "static" => |_, m| Ok(Box::new(StaticSections::new(m.cores, m.colors))),
+    Static = "static" => |_, m| Ok(Box::new(StaticSections::for_machine(m))),
     Rocs = "rocs", [rocs: PolluteConfig] => |c, m| {
         Ok(Box::new(PolluteEngine::policy(&c.rocs, pollute::Scope::PerProcess, m)?))
     },

@@ -345,6 +345,7 @@ impl System {
                 name: self.processes[pid].name.clone(),
                 colors: a.colors,
                 pinned: a.pin.clone(),
+                threads: a.sources.len(),
             });
         let pin = placement.pin.or(a.pin);
         let page_size = 1u64 << self.page_shift;

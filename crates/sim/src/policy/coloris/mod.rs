@@ -13,10 +13,13 @@ coloring on possibly over-committed systems.
   contiguous colors for N cores; a new process gets the section of the least-loaded core and
   is pinned there) are the initial assignments; hotness of a color = the number of live
   processes owning it (global), or of those whose local core is another core (remote).
-- **Cache Utilization Monitor** (Algorithm 1): every `period` cycles, MONITOR(cmr) for each live
-  process in pid order, cmr = its LLC misses / LLC accesses over the period (0 below
+- **Cache Utilization Monitor** (Algorithm 1): every `period` cycles (default 16 ticks), MONITOR(cmr)
+  for each live process past its warm-up (section 4.3 enables the monitor after the programs'
+  start), in pid order, cmr = its LLC misses / LLC accesses over the period (0 below
   `min_references` accesses), against its own QoS thresholds or the global ones; `isHot` and
-  `isCold` are global; ALLOC_COLORS / PICK_VICTIMS pick by hotness as the paper defines.
+  `isCold` are global, requests are served first come first served, and freed colors nobody
+  claims go back to their donor; ALLOC_COLORS / PICK_VICTIMS pick by hotness as the paper
+  defines.
   ALLOC_COLORS is also run when a fault finds the process out of memory in its colors
   (`Policy::out_of_colors`).
 - **Recoloring Engine** (section 3.2 "Recoloring Engine"): shrink = lazy recoloring (every page
@@ -30,7 +33,7 @@ over the tick, i.e. per-task virtualised counters (perf_event opened per task, t
 no multiplexing), which is what the paper's monitor reads per process. Decisions where the
 paper is silent are listed in docs/coloris.md.
 */
-use super::static_sections::{sections, StaticSections};
+use super::static_sections::{per_core_sections, StaticSections};
 use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, Tick};
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
@@ -38,7 +41,7 @@ use crate::pmu::Event;
 use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// How an assignment is expanded (section 3.2, "Recoloring Engine").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -60,14 +63,16 @@ fn d_low() -> f64 {
 fn d_unit() -> u64 {
     4
 }
-/// 5 s at the Xeon E5506's 2.13 GHz (section 4.3).
-fn d_period() -> u64 {
-    10_650_000_000
-}
-/// 3 ms at 2.13 GHz (section 4.3).
-fn d_win() -> u64 {
-    6_390_000
-}
+/// PERIOD when the config gives none, in scheduler ticks (issue 19, defect 8). The paper's
+/// 5 s is 1,250 ticks of Linux 3.8 at HZ = 250 and 1/720 of its hour-long runs; a simulated
+/// run is some hundreds of ticks, so 5 s of the paper's machine (10.65 G cycles) was longer
+/// than every run and the monitor never ran. 16 ticks keeps the miss rate an average over
+/// many ticks (not one tick's noise) and leaves tens of PERIODs in a run of a few hundred
+/// ticks, which the handshake of Algorithm 1 needs (two PERIODs per UNIT moved).
+pub const DEFAULT_PERIOD_TICKS: u64 = 16;
+/// WIN when the config gives none: one tick. The paper's 3 ms is less than one tick of its
+/// kernel (4 ms at HZ = 250), and WIN's resolution here is one tick.
+pub const DEFAULT_WIN_TICKS: u64 = 1;
 fn d_min_refs() -> u64 {
     1000
 }
@@ -88,12 +93,19 @@ pub struct ColorisConfig {
     /// UNIT: colors added or taken at a time.
     #[serde(default = "d_unit")]
     pub unit: u64,
-    /// PERIOD: cycles between runs of the monitor (acted on at the first tick after).
-    #[serde(default = "d_period")]
-    pub period: u64,
-    /// WIN: cycles between clearing and scanning the accessed bits (Redistribution).
-    #[serde(default = "d_win")]
-    pub win: u64,
+    /// PERIOD: cycles between runs of the monitor (acted on at the first tick after); none:
+    /// `DEFAULT_PERIOD_TICKS` scheduler ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u64>,
+    /// WIN: cycles between clearing and scanning the accessed bits (Redistribution); none:
+    /// `DEFAULT_WIN_TICKS` ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub win: Option<u64>,
+    /// Cycles from a process's start before its counts are read (the paper enables the
+    /// monitor a minute into its runs, section 4.3): compulsory misses of a cold start must not
+    /// mark a program hot. None: one PERIOD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u64>,
     /// LLC accesses in a period below which the miss rate counts as 0.
     #[serde(default = "d_min_refs")]
     pub min_references: u64,
@@ -122,9 +134,18 @@ impl Default for ColorisConfig {
 #[derive(Debug, Clone)]
 struct Proc {
     name: String,
-    /// Its local core (section 3.2): the core whose section it started with.
-    core: usize,
+    /// Its local cores (section 3.2): the cores whose sections it started with (one per
+    /// thread; the paper's single-threaded programs have one).
+    cores: Vec<usize>,
+    /// Its local colors: the union of its cores' sections.
+    local: ColorSet,
+    /// When its counts start to count: its start plus the warm-up.
+    warm_at: u64,
     assignment: ColorSet,
+    /// Its colors came from the config (`[[processes]] colors`).
+    from_config: bool,
+    /// Times its assignment changed after its creation.
+    changes: u64,
     /// QoS thresholds as fractions.
     low: f64,
     high: f64,
@@ -163,6 +184,17 @@ pub struct Coloris {
     procs: BTreeMap<usize, Proc>,
     is_hot: bool,
     is_cold: bool,
+    /// Processes that signalled isHot and were not served yet, first come first served.
+    requests: VecDeque<usize>,
+    /// The donor of the colors freed while isCold is set, and those colors.
+    freed: Option<(usize, Vec<u64>)>,
+    /// Colors given back to their donor because no requester took them: (time, donor, colors).
+    returned: Vec<(u64, usize, Vec<u64>)>,
+    /// PERIOD, WIN and the warm-up in cycles (resolved at the first tick when the config
+    /// gives them in ticks by default).
+    period: u64,
+    win: u64,
+    warmup: u64,
     last_monitor: u64,
     now: u64,
     shared_vpns: Vec<(u64, u64)>,
@@ -215,7 +247,7 @@ impl Coloris {
                 ),
             ));
         }
-        if config.period == 0 {
+        if config.period == Some(0) {
             return Err(ConfigError::new(
                 f("period"),
                 "PERIOD must be at least 1 cycle",
@@ -259,7 +291,7 @@ impl Coloris {
         let usable_list: Vec<u64> = (0..colors)
             .filter(|c| !shared_set.as_ref().is_some_and(|s| s.contains(*c)))
             .collect();
-        let secs = sections(machine.cores, colors, &usable_list);
+        let secs = per_core_sections(machine, &usable_list);
         Ok(Coloris {
             config: config.clone(),
             colors,
@@ -269,6 +301,12 @@ impl Coloris {
             procs: BTreeMap::new(),
             is_hot: false,
             is_cold: false,
+            requests: VecDeque::new(),
+            freed: None,
+            returned: Vec::new(),
+            period: config.period.unwrap_or(0),
+            win: config.win.unwrap_or(0),
+            warmup: config.warmup.or(config.period).unwrap_or(0),
             last_monitor: 0,
             now: 0,
             shared_vpns,
@@ -283,7 +321,7 @@ impl Coloris {
     }
 
     fn local(&self, pid: usize) -> &ColorSet {
-        &self.sections[self.procs[&pid].core]
+        &self.procs[&pid].local
     }
 
     /// Global hotness: live processes owning `c` (section 3.2).
@@ -294,12 +332,14 @@ impl Coloris {
             .count()
     }
 
-    /// Remote hotness for `pid`: live owners of `c` whose local core is not `pid`'s.
+    /// Remote hotness for `pid`: live owners of `c` whose local cores are none of `pid`'s.
     fn remote_hotness(&self, pid: usize, c: u64) -> usize {
-        let core = self.procs[&pid].core;
+        let cores = &self.procs[&pid].cores;
         self.procs
             .values()
-            .filter(|p| p.alive && p.core != core && p.assignment.contains(c))
+            .filter(|p| {
+                p.alive && !p.cores.iter().any(|x| cores.contains(x)) && p.assignment.contains(c)
+            })
             .count()
     }
 
@@ -401,33 +441,123 @@ impl Coloris {
     }
 
     /// MONITOR(cmr) of Algorithm 1 for process `pid` (cmr as a fraction).
+    ///
+    /// Requests are served first come, first served (issue 19, defect 5): a process above its
+    /// HighThreshold signals isHot and joins the queue of requests; a donor's freed colors
+    /// (isCold) go to the process at the head of the queue at its next MONITOR, not to whichever
+    /// hot process MONITOR happens to reach first. Algorithm 1 has the hot process signal and
+    /// then take the colors a cold one freed "at its next MONITOR": with one hot process the
+    /// two readings are the same; with several, the queue keeps the colors for the one that
+    /// asked. A queued process that is no longer above HighThreshold leaves the queue.
     pub(crate) fn monitor(&mut self, pid: usize, cmr: f64) -> Decision {
         let (low, high) = (self.procs[&pid].low, self.procs[&pid].high);
         if cmr > high {
-            if !self.is_cold {
+            if !self.is_cold || self.requests.front().is_some_and(|&h| h != pid) {
+                if !self.requests.contains(&pid) {
+                    self.requests.push_back(pid);
+                }
                 self.is_hot = true;
                 return Decision::SignalHot;
             }
+            self.requests.retain(|&q| q != pid);
             let new = self.alloc_colors(pid, self.config.unit);
             self.is_cold = false;
+            self.freed = None;
+            // The others still waiting keep signalling.
+            self.is_hot = !self.requests.is_empty();
             Decision::Expand(new)
-        } else if cmr < low {
-            // A process that holds no more than UNIT colors is no donor (docs/coloris.md).
-            if self.is_hot && self.procs[&pid].assignment.len() > self.config.unit {
+        } else {
+            self.requests.retain(|&q| q != pid);
+            if cmr < low
+                && self.is_hot
+                && !self.is_cold
+                // A process that holds no more than UNIT colors is no donor (docs/coloris.md).
+                && self.procs[&pid].assignment.len() > self.config.unit
+            {
                 self.is_hot = false;
                 self.is_cold = true;
-                Decision::Shrink(self.pick_victims(pid, self.config.unit))
+                let victims = self.pick_victims(pid, self.config.unit);
+                self.freed = Some((pid, victims.clone()));
+                Decision::Shrink(victims)
             } else {
                 Decision::None
             }
-        } else {
-            Decision::None
         }
     }
 
+    /// After a round of MONITOR: colors a donor freed that no requester is waiting for go back
+    /// to the donor (issue 19, defect 5: a program marked hot by a cold start and warm by the
+    /// time the colors were freed never took them, and 6% of the LLC belonged to nobody). The
+    /// donor's pages marked for the move fault once and stay where they are (their color is
+    /// allowed again). Returns the donor when it got colors back.
+    fn return_unclaimed(&mut self) -> Option<usize> {
+        if !self.is_cold || !self.requests.is_empty() {
+            return None;
+        }
+        let (donor, colors) = self.freed.take()?;
+        self.is_cold = false;
+        self.is_hot = false;
+        let back: Vec<u64> = colors
+            .into_iter()
+            .filter(|&c| self.global_hotness(c) == 0)
+            .collect();
+        let p = self.procs.get_mut(&donor)?;
+        if !p.alive || back.is_empty() {
+            return None;
+        }
+        back.iter().for_each(|&c| p.assignment.insert(c));
+        self.returned.push((self.now, donor, back));
+        Some(donor)
+    }
+
+    /// Note `pid`'s assignment now (`history`, the plot's data); a change after its creation.
     fn record(&mut self, pid: usize) {
-        let colors = self.procs[&pid].assignment.iter().collect();
+        let p = self.procs.get_mut(&pid).expect("known");
+        p.changes += 1;
+        let colors = p.assignment.iter().collect();
         self.history.push((self.now, pid, colors));
+    }
+
+    /// What the run should say on stderr (issue 19, defects 6 and 8): a monitor that never
+    /// ran, a run in which no color moved (coloris was `static`), colors the config gave a
+    /// process that the monitor changed.
+    fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.monitor.is_empty() {
+            w.push(format!(
+                "coloris: the Cache Utilization Monitor never ran: PERIOD ({} cycles) plus the \
+                 warm-up ({} cycles) is longer than the run ({} cycles at the last tick), so no \
+                 color moved and coloris behaved as `static`; give a shorter \
+                 [policy.coloris] period or warmup",
+                self.period, self.warmup, self.now
+            ));
+        } else if self.procs.values().all(|p| p.changes <= 1) {
+            let why = if self.procs.values().all(|p| p.from_config) {
+                "every process has its colors from the config and "
+            } else {
+                ""
+            };
+            w.push(format!(
+                "coloris: no color moved in {} MONITOR calls ({why}no process was above its \
+                 HighThreshold while another was below its LowThreshold): coloris behaved \
+                 exactly as `static`",
+                self.monitor.len()
+            ));
+        }
+        for p in self
+            .procs
+            .values()
+            .filter(|p| p.from_config && p.changes > 1)
+        {
+            w.push(format!(
+                "coloris: process `{}` started with the colors its config gives and the \
+                 monitor changed them ({} colors at the end): COLORIS starts from a partition \
+                 and recolors it (section 3.2); give it qos = [0, 100] to keep them",
+                p.name,
+                p.assignment.len()
+            ));
+        }
+        w
     }
 
     /// Shrink (lazy recoloring): mark every page of `pid` in a taken color.
@@ -473,7 +603,7 @@ impl Coloris {
             }
             Expansion::Redistribution => {
                 let _ = k.scan_accessed(pid);
-                self.procs.get_mut(&pid).expect("known").scan_at = Some(k.now() + self.config.win);
+                self.procs.get_mut(&pid).expect("known").scan_at = Some(k.now() + self.win);
             }
         }
     }
@@ -549,18 +679,22 @@ impl Policy for Coloris {
 
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
         let placement = self.manager.process_created(p);
-        let (colors, core) = self.manager.assignment(p.pid).expect("just created");
-        let colors = colors.clone();
+        let (colors, cores) = self.manager.assignment(p.pid).expect("just created");
+        let (colors, mut cores) = (colors.clone(), cores.to_vec());
         // A process with colors of its own: its local core is its first pinned core, else the
         // core whose section holds its first color.
-        let core = core
-            .or_else(|| p.pinned.as_ref().map(|v| v[0]))
-            .unwrap_or_else(|| {
+        if cores.is_empty() {
+            cores.push(p.pinned.as_ref().map(|v| v[0]).unwrap_or_else(|| {
                 let first = colors.iter().next().unwrap_or(0);
                 (0..self.sections.len())
                     .find(|&c| self.manager.section(c).contains(first))
                     .unwrap_or(0)
-            });
+            }));
+        }
+        let mut local = ColorSet::empty(self.colors);
+        for &c in &cores {
+            self.sections[c].iter().for_each(|col| local.insert(col));
+        }
         let (low, high) = self.config.qos.get(&p.name).map_or(
             (self.config.low_threshold, self.config.high_threshold),
             |q| (q[0], q[1]),
@@ -569,8 +703,12 @@ impl Policy for Coloris {
             p.pid,
             Proc {
                 name: p.name.clone(),
-                core,
+                cores,
+                local,
+                warm_at: self.now.saturating_add(self.warmup),
                 assignment: colors,
+                from_config: p.colors.is_some(),
+                changes: 0,
                 low: low / 100.0,
                 high: high / 100.0,
                 alive: true,
@@ -648,11 +786,26 @@ impl Policy for Coloris {
     }
 
     fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
+        if self.period == 0 {
+            // Defaults in ticks (issue 19, defect 8): resolved at the first tick, whose interval
+            // is the scheduler's tick. The processes created before it warm up from cycle 0.
+            let tick = t.interval.max(1);
+            self.period = self.config.period.unwrap_or(DEFAULT_PERIOD_TICKS * tick);
+            self.win = self.config.win.unwrap_or(DEFAULT_WIN_TICKS * tick);
+            self.warmup = self.config.warmup.unwrap_or(self.period);
+            let warmup = self.warmup;
+            self.procs
+                .values_mut()
+                .for_each(|p| p.warm_at = p.warm_at.max(warmup));
+        }
         self.now = t.now;
         for pc in &t.processes {
             if let Some(p) = self.procs.get_mut(&pc.pid) {
-                p.accesses += pc.interval.get(Event::LlcAccesses);
-                p.misses += pc.interval.get(Event::LlcMisses);
+                // Counts of the warm-up are not the program's steady demand (section 4.3).
+                if t.now > p.warm_at {
+                    p.accesses += pc.interval.get(Event::LlcAccesses);
+                    p.misses += pc.interval.get(Event::LlcMisses);
+                }
                 if !pc.alive {
                     p.alive = false;
                 }
@@ -669,19 +822,25 @@ impl Policy for Coloris {
             self.procs.get_mut(&pid).expect("known").scan_at = None;
             self.redistribute(k, pid);
         }
-        if t.now < self.last_monitor + self.config.period {
+        if t.now < self.last_monitor + self.period {
             return;
         }
         self.last_monitor = t.now;
         let pids: Vec<usize> = self.procs.keys().copied().collect();
         for pid in pids {
             let p = self.procs.get_mut(&pid).expect("known");
+            if !p.alive {
+                p.accesses = 0;
+                p.misses = 0;
+                continue;
+            }
+            // Its first MONITOR once a whole PERIOD of warm counts is in.
+            if t.now < p.warm_at.saturating_add(self.period) {
+                continue;
+            }
             let (acc, miss) = (p.accesses, p.misses);
             p.accesses = 0;
             p.misses = 0;
-            if !p.alive {
-                continue;
-            }
             let cmr = if acc < self.config.min_references {
                 0.0
             } else {
@@ -704,12 +863,20 @@ impl Policy for Coloris {
                 .push((t.now, pid, cmr, acc, decision_name(&d), n));
             self.check(k, pid);
         }
+        // A process that exited while queued asks for nothing any more.
+        let procs = &self.procs;
+        self.requests.retain(|q| procs[q].alive);
+        if let Some(donor) = self.return_unclaimed() {
+            self.record(donor);
+        }
     }
 
     fn report(&self) -> serde_json::Value {
         let name = |pid: &usize| self.procs[pid].name.clone();
         json!({
-            "period": self.config.period,
+            "period": self.period,
+            "win": self.win,
+            "warmup": self.warmup,
             "unit": self.config.unit,
             "expansion": self.config.expansion,
             "high_threshold": self.config.high_threshold,
@@ -717,7 +884,8 @@ impl Policy for Coloris {
             "processes": self.procs.iter().map(|(pid, p)| json!({
                 "pid": pid,
                 "name": p.name,
-                "core": p.core,
+                "core": p.cores[0],
+                "cores": p.cores,
                 "low": p.low * 100.0,
                 "high": p.high * 100.0,
                 "colors": p.assignment.iter().collect::<Vec<_>>(),
@@ -737,16 +905,12 @@ impl Policy for Coloris {
             // Issue 19, defect 8: a monitor that never ran makes coloris the static scheme in
             // silence (the default PERIOD, 5 s of the paper's machine, is longer than most
             // simulated runs); `cachecolor simulate` prints these on stderr.
-            "warnings": if self.monitor.is_empty() {
-                vec![format!(
-                    "coloris: the Cache Utilization Monitor never ran: [policy.coloris] period \
-                     ({} cycles) is longer than the run ({} cycles at the last tick), so no \
-                     color moved and coloris behaved as `static`; give a shorter period",
-                    self.config.period, self.now
-                )]
-            } else {
-                Vec::new()
-            },
+            "returned": self.returned.iter().map(|(t, pid, c)| json!({
+                "time": t, "process": name(pid), "colors": c,
+            })).collect::<Vec<_>>(),
+            "colors_from_config": self.procs.values().filter(|p| p.from_config)
+                .map(|p| p.name.clone()).collect::<Vec<_>>(),
+            "warnings": self.warnings(),
         })
     }
 }

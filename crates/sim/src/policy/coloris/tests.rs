@@ -21,6 +21,7 @@ fn info(pid: usize, name: &str) -> ProcessInfo {
         name: name.into(),
         colors: None,
         pinned: None,
+        threads: 1,
     }
 }
 
@@ -245,3 +246,60 @@ fn bad_parameters_are_named() {
 }
 
 mod scenarios;
+
+/// Issue 19, defect 5: a program marked hot (by a cold start's compulsory misses) that is warm
+/// by the time a donor freed colors never took them, and they belonged to nobody for the rest
+/// of the run. Colors no requester is waiting for go back to their donor after the round.
+#[test]
+fn coloris_never_leaves_freed_colors_owned_by_nobody() {
+    let config = ColorisConfig {
+        low_threshold: 30.0,
+        high_threshold: 75.0,
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = four(config);
+    assert_eq!(c.monitor(2, 0.9), Decision::SignalHot);
+    assert_eq!(c.monitor(0, 0.1), Decision::Shrink(vec![3, 2]));
+    assert_eq!(colors(&c, 0), [0, 1]);
+    // Warm now (0.72 < 0.75): it no longer asks.
+    assert_eq!(c.monitor(2, 0.72), Decision::None);
+    assert_eq!(c.return_unclaimed(), Some(0));
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3], "back to the donor");
+    assert!(!c.is_cold && !c.is_hot);
+    for col in 0..16 {
+        assert!(c.global_hotness(col) > 0, "color {col} owned by nobody");
+    }
+    // While the requester still waits, the freed colors wait for it.
+    assert_eq!(c.monitor(2, 0.9), Decision::SignalHot);
+    assert_eq!(c.monitor(0, 0.1), Decision::Shrink(vec![3, 2]));
+    assert_eq!(c.return_unclaimed(), None);
+    assert_eq!(c.monitor(2, 0.9), Decision::Expand(vec![2, 3]));
+}
+
+/// Issue 19, defect 5: isHot/isCold evaluated in pid order gave the colors one hungry program
+/// asked for to another hot program that MONITOR reached first. Requests are served in the
+/// order they were signalled.
+#[test]
+fn coloris_serves_color_requests_first_come_first_served() {
+    let config = ColorisConfig {
+        low_threshold: 30.0,
+        high_threshold: 65.0,
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = four(config);
+    assert_eq!(c.monitor(3, 0.8), Decision::SignalHot, "p3 asks first");
+    assert_eq!(c.monitor(0, 0.1), Decision::Shrink(vec![3, 2]));
+    assert_eq!(
+        c.monitor(2, 0.8),
+        Decision::SignalHot,
+        "p2 is hot too but asked later: it waits"
+    );
+    assert_eq!(colors(&c, 2), [8, 9, 10, 11]);
+    assert_eq!(c.monitor(3, 0.8), Decision::Expand(vec![2, 3]));
+    assert!(c.is_hot, "p2 still waits");
+    // The next donor's colors go to p2.
+    assert_eq!(c.monitor(1, 0.1), Decision::Shrink(vec![7, 6]));
+    assert_eq!(c.monitor(2, 0.8), Decision::Expand(vec![6, 7]));
+}

@@ -941,6 +941,7 @@ mod tests {
                 name: format!("p{pid}"),
                 colors: None,
                 pinned: None,
+                threads: 1,
             });
         }
         assert!(
