@@ -369,13 +369,15 @@ fn a_control_run_moves_no_page_and_counts_what_it_refused() {
     let target = ColorSet::range(colors, 0, 4).unwrap();
     for lazy in [false, true] {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let policy = Mover {
-            lazy,
-            target: target.clone(),
-            allowed: ColorSet::all(colors),
-            ticks: 0,
-            seen: seen.clone(),
-        };
+        let policy = mover(
+            colors,
+            Mover {
+                lazy,
+                target: target.clone(),
+                ticks: 0,
+                seen: seen.clone(),
+            },
+        );
         let r = run_with(&cfg, Box::new(policy));
         let p = process(&r, "uniform");
         assert_eq!((p.recolors, p.lazy_recolors), (0, 0), "lazy {lazy}");
@@ -407,13 +409,15 @@ fn a_control_run_moves_no_page_and_counts_what_it_refused() {
     cfg.policy.control = false;
     let r = run_with(
         &cfg,
-        Box::new(Mover {
-            lazy: false,
-            target,
-            allowed: ColorSet::all(colors),
-            ticks: 0,
-            seen: Default::default(),
-        }),
+        Box::new(mover(
+            colors,
+            Mover {
+                lazy: false,
+                target,
+                ticks: 0,
+                seen: Default::default(),
+            },
+        )),
     );
     assert!(r.control.is_none());
     assert!(process(&r, "uniform").recolors > 100);

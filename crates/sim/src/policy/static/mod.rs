@@ -243,6 +243,7 @@ mod tests {
             cores,
             chips,
             colors: 16,
+            inner_colors: 1,
             llc_size: 1 << 19,
             llc_ways: 8,
             line_size: 128,
