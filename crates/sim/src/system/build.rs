@@ -274,22 +274,26 @@ impl System {
         }
         let mut sources = Vec::with_capacity(p.threads.len());
         for (t, tc) in p.threads.iter().enumerate() {
-            let source: Box<dyn RecordSource + Send> = match (&tc.workload, &tc.trace) {
-                (Some(w), None) => Box::new(Workload::new(w).map_err(|e| {
-                    ConfigError::new(
-                        format!("processes[{pid}].threads[{t}].workload.{}", e.field),
-                        e.message,
-                    )
-                })?),
-                (None, Some(path)) => trace::open(path, Format::parse(&tc.format)?)?,
-                _ => {
-                    return Err(ConfigError::new(
-                        format!("processes[{pid}].threads[{t}]"),
-                        "give exactly one of `workload` or `trace`",
-                    )
-                    .into())
-                }
-            };
+            let (source, icount_floor): (Box<dyn RecordSource + Send>, u64) =
+                match (&tc.workload, &tc.trace) {
+                    (Some(w), None) => (
+                        Box::new(Workload::new(w).map_err(|e| {
+                            ConfigError::new(
+                                format!("processes[{pid}].threads[{t}].workload.{}", e.field),
+                                e.message,
+                            )
+                        })?),
+                        w.instruction_floor(),
+                    ),
+                    (None, Some(path)) => (trace::open(path, Format::parse(&tc.format)?)?, 0),
+                    _ => {
+                        return Err(ConfigError::new(
+                            format!("processes[{pid}].threads[{t}]"),
+                            "give exactly one of `workload` or `trace`",
+                        )
+                        .into())
+                    }
+                };
             // Addresses the page tables cannot translate are bad input (address_check.rs).
             let what = match &tc.trace {
                 Some(path) => format!("processes[{pid}].threads[{t}] (trace {})", path.display()),
@@ -301,7 +305,7 @@ impl System {
                 self.page_shift,
                 self.mmu.levels,
             ));
-            sources.push(source);
+            sources.push((source, icount_floor));
         }
         self.processes.push(Process {
             name: p.name.clone(),
@@ -353,7 +357,7 @@ impl System {
         let start_milli = self.processes[pid].start * 1000;
         let cores = self.cores.len();
         let mut tids = Vec::with_capacity(a.sources.len());
-        for (t, source) in a.sources.into_iter().enumerate() {
+        for (t, (source, icount_floor)) in a.sources.into_iter().enumerate() {
             let core = match &pin {
                 Some(pin) => pin[t % pin.len()],
                 None => {
@@ -379,6 +383,7 @@ impl System {
                 core,
                 pinned: pin.is_some(),
                 tally: Tally::default(),
+                icount_floor,
             });
         }
         let p = &mut self.processes[pid];

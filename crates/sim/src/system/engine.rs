@@ -245,22 +245,24 @@ impl System {
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
         if self.deferring && first_page == last_page {
             let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
-            self.defer_page(core, r, pfn, spent);
+            self.defer_page(core, tid, r, pfn, spent);
         } else {
             self.step_pages(core, tid, r, &mut spent)?;
-            self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+            let floor = self.threads[tid].icount_floor;
+            self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
         }
         Ok(())
     }
 
-    /// Defer one-page record `r`, translated to frame `pfn`, and charge it beside the `spent`
-    /// milli-cycles its translation cost.
+    /// Defer one-page record `r` of thread `tid`, translated to frame `pfn`, and charge it
+    /// beside the `spent` milli-cycles its translation cost.
     #[inline(always)]
-    pub(super) fn defer_page(&mut self, core: usize, r: &Record, pfn: u64, spent: u64) {
+    pub(super) fn defer_page(&mut self, core: usize, tid: usize, r: &Record, pfn: u64, spent: u64) {
         let page_mask = (1u64 << self.page_shift) - 1;
         let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
         self.defer(core, r, paddr, r.size.max(1), r.kind.is_instruction() as u8);
-        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        let floor = self.threads[tid].icount_floor;
+        self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
     }
 
     /// Charge `references` records of `instructions` instructions in all to `core`, beside
@@ -291,7 +293,7 @@ impl System {
         let mut spent = 0;
         let vpn = r.addr >> self.page_shift;
         let (pfn, _) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
-        self.defer_page(core, r, pfn, spent);
+        self.defer_page(core, tid, r, pfn, spent);
         Ok(())
     }
 
@@ -314,6 +316,7 @@ impl System {
         let page_mask = (1u64 << page_shift) - 1;
         let th = &mut self.threads[tid];
         let asid = th.pid as u32;
+        let floor = th.icount_floor;
         let c = &mut self.cores[core];
         let chip = &mut self.chips[c.chip];
         // Each record taken adds one access and one mark: room for all of them is made here,
@@ -343,7 +346,7 @@ impl System {
                 walk = Some(*r);
                 break;
             };
-            instructions += (r.icount as u64).max(1);
+            instructions += (r.icount as u64).max(floor);
             // As `defer`: copied whole from the thread's buffer, then the fields that
             // change set in place.
             let part = parts[deferred].write(*r);

@@ -81,6 +81,11 @@ struct Thread {
     /// Pinned threads are never moved by load balancing.
     pinned: bool,
     tally: Tally,
+    /// Instructions a record counts at least: 0 for a trace (its `icount` is exact: a data
+    /// record carries 0, its instruction fetch the count; issue 20 item 3), 1 for a generator
+    /// (a generated reference stands for one instruction unless its phase's `icount` says more;
+    /// `Workload::instruction_floor`).
+    icount_floor: u64,
 }
 
 struct Process {
@@ -109,7 +114,8 @@ struct Process {
 struct Arrival {
     colors: Option<ColorSet>,
     pin: Option<Vec<usize>>,
-    sources: Vec<Box<dyn RecordSource + Send>>,
+    /// Each thread's source and its instruction floor (`Thread::icount_floor`).
+    sources: Vec<(Box<dyn RecordSource + Send>, u64)>,
 }
 
 struct Core {

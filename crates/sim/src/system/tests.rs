@@ -964,3 +964,154 @@ fn run_observed_reports_every_tick_and_stops_when_asked() {
         .unwrap());
     assert_eq!(calls, 3, "the run stops at the first false");
 }
+
+/// A small two-core machine running one process per `threads` entry (each a `[[processes.threads]]`
+/// body), with an optional `[pmu.sampling]` so the one-record-at-a-time path runs too.
+fn icount_config(threads: &[String], sampling: bool) -> String {
+    let mut text = String::from(
+        r#"
+[machine.hierarchy]
+cores = 2
+[[machine.hierarchy.levels]]
+name = "L1D"
+size = "32KiB"
+ways = 8
+[[machine.hierarchy.levels]]
+name = "LLC"
+size = "256KiB"
+ways = 16
+[machine.timing]
+level_latency = [4, 30]
+dram_latency = 200
+[memory]
+ram = "64MiB"
+[policy]
+name = "linux"
+"#,
+    );
+    if sampling {
+        text.push_str("[pmu.sampling]\nevent = \"l1d-misses\"\nperiod = 97\n");
+    }
+    for (i, t) in threads.iter().enumerate() {
+        text.push_str(&format!(
+            "[[processes]]\nname = \"p{i}\"\npin = [{}]\n[[processes.threads]]\n{t}\n",
+            i % 2
+        ));
+    }
+    text
+}
+
+/// Issue 20 item 3: a trace's data records (icount 0) used to count one instruction each in
+/// system mode (`max(icount, 1)`), inflating a captured program's instructions 1.4-1.6x.
+#[test]
+fn trace_instructions_in_system_mode_equal_the_traces_icount_sum() {
+    let dir = std::env::temp_dir().join(format!(
+        "cachecolor-icount-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A native trace shaped like a capture: a fetch carrying the instructions since the last
+    // one (1..=40, some above the one-byte column's escape), then 0-3 data records with icount
+    // 0, some crossing a page (the `step_pages` path).
+    let mut rng = crate::rng::SplitMix64::new(7);
+    let mut records = Vec::new();
+    let mut pc = 0x40_0000u64;
+    for _ in 0..60_000 {
+        let mut f = Record::new(Kind::IFetch, pc, 4);
+        f.icount = 1 + rng.below(40) as u32;
+        if rng.below(100) == 0 {
+            f.icount = 300 + rng.below(1000) as u32;
+        }
+        pc = 0x40_0000 + (pc + 4 - 0x40_0000) % 0x8000;
+        records.push(f);
+        for _ in 0..rng.below(4) {
+            let kind = if rng.below(4) == 0 {
+                Kind::Store
+            } else {
+                Kind::Load
+            };
+            let addr = 0x1000_0000 + rng.below(4 << 20);
+            records.push(Record::new(kind, addr, 8));
+        }
+    }
+    let native = dir.join("capture-like.cctrace");
+    let mut w = crate::trace::native::TraceWriter::create(&native, "test").unwrap();
+    w.write_all(&records).unwrap();
+    w.finish().unwrap();
+    // The same shape as valgrind lackey prints it: `I` lines count one instruction each.
+    let mut lackey_text = String::new();
+    let mut lackey_instructions = 0u64;
+    for r in records.iter().take(50_000) {
+        let tag = match r.kind {
+            Kind::IFetch => {
+                lackey_instructions += 1;
+                "I "
+            }
+            Kind::Load => " L",
+            _ => " S",
+        };
+        lackey_text.push_str(&format!("{tag} {:08x},{}\n", r.addr, r.size));
+    }
+    let lackey = dir.join("capture-like.lackey");
+    std::fs::write(&lackey, lackey_text).unwrap();
+    // Counted independently of the reader: the records as written.
+    let native_instructions: u64 = records.iter().map(|r| r.icount as u64).sum();
+    assert!(native_instructions > records.len() as u64 / 2);
+    let threads = [
+        format!(
+            "trace = {:?}\nformat = \"native\"",
+            native.display().to_string()
+        ),
+        format!(
+            "trace = {:?}\nformat = \"lackey\"",
+            lackey.display().to_string()
+        ),
+    ];
+    for sampling in [false, true] {
+        let (r, _, _) = run(&icount_config(&threads, sampling));
+        eprintln!(
+            "sampling {sampling}: native {} instructions of {} records, lackey {} of 50000",
+            process(&r, "p0").instructions,
+            records.len(),
+            process(&r, "p1").instructions
+        );
+        assert_eq!(process(&r, "p0").references, records.len() as u64);
+        assert_eq!(process(&r, "p0").instructions, native_instructions);
+        assert_eq!(process(&r, "p1").instructions, lackey_instructions);
+        let cores: u64 = r.cores.iter().map(|c| c.instructions).sum();
+        assert_eq!(cores, native_instructions + lackey_instructions);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A generator's records keep their documented meaning (`WorkloadSpec::instruction_floor`):
+/// one instruction each unless the phase's `icount` says more; a syscall-mix workload carries
+/// its own counts as a trace does.
+#[test]
+fn generator_instructions_in_system_mode_follow_their_documented_count() {
+    let threads = [
+        r#"workload = { seed = 1, phases = [{ pattern = "uniform", footprint = "1MiB", references = 30000 }, { pattern = "sequential", footprint = "1MiB", references = 20000, icount = 3 }] }"#.to_string(),
+        r#"workload = { seed = 2, phases = [{ pattern = "syscall-mix", footprint = "1MiB", references = 40000, os = { user_text = "64KiB", user_run = 2000, kernel_text_base = 0x30000000, kernel_data_base = 0x38000000, syscalls = [{ number = 3, length = [200, 2000], text = "16KiB", data = "32KiB" }] } }] }"#.to_string(),
+    ];
+    let config = icount_config(&threads, false);
+    let (r, _, _) = run(&config);
+    // Zero-icount records count one, icount 3 three.
+    assert_eq!(process(&r, "p0").instructions, 30_000 + 3 * 20_000);
+    // The syscall-mix stream's own count, summed over the records it generates.
+    let spec: SystemConfig = crate::config::from_toml(&config).unwrap();
+    let mut w = Workload::new(spec.processes[1].threads[0].workload.as_ref().unwrap()).unwrap();
+    let (mut buf, mut sum, mut n, mut data) = (Vec::new(), 0u64, 0u64, 0u64);
+    while w.next_block(&mut buf).unwrap() {
+        sum += buf.iter().map(|r| r.icount as u64).sum::<u64>();
+        data += buf.iter().filter(|r| r.icount == 0).count() as u64;
+        n += buf.len() as u64;
+    }
+    assert_eq!(process(&r, "p1").references, n);
+    assert!(data > n / 4, "{data} data records of {n}");
+    assert_eq!(
+        process(&r, "p1").instructions,
+        sum,
+        "its data records count none"
+    );
+}
