@@ -53,6 +53,16 @@ impl System {
         let colors = hierarchy.cache(llc, 0).geometry().colors();
         let timing = Timing::new(&m.timing, hc.levels.len())
             .map_err(|e| ConfigError::new(format!("machine.{}", e.field), e.message))?;
+        m.memory
+            .validate()
+            .map_err(|e| ConfigError::new(format!("machine.{}", e.field), e.message))?;
+        // One controller per chip when the queued model is on (`crate::dram`).
+        let controllers = match m.memory.model {
+            crate::dram::DramModel::Fixed => Vec::new(),
+            crate::dram::DramModel::Queued => (0..m.chips)
+                .map(|_| crate::dram::Controller::new(&m.memory, hc.line_size as u64))
+                .collect(),
+        };
         if m.chips > 1 && m.timing.remote_latency == 0 {
             return Err(ConfigError::new(
                 "machine.timing.remote_latency",
@@ -176,6 +186,8 @@ impl System {
         let mut sys = System {
             chips: (0..m.chips).map(|_| hierarchy.clone()).collect(),
             coherence: Coherence::new(hc.line_size),
+            controllers,
+            burst_start_milli: 0,
             memory,
             timing,
             policy_name: policy.name(),

@@ -23,6 +23,7 @@ impl System {
     pub(super) fn run_burst(&mut self, core: usize) -> Result<(), Error> {
         self.save_counts(core);
         let clock = self.cores[core].clock_milli;
+        self.burst_start_milli = clock;
         let c = &mut self.cores[core];
         let tid = match c.current {
             Some(t) if clock < c.slice_end || c.queue.is_empty() => t,
@@ -174,7 +175,13 @@ impl System {
         let chip = self.cores[core].chip;
         let mut served = std::mem::take(&mut self.batch_served);
         served.clear();
+        let before = self.chips[chip].memory_traffic();
         self.chips[chip].run_block_served(&self.batch, &mut served);
+        let after = self.chips[chip].memory_traffic();
+        // Per access, whether another chip's cache served it (only with several chips and the
+        // queued model, which needs to know which reads reached the controller).
+        let mut remote_of = Vec::new();
+        let track_remote = self.chips.len() > 1 && !self.controllers.is_empty();
         debug_assert_eq!(served.len(), self.batch.len());
         // [walk, data, instruction][level served, or MAX_LEVELS for memory][remote]
         let mut counts = [[[0u64; 2]; MAX_LEVELS + 1]; 3];
@@ -197,6 +204,9 @@ impl System {
                 );
                 if let Some(row) = self.batch_marks[i].row() {
                     counts[row][at(s)][remote as usize] += 1;
+                }
+                if track_remote {
+                    remote_of.push(remote);
                 }
             }
         }
@@ -225,10 +235,75 @@ impl System {
                 }
             }
         }
+        // Memory traffic: a line another chip's cache served was counted as a memory read by
+        // the local hierarchy but never reached the controller.
+        let remote_reads: u64 = (0..3).map(|row| counts[row][MAX_LEVELS][1]).sum();
+        let reads = after.reads - before.reads - remote_reads;
+        let writes = after.writes - before.writes;
+        c.tally.mem_reads += reads;
+        c.tally.mem_writes += writes;
         c.clock_milli += spent;
+        if !self.controllers.is_empty() {
+            self.queue_batch(core, &served, &remote_of, reads, writes, spent);
+        }
         self.batch.clear();
         self.batch_marks.clear();
         self.batch_served = served;
+        self.burst_start_milli = self.cores[core].clock_milli;
+    }
+
+    /// The queued memory model for a batched burst just charged at unloaded latencies
+    /// (`crate::dram`): the burst's accesses are spread evenly over its time, from its first
+    /// record to its end (`spent` being what its accesses were charged), in their order; each
+    /// demand read memory served takes a slot and stalls for its queueing delay (a walk's read
+    /// in full, the others overlapped by `mlp`); the rest of the `reads` (prefetches) and the
+    /// `writes` take slots without stalling anyone.
+    fn queue_batch(
+        &mut self,
+        core: usize,
+        served: &[u8],
+        remote_of: &[bool],
+        reads: u64,
+        writes: u64,
+        spent: u64,
+    ) {
+        let chip = self.cores[core].chip;
+        let c = &mut self.cores[core];
+        let t0 = self.burst_start_milli.min(c.clock_milli - spent);
+        let span = c.clock_milli - t0;
+        let n = served.len() as u64;
+        let ctl = &mut self.controllers[chip];
+        let (mut overlapped, mut serial, mut demand) = (0u64, 0u64, 0u64);
+        for (i, (&s, mark)) in served.iter().zip(&self.batch_marks).enumerate() {
+            if s != SERVED_BY_MEMORY || remote_of.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(row) = mark.row() else {
+                continue; // the kernel's own (a recolor's copy): traffic, no stall
+            };
+            demand += 1;
+            let delay = ctl.read(t0 + span * i as u64 / n);
+            if row == 0 {
+                serial += delay;
+            } else {
+                overlapped += delay;
+            }
+        }
+        let rest = reads.saturating_sub(demand);
+        let others = rest + writes;
+        for j in 0..others {
+            let at = t0 + span * (2 * j + 1) / (2 * others);
+            if j < rest {
+                ctl.background(at, 1, 0);
+            } else {
+                ctl.background(at, 0, 1);
+            }
+        }
+        let b = &mut c.tally.breakdown;
+        let w = self.timing.bandwidth(b, serial, true);
+        let d = self.timing.bandwidth(b, overlapped, false);
+        c.tally.walk_milli += w;
+        c.clock_milli += w + d;
     }
 
     /// One record of thread `tid` on `core`. A batched burst's common case, a record within
@@ -409,10 +484,11 @@ impl System {
                 size,
                 ..*r
             };
-            let (served, remote) = self.access(core, &part);
+            let (served, remote, delay) = self.access(core, &part);
             let c = &mut self.cores[core];
             let s = c.tally.serve(&self.paths[path], served, remote);
             *spent += self.timing.reference(&mut c.tally.breakdown, s);
+            *spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
             if path == 0 && c.sampler.is_some() {
                 self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
             }
@@ -441,16 +517,38 @@ impl System {
         self.batch_marks.push(Mark::Demand(path));
     }
 
-    /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
-    /// level that served it locally (or memory) and whether another chip's cache served it.
+    /// Send a physical reference through `core`'s chip, keeping the chips coherent, and its
+    /// memory traffic through the chip's controller. Returns the level that served it locally
+    /// (or memory), whether another chip's cache served it, and the queueing delay of its read
+    /// from memory (milli-cycles; 0 unless memory served it under the queued model).
     #[inline]
-    pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool) {
+    pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool, u64) {
         let chip = self.cores[core].chip;
+        let before = self.chips[chip].memory_traffic();
         let served = self.chips[chip].access(rec);
         let remote =
             self.coherence
                 .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
-        (served, remote)
+        let after = self.chips[chip].memory_traffic();
+        // A line another chip's cache served was counted as a memory read by the local chip's
+        // hierarchy: it never reached the controller.
+        let demand = served == SERVED_BY_MEMORY && !remote;
+        let reads = after.reads - before.reads - (served == SERVED_BY_MEMORY && remote) as u64;
+        let writes = after.writes - before.writes;
+        let c = &mut self.cores[core];
+        c.tally.mem_reads += reads;
+        c.tally.mem_writes += writes;
+        let mut delay = 0;
+        if let Some(ctl) = self.controllers.get_mut(chip) {
+            let at = c.clock_milli;
+            let mut background = reads;
+            if demand && reads > 0 {
+                delay = ctl.read(at);
+                background -= 1;
+            }
+            ctl.background(at, background, writes);
+        }
+        (served, remote, delay)
     }
 
     /// A record of `pid` comes `HOST_AHEAD` places later on `core`: if the L2 TLB already

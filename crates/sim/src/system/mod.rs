@@ -167,6 +167,12 @@ impl Core {
 pub struct System {
     chips: Vec<Hierarchy>,
     coherence: Coherence,
+    /// Each chip's memory controller under the queued model (`crate::dram`); empty under the
+    /// fixed-latency model.
+    controllers: Vec<crate::dram::Controller>,
+    /// The running core's clock when its current burst began (the batched accesses' times are
+    /// spread from there, `flush_batch`).
+    burst_start_milli: u64,
     memory: PhysicalMemory,
     timing: Timing,
     /// Taken out while one of its hooks runs (the hook gets the rest of the system as `Kernel`).
