@@ -6,8 +6,9 @@ chip, and the queueing that makes a read's latency grow with the load (issue 20 
 
 ```toml
 [machine.memory]
-model = "queued"       # "queued": bandwidth and queueing (below); "fixed": every read costs
-                       # timing.dram_latency whatever the load (the model before issue 20)
+model = "queued"       # "queued" (the default): bandwidth and queueing (below); "fixed":
+                       # every read costs timing.dram_latency whatever the load (the model
+                       # before issue 20)
 channels = 3           # independent channels, each moving one line at a time
 channel_gbps = 8.533   # peak GB/s of one channel (DDR3-1066: 1066 MT/s x 8 bytes)
 core_ghz = 2.13        # the cores' clock: turns GB/s into bytes per cycle
@@ -53,10 +54,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum DramModel {
-    /// Every read costs `timing.dram_latency`; no bandwidth limit.
-    #[default]
+    /// Every read costs `timing.dram_latency`; no bandwidth limit (the model before issue 20;
+    /// name it to compare with the ideal bus).
     Fixed,
-    /// Channels with a peak bandwidth and a queue (the module comment).
+    /// Channels with a peak bandwidth and a queue (the module comment): the default.
+    #[default]
     Queued,
 }
 

@@ -621,7 +621,10 @@ fn batched_bursts_equal_records_one_at_a_time() {
         include_str!("../../../../examples/os/speed-4core.toml"),
     ];
     for text in configs {
-        let cfg = config(text);
+        let mut cfg = config(text);
+        // Exact to the last cycle under the fixed-latency memory: the queued model's batched
+        // burst spreads its reads over its time (`queued_memory_batched_and_one_at_a_time_agree`).
+        cfg.machine.memory.model = crate::dram::DramModel::Fixed;
         let report = |batching: bool| {
             let mut s = System::new(&cfg).unwrap();
             s.set_batching(batching);
@@ -637,6 +640,7 @@ fn batched_bursts_equal_records_one_at_a_time() {
             .replace("allocator = \"random\"", "allocator = \"color-pool\""),
     );
     cfg.machine.timing.copy_cycles_per_page = 3000;
+    cfg.machine.memory.model = crate::dram::DramModel::Fixed;
     let report = |batching: bool| {
         let policy = Mover {
             lazy: true,
