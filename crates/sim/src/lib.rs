@@ -13,6 +13,7 @@ concern, named for what it models.
 pub mod analysis;
 pub mod cache;
 pub mod config;
+pub mod dram;
 pub mod error;
 pub mod geometry;
 pub mod isa;

@@ -574,6 +574,12 @@ impl Hierarchy {
         }
     }
 
+    /// Lines read from and written to memory so far (the memory controller's traffic).
+    #[inline]
+    pub fn memory_traffic(&self) -> MemoryStats {
+        self.memory
+    }
+
     /// Simulate one record. Returns where its (last) line was served.
     #[inline]
     pub fn access(&mut self, r: &Record) -> u8 {

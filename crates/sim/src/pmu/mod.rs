@@ -42,10 +42,19 @@ pub enum Event {
     MemoryReferences,
     /// Page faults (a software event, as perf's `page-faults`).
     PageFaults,
+    /// Lines read from memory by the core's accesses (demand, walk and prefetch reads; the
+    /// memory controller's reads, as Intel's uncore `UNC_IMC_READS` counts them per socket).
+    MemoryReads,
+    /// Lines written to memory because of the core's accesses (write-backs of lines its fills
+    /// evicted; `UNC_IMC_WRITES`).
+    MemoryWrites,
+    /// Cycles stalled waiting in the memory controller's queue beyond the unloaded DRAM
+    /// latency (`crate::dram`; 0 under the fixed-latency model).
+    StallBandwidth,
 }
 
 impl Event {
-    pub const ALL: [Event; 19] = [
+    pub const ALL: [Event; 22] = [
         Event::Cycles,
         Event::Instructions,
         Event::L1dAccesses,
@@ -65,6 +74,9 @@ impl Event {
         Event::RemoteCacheAccesses,
         Event::MemoryReferences,
         Event::PageFaults,
+        Event::MemoryReads,
+        Event::MemoryWrites,
+        Event::StallBandwidth,
     ];
 
     /// Whether the event is counted on data references, so a sample of it has a data address

@@ -53,6 +53,16 @@ impl System {
         let colors = hierarchy.cache(llc, 0).geometry().colors();
         let timing = Timing::new(&m.timing, hc.levels.len())
             .map_err(|e| ConfigError::new(format!("machine.{}", e.field), e.message))?;
+        m.memory
+            .validate()
+            .map_err(|e| ConfigError::new(format!("machine.{}", e.field), e.message))?;
+        // One controller per chip when the queued model is on (`crate::dram`).
+        let controllers = match m.memory.model {
+            crate::dram::DramModel::Fixed => Vec::new(),
+            crate::dram::DramModel::Queued => (0..m.chips)
+                .map(|_| crate::dram::Controller::new(&m.memory, hc.line_size as u64))
+                .collect(),
+        };
         if m.chips > 1 && m.timing.remote_latency == 0 {
             return Err(ConfigError::new(
                 "machine.timing.remote_latency",
@@ -177,6 +187,8 @@ impl System {
         let mut sys = System {
             chips: (0..m.chips).map(|_| hierarchy.clone()).collect(),
             coherence: Coherence::new(hc.line_size),
+            controllers,
+            burst_start_milli: 0,
             memory,
             timing,
             policy_name: policy.name(),
@@ -276,22 +288,26 @@ impl System {
         }
         let mut sources = Vec::with_capacity(p.threads.len());
         for (t, tc) in p.threads.iter().enumerate() {
-            let source: Box<dyn RecordSource + Send> = match (&tc.workload, &tc.trace) {
-                (Some(w), None) => Box::new(Workload::new(w).map_err(|e| {
-                    ConfigError::new(
-                        format!("processes[{pid}].threads[{t}].workload.{}", e.field),
-                        e.message,
-                    )
-                })?),
-                (None, Some(path)) => trace::open(path, Format::parse(&tc.format)?)?,
-                _ => {
-                    return Err(ConfigError::new(
-                        format!("processes[{pid}].threads[{t}]"),
-                        "give exactly one of `workload` or `trace`",
-                    )
-                    .into())
-                }
-            };
+            let (source, icount_floor): (Box<dyn RecordSource + Send>, u64) =
+                match (&tc.workload, &tc.trace) {
+                    (Some(w), None) => (
+                        Box::new(Workload::new(w).map_err(|e| {
+                            ConfigError::new(
+                                format!("processes[{pid}].threads[{t}].workload.{}", e.field),
+                                e.message,
+                            )
+                        })?),
+                        w.instruction_floor(),
+                    ),
+                    (None, Some(path)) => (trace::open(path, Format::parse(&tc.format)?)?, 0),
+                    _ => {
+                        return Err(ConfigError::new(
+                            format!("processes[{pid}].threads[{t}]"),
+                            "give exactly one of `workload` or `trace`",
+                        )
+                        .into())
+                    }
+                };
             // Addresses the page tables cannot translate are bad input (address_check.rs).
             let what = match &tc.trace {
                 Some(path) => format!("processes[{pid}].threads[{t}] (trace {})", path.display()),
@@ -303,7 +319,7 @@ impl System {
                 self.page_shift,
                 self.mmu.levels,
             ));
-            sources.push(source);
+            sources.push((source, icount_floor));
         }
         self.processes.push(Process {
             name: p.name.clone(),
@@ -356,7 +372,7 @@ impl System {
         let start_milli = self.processes[pid].start * 1000;
         let cores = self.cores.len();
         let mut tids = Vec::with_capacity(a.sources.len());
-        for (t, source) in a.sources.into_iter().enumerate() {
+        for (t, (source, icount_floor)) in a.sources.into_iter().enumerate() {
             let core = match &pin {
                 Some(pin) => pin[t % pin.len()],
                 None => {
@@ -382,6 +398,7 @@ impl System {
                 core,
                 pinned: pin.is_some(),
                 tally: Tally::default(),
+                icount_floor,
             });
         }
         let p = &mut self.processes[pid];

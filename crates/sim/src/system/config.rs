@@ -56,6 +56,9 @@ pub struct MachineConfig {
     #[serde(default)]
     pub mmu: PageTableConfig,
     pub timing: TimingConfig,
+    /// The memory controller of each chip (`crate::dram`): channels, peak bandwidth, queueing.
+    #[serde(default)]
+    pub memory: crate::dram::DramConfig,
 }
 
 /// One thread: a generator or a trace file.

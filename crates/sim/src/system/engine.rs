@@ -23,6 +23,7 @@ impl System {
     pub(super) fn run_burst(&mut self, core: usize) -> Result<(), Error> {
         self.save_counts(core);
         let clock = self.cores[core].clock_milli;
+        self.burst_start_milli = clock;
         let c = &mut self.cores[core];
         let tid = match c.current {
             Some(t) if clock < c.slice_end || c.queue.is_empty() => t,
@@ -174,7 +175,13 @@ impl System {
         let chip = self.cores[core].chip;
         let mut served = std::mem::take(&mut self.batch_served);
         served.clear();
+        let before = self.chips[chip].memory_traffic();
         self.chips[chip].run_block_served(&self.batch, &mut served);
+        let after = self.chips[chip].memory_traffic();
+        // Per access, whether another chip's cache served it (only with several chips and the
+        // queued model, which needs to know which reads reached the controller).
+        let mut remote_of = Vec::new();
+        let track_remote = self.chips.len() > 1 && !self.controllers.is_empty();
         debug_assert_eq!(served.len(), self.batch.len());
         // [walk, data, instruction][level served, or MAX_LEVELS for memory][remote]
         let mut counts = [[[0u64; 2]; MAX_LEVELS + 1]; 3];
@@ -197,6 +204,9 @@ impl System {
                 );
                 if let Some(row) = self.batch_marks[i].row() {
                     counts[row][at(s)][remote as usize] += 1;
+                }
+                if track_remote {
+                    remote_of.push(remote);
                 }
             }
         }
@@ -225,10 +235,75 @@ impl System {
                 }
             }
         }
+        // Memory traffic: a line another chip's cache served was counted as a memory read by
+        // the local hierarchy but never reached the controller.
+        let remote_reads: u64 = (0..3).map(|row| counts[row][MAX_LEVELS][1]).sum();
+        let reads = after.reads - before.reads - remote_reads;
+        let writes = after.writes - before.writes;
+        c.tally.mem_reads += reads;
+        c.tally.mem_writes += writes;
         c.clock_milli += spent;
+        if !self.controllers.is_empty() {
+            self.queue_batch(core, &served, &remote_of, reads, writes, spent);
+        }
         self.batch.clear();
         self.batch_marks.clear();
         self.batch_served = served;
+        self.burst_start_milli = self.cores[core].clock_milli;
+    }
+
+    /// The queued memory model for a batched burst just charged at unloaded latencies
+    /// (`crate::dram`): the burst's accesses are spread evenly over its time, from its first
+    /// record to its end (`spent` being what its accesses were charged), in their order; each
+    /// demand read memory served takes a slot and stalls for its queueing delay (a walk's read
+    /// in full, the others overlapped by `mlp`); the rest of the `reads` (prefetches) and the
+    /// `writes` take slots without stalling anyone.
+    fn queue_batch(
+        &mut self,
+        core: usize,
+        served: &[u8],
+        remote_of: &[bool],
+        reads: u64,
+        writes: u64,
+        spent: u64,
+    ) {
+        let chip = self.cores[core].chip;
+        let c = &mut self.cores[core];
+        let t0 = self.burst_start_milli.min(c.clock_milli - spent);
+        let span = c.clock_milli - t0;
+        let n = served.len() as u64;
+        let ctl = &mut self.controllers[chip];
+        let (mut overlapped, mut serial, mut demand) = (0u64, 0u64, 0u64);
+        for (i, (&s, mark)) in served.iter().zip(&self.batch_marks).enumerate() {
+            if s != SERVED_BY_MEMORY || remote_of.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(row) = mark.row() else {
+                continue; // the kernel's own (a recolor's copy): traffic, no stall
+            };
+            demand += 1;
+            let delay = ctl.read(t0 + span * i as u64 / n);
+            if row == 0 {
+                serial += delay;
+            } else {
+                overlapped += delay;
+            }
+        }
+        let rest = reads.saturating_sub(demand);
+        let others = rest + writes;
+        for j in 0..others {
+            let at = t0 + span * (2 * j + 1) / (2 * others);
+            if j < rest {
+                ctl.background(at, 1, 0);
+            } else {
+                ctl.background(at, 0, 1);
+            }
+        }
+        let b = &mut c.tally.breakdown;
+        let w = self.timing.bandwidth(b, serial, true);
+        let d = self.timing.bandwidth(b, overlapped, false);
+        c.tally.walk_milli += w;
+        c.clock_milli += w + d;
     }
 
     /// One record of thread `tid` on `core`. A batched burst's common case, a record within
@@ -245,22 +320,24 @@ impl System {
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
         if self.deferring && first_page == last_page {
             let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
-            self.defer_page(core, r, pfn, spent);
+            self.defer_page(core, tid, r, pfn, spent);
         } else {
             self.step_pages(core, tid, r, &mut spent)?;
-            self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+            let floor = self.threads[tid].icount_floor;
+            self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
         }
         Ok(())
     }
 
-    /// Defer one-page record `r`, translated to frame `pfn`, and charge it beside the `spent`
-    /// milli-cycles its translation cost.
+    /// Defer one-page record `r` of thread `tid`, translated to frame `pfn`, and charge it
+    /// beside the `spent` milli-cycles its translation cost.
     #[inline(always)]
-    pub(super) fn defer_page(&mut self, core: usize, r: &Record, pfn: u64, spent: u64) {
+    pub(super) fn defer_page(&mut self, core: usize, tid: usize, r: &Record, pfn: u64, spent: u64) {
         let page_mask = (1u64 << self.page_shift) - 1;
         let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
         self.defer(core, r, paddr, r.size.max(1), r.kind.is_instruction() as u8);
-        self.charge_records(core, 1, (r.icount as u64).max(1), spent);
+        let floor = self.threads[tid].icount_floor;
+        self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
     }
 
     /// Charge `references` records of `instructions` instructions in all to `core`, beside
@@ -291,7 +368,7 @@ impl System {
         let mut spent = 0;
         let vpn = r.addr >> self.page_shift;
         let (pfn, _) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
-        self.defer_page(core, r, pfn, spent);
+        self.defer_page(core, tid, r, pfn, spent);
         Ok(())
     }
 
@@ -314,6 +391,7 @@ impl System {
         let page_mask = (1u64 << page_shift) - 1;
         let th = &mut self.threads[tid];
         let asid = th.pid as u32;
+        let floor = th.icount_floor;
         let c = &mut self.cores[core];
         let chip = &mut self.chips[c.chip];
         // Each record taken adds one access and one mark: room for all of them is made here,
@@ -343,7 +421,7 @@ impl System {
                 walk = Some(*r);
                 break;
             };
-            instructions += (r.icount as u64).max(1);
+            instructions += (r.icount as u64).max(floor);
             // As `defer`: copied whole from the thread's buffer, then the fields that
             // change set in place.
             let part = parts[deferred].write(*r);
@@ -406,10 +484,11 @@ impl System {
                 size,
                 ..*r
             };
-            let (served, remote) = self.access(core, &part);
+            let (served, remote, delay) = self.access(core, &part);
             let c = &mut self.cores[core];
             let s = c.tally.serve(&self.paths[path], served, remote);
             *spent += self.timing.reference(&mut c.tally.breakdown, s);
+            *spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
             if path == 0 && c.sampler.is_some() {
                 self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
             }
@@ -438,16 +517,38 @@ impl System {
         self.batch_marks.push(Mark::Demand(path));
     }
 
-    /// Send a physical reference through `core`'s chip, keeping the chips coherent. Returns the
-    /// level that served it locally (or memory) and whether another chip's cache served it.
+    /// Send a physical reference through `core`'s chip, keeping the chips coherent, and its
+    /// memory traffic through the chip's controller. Returns the level that served it locally
+    /// (or memory), whether another chip's cache served it, and the queueing delay of its read
+    /// from memory (milli-cycles; 0 unless memory served it under the queued model).
     #[inline]
-    pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool) {
+    pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool, u64) {
         let chip = self.cores[core].chip;
+        let before = self.chips[chip].memory_traffic();
         let served = self.chips[chip].access(rec);
         let remote =
             self.coherence
                 .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
-        (served, remote)
+        let after = self.chips[chip].memory_traffic();
+        // A line another chip's cache served was counted as a memory read by the local chip's
+        // hierarchy: it never reached the controller.
+        let demand = served == SERVED_BY_MEMORY && !remote;
+        let reads = after.reads - before.reads - (served == SERVED_BY_MEMORY && remote) as u64;
+        let writes = after.writes - before.writes;
+        let c = &mut self.cores[core];
+        c.tally.mem_reads += reads;
+        c.tally.mem_writes += writes;
+        let mut delay = 0;
+        if let Some(ctl) = self.controllers.get_mut(chip) {
+            let at = c.clock_milli;
+            let mut background = reads;
+            if demand && reads > 0 {
+                delay = ctl.read(at);
+                background -= 1;
+            }
+            ctl.background(at, background, writes);
+        }
+        (served, remote, delay)
     }
 
     /// A record of `pid` comes `HOST_AHEAD` places later on `core`: if the L2 TLB already

@@ -81,6 +81,11 @@ struct Thread {
     /// Pinned threads are never moved by load balancing.
     pinned: bool,
     tally: Tally,
+    /// Instructions a record counts at least: 0 for a trace (its `icount` is exact: a data
+    /// record carries 0, its instruction fetch the count; issue 20 item 3), 1 for a generator
+    /// (a generated reference stands for one instruction unless its phase's `icount` says more;
+    /// `Workload::instruction_floor`).
+    icount_floor: u64,
 }
 
 struct Process {
@@ -109,7 +114,8 @@ struct Process {
 struct Arrival {
     colors: Option<ColorSet>,
     pin: Option<Vec<usize>>,
-    sources: Vec<Box<dyn RecordSource + Send>>,
+    /// Each thread's source and its instruction floor (`Thread::icount_floor`).
+    sources: Vec<(Box<dyn RecordSource + Send>, u64)>,
 }
 
 struct Core {
@@ -161,6 +167,12 @@ impl Core {
 pub struct System {
     chips: Vec<Hierarchy>,
     coherence: Coherence,
+    /// Each chip's memory controller under the queued model (`crate::dram`); empty under the
+    /// fixed-latency model.
+    controllers: Vec<crate::dram::Controller>,
+    /// The running core's clock when its current burst began (the batched accesses' times are
+    /// spread from there, `flush_batch`).
+    burst_start_milli: u64,
     memory: PhysicalMemory,
     timing: Timing,
     /// Taken out while one of its hooks runs (the hook gets the rest of the system as `Kernel`).

@@ -49,6 +49,10 @@ pub(crate) struct Tally {
     pub tlb_misses: u64,
     pub walk_milli: u64,
     pub faults: u64,
+    /// Lines read from and written to memory because of its accesses (`Event::MemoryReads`,
+    /// `MemoryWrites`).
+    pub mem_reads: u64,
+    pub mem_writes: u64,
     pub breakdown: StallBreakdown,
     /// Per kernel path: times taken and milli-cycles.
     pub kernel: [[u64; 2]; PATHS],
@@ -66,6 +70,8 @@ impl Tally {
         self.tlb_misses += o.tlb_misses;
         self.walk_milli += o.walk_milli;
         self.faults += o.faults;
+        self.mem_reads += o.mem_reads;
+        self.mem_writes += o.mem_writes;
         self.breakdown.accumulate(&o.breakdown);
         for i in 0..PATHS {
             self.kernel[i][0] += o.kernel[i][0];
@@ -86,6 +92,8 @@ impl Tally {
         d.tlb_misses -= e.tlb_misses;
         d.walk_milli -= e.walk_milli;
         d.faults -= e.faults;
+        d.mem_reads -= e.mem_reads;
+        d.mem_writes -= e.mem_writes;
         d.breakdown.completion -= e.breakdown.completion;
         for i in 0..d.breakdown.stalls.len() {
             d.breakdown.stalls[i] -= e.breakdown.stalls[i];
@@ -171,6 +179,12 @@ impl EventLevels {
         e.set(Event::RemoteCacheAccesses, t.remote);
         e.set(Event::MemoryReferences, t.references);
         e.set(Event::PageFaults, t.faults);
+        e.set(Event::MemoryReads, t.mem_reads);
+        e.set(Event::MemoryWrites, t.mem_writes);
+        e.set(
+            Event::StallBandwidth,
+            b.stalls[StallCause::Bandwidth as usize] / 1000,
+        );
         e
     }
 }
@@ -185,6 +199,8 @@ pub struct StallReport {
     pub remote: f64,
     pub tlb: f64,
     pub kernel: f64,
+    /// Queueing at the memory controller beyond the unloaded DRAM latency (`crate::dram`).
+    pub bandwidth: f64,
 }
 
 impl StallReport {
@@ -197,6 +213,7 @@ impl StallReport {
             remote: b.stall(StallCause::Remote),
             tlb: b.stall(StallCause::Tlb),
             kernel: b.stall(StallCause::Kernel),
+            bandwidth: b.stall(StallCause::Bandwidth),
         }
     }
 }
@@ -303,6 +320,10 @@ pub struct ProcessStats {
     pub lazy_recolors: u64,
     /// Pages faulted in per LLC color (the bin distribution of thesis Figure 3.3).
     pub pages_per_color: Vec<u64>,
+    /// Lines read from and written to memory because of its accesses (demand, walk and
+    /// prefetch reads; write-backs its fills caused).
+    pub memory_reads: u64,
+    pub memory_writes: u64,
     pub stalls: StallReport,
     /// Kernel work done for it (faults, its recolors and their shootdowns, samples of it).
     pub kernel: KernelReport,
@@ -330,6 +351,8 @@ pub struct CoreStats {
     pub levels: Vec<LevelUse>,
     pub tlb_l1_misses: u64,
     pub tlb_l2_misses: u64,
+    pub memory_reads: u64,
+    pub memory_writes: u64,
     pub samples: u64,
     pub context_switches: u64,
     /// Kernel work on this core, whoever it was for.
@@ -446,6 +469,25 @@ pub struct ControlStats {
     pub refused_migrations: u64,
 }
 
+/// One chip's memory controller over the run (`crate::dram`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryReport {
+    /// `fixed` or `queued`.
+    pub model: crate::dram::DramModel,
+    /// Lines read (demand, walk, prefetch) and written by the chip's cores.
+    pub reads: u64,
+    pub writes: u64,
+    /// The configured peak, and what the run moved over its length (the chip's cores' longest
+    /// clock), in GB/s at `core_ghz`.
+    pub peak_gbps: f64,
+    pub achieved_gbps: f64,
+    /// Mean queueing delay of a demand read (cycles; 0 under the fixed model) and the loaded
+    /// latency it makes with `timing.dram_latency`, in cycles and ns.
+    pub mean_queue_cycles: f64,
+    pub loaded_latency_cycles: f64,
+    pub loaded_latency_ns: f64,
+}
+
 /// What a run reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
@@ -462,6 +504,8 @@ pub struct SystemReport {
     /// Per level, summed over chips.
     pub levels: Vec<crate::cache::LevelStats>,
     pub coherence: CoherenceStats,
+    /// Per chip, its memory controller (`crate::dram`).
+    pub memory: Vec<MemoryReport>,
     pub intervals: Vec<Interval>,
     /// What the policy reports of itself (`Policy::report`; null if nothing).
     pub policy_report: serde_json::Value,
@@ -517,6 +561,8 @@ impl System {
                     recolors: p.recolors,
                     lazy_recolors: p.lazy_recolors,
                     pages_per_color: p.pages_per_color.clone(),
+                    memory_reads: t.mem_reads,
+                    memory_writes: t.mem_writes,
                     stalls: StallReport::of(&t.breakdown),
                     kernel: KernelReport::of(&p.kernel),
                 }
@@ -554,7 +600,44 @@ impl System {
                 )
             })
             .collect();
+        let dram = &self.config.machine.memory;
+        let memory = (0..self.chips.len())
+            .map(|chip| {
+                let on_chip = || self.cores.iter().filter(move |c| c.chip == chip);
+                let reads: u64 = on_chip().map(|c| c.tally.mem_reads).sum();
+                let writes: u64 = on_chip().map(|c| c.tally.mem_writes).sum();
+                let span = on_chip().map(|c| c.clock_milli).max().unwrap_or(0) as f64 / 1000.0;
+                let mean_queue_cycles = match self.controllers.get(chip) {
+                    Some(ctl) => {
+                        if (ctl.stats.reads, ctl.stats.writes) != (reads, writes) {
+                            invariants.push(format!(
+                                "memory: chip {chip}'s controller moved {} reads and {} writes but its cores counted {reads} and {writes}",
+                                ctl.stats.reads, ctl.stats.writes
+                            ));
+                        }
+                        ratio(ctl.stats.queue_milli, ctl.stats.demand_reads) / 1000.0
+                    }
+                    None => 0.0,
+                };
+                let loaded = self.timing.config.dram_latency as f64 + mean_queue_cycles;
+                MemoryReport {
+                    model: dram.model,
+                    reads,
+                    writes,
+                    peak_gbps: dram.channels as f64 * dram.channel_gbps,
+                    achieved_gbps: if span > 0.0 {
+                        (reads + writes) as f64 * self.line_size as f64 / span * dram.core_ghz
+                    } else {
+                        0.0
+                    },
+                    mean_queue_cycles,
+                    loaded_latency_cycles: loaded,
+                    loaded_latency_ns: loaded / dram.core_ghz,
+                }
+            })
+            .collect();
         SystemReport {
+            memory,
             version: crate::VERSION.into(),
             config: self.config.clone(),
             policy: self.policy_name.into(),
@@ -579,6 +662,8 @@ impl System {
                         levels: level_uses(&c.tally, &self.level_names),
                         tlb_l1_misses: c.tlb_l1_misses,
                         tlb_l2_misses: c.tlb_l2_misses,
+                        memory_reads: c.tally.mem_reads,
+                        memory_writes: c.tally.mem_writes,
                         samples: c.samples,
                         context_switches: c.context_switches,
                         kernel: KernelReport::of(&c.tally.kernel),

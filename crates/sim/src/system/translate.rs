@@ -64,10 +64,11 @@ impl System {
                 self.batch_marks.push(Mark::Walk);
                 continue;
             }
-            let (served, remote) = self.access(core, &read);
+            let (served, remote, delay) = self.access(core, &read);
             let c = &mut self.cores[core];
             let s = c.tally.serve(&self.paths[0], served, remote);
-            let w = self.timing.walk_read(&mut c.tally.breakdown, s);
+            let w = self.timing.walk_read(&mut c.tally.breakdown, s)
+                + self.timing.bandwidth(&mut c.tally.breakdown, delay, true);
             c.tally.walk_milli += w;
             *spent += w;
         }

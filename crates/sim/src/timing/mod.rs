@@ -103,9 +103,12 @@ pub enum StallCause {
     Remote,
     Tlb,
     Kernel,
+    /// Waiting in the memory controller's queue beyond the unloaded DRAM latency
+    /// (`crate::dram`, the queued model; issue 20).
+    Bandwidth,
 }
 
-const CAUSES: usize = 6;
+const CAUSES: usize = 7;
 
 /// Where a reference was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +242,20 @@ impl Timing {
         c * n
     }
 
+    /// A memory read's queueing delay of `delay_milli` (`crate::dram`): overlapped with other
+    /// misses (divided by `mlp`) as the DRAM stall is, or in full for a page walk's read
+    /// (`serial`). Returns the milli-cycles charged.
+    #[inline]
+    pub fn bandwidth(&self, b: &mut StallBreakdown, delay_milli: u64, serial: bool) -> u64 {
+        let c = if serial || delay_milli == 0 {
+            delay_milli
+        } else {
+            (delay_milli as f64 / self.config.mlp).round() as u64
+        };
+        b.stalls[StallCause::Bandwidth as usize] += c;
+        c
+    }
+
     /// Kernel work of `cycles` cycles (fault handling, copies, shootdowns, interrupts).
     pub fn kernel(&self, b: &mut StallBreakdown, cycles: u64) {
         b.stalls[StallCause::Kernel as usize] += cycles * 1000;
@@ -304,6 +321,7 @@ mod tests {
             StallCause::Remote,
             StallCause::Tlb,
             StallCause::Kernel,
+            StallCause::Bandwidth,
         ]
         .iter()
         .map(|&c| b.stall(c))

@@ -265,6 +265,19 @@ impl PhaseSpec {
 }
 
 impl WorkloadSpec {
+    /// Instructions one generated record counts at least in a whole-system run: 1, so a
+    /// generated reference stands for one instruction unless its phase's `icount` says more;
+    /// 0 when every phase is `syscall-mix`, whose records carry their own counts as a trace's
+    /// do (the fetch the step's instructions, each data record 0; `syscall_mix.rs`). A spec
+    /// mixing syscall-mix with other phases keeps 1 (its data records then count one each).
+    pub fn instruction_floor(&self) -> u64 {
+        let all_counted = self
+            .phases
+            .iter()
+            .all(|p| matches!(p.pattern, Pattern::SyscallMix { .. }));
+        u64::from(!all_counted)
+    }
+
     /// One phase with defaults, run once.
     pub fn single(pattern: Pattern, footprint: Size, references: u64, seed: u64) -> WorkloadSpec {
         WorkloadSpec {
