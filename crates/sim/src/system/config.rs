@@ -159,14 +159,10 @@ fn default_events() -> Vec<Event> {
 }
 
 /// Whether a config without `pmu.ideal` gets the exact oracle (true) or the realistic PMU.
-pub const PMU_IDEAL_DEFAULT: bool = true;
+pub const PMU_IDEAL_DEFAULT: bool = false;
 
 fn default_ideal() -> bool {
     PMU_IDEAL_DEFAULT
-}
-
-fn is_ideal_default(v: &bool) -> bool {
-    *v == PMU_IDEAL_DEFAULT
 }
 
 fn is_true(v: &bool) -> bool {
@@ -206,7 +202,7 @@ pub struct PmuConfig {
     /// realistic PMU (docs/pmu.md): counts only through each core's counters (fixed ones,
     /// `counters` programmable ones, multiplexed and scaled), aggregated per thread across
     /// context switches; samples by `sample_mode` with skid and missed events.
-    #[serde(default = "default_ideal", skip_serializing_if = "is_ideal_default")]
+    #[serde(default = "default_ideal")]
     pub ideal: bool,
     /// Programmable counters per core (more events are multiplexed). A realistic PMU on a
     /// preset machine takes the preset processor's number (`pmu::hardware`).
