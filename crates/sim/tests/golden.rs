@@ -111,9 +111,22 @@ fn pick(v: &Value, keys: &[&str]) -> Value {
 
 /// Run `path` under `policy`: its golden figures, or the error that refused it.
 fn run(path: &Path, policy: &str) -> Value {
+    run_with(path, policy, None)
+}
+
+/// As `run`, with `pmu.ideal` set to `ideal` if given.
+fn run_with(path: &Path, policy: &str, ideal: Option<bool>) -> Value {
     let text = std::fs::read_to_string(path).expect("example readable");
     let mut doc: Value = toml::from_str(&text).expect("example is TOML");
     shorten(&mut doc);
+    if let Some(ideal) = ideal {
+        let pmu = doc
+            .as_object_mut()
+            .expect("a table")
+            .entry("pmu")
+            .or_insert_with(|| json!({}));
+        pmu["ideal"] = json!(ideal);
+    }
     let mut config = match presets::system_config_from_value(doc) {
         Ok(c) => c,
         Err(e) => return json!({ "error": e.to_string() }),
@@ -308,4 +321,35 @@ fn golden_counts_of_every_example_under_every_policy() {
         "golden counts differ (run `make golden` if the change is intended):\n{}",
         failures.join("\n")
     );
+}
+
+/// The exact-oracle PMU (`pmu.ideal = true`) gives the results every run gave before the
+/// realistic PMU existed, bit for bit: `tests/golden-ideal/` holds the golden files of five
+/// examples (the papers' policies) as they were checked in before it (issue 20 item 2).
+#[test]
+fn ideal_pmu_keeps_the_pre_pmu_golden_counts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden-ideal");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/golden-ideal")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5);
+    for file in names {
+        let want: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).expect("readable")).unwrap();
+        let config = want["config"].as_str().expect("config path");
+        let path = root().join(config);
+        let mut runs = Map::new();
+        for policy in policies() {
+            runs.insert(policy.into(), run_with(&path, policy, Some(true)));
+        }
+        let got = json!({ "config": config, "runs": runs });
+        let text = serde_json::to_string_pretty(&got).expect("json") + "\n";
+        assert!(
+            text == std::fs::read_to_string(&file).expect("readable"),
+            "{} differs under pmu.ideal = true",
+            file.display()
+        );
+    }
 }

@@ -52,7 +52,7 @@ pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
 
 use crate::error::ConfigError;
 use crate::memory::{ColorSet, Pfn};
-use crate::pmu::{EventCounts, Reading, Sample, SamplingConfig};
+use crate::pmu::{Event, EventCounts, Reading, Sample, SamplingConfig};
 use serde::{Deserialize, Serialize};
 
 /// What a policy is told about a new process.
@@ -75,7 +75,9 @@ pub struct Placement {
     pub pin: Option<Vec<usize>>,
 }
 
-/// A process's exact (virtualised, per-thread summed) event counts at a tick.
+/// A process's event counts at a tick, summed over its threads: exact under the ideal PMU;
+/// under a realistic one, what its threads' virtual counters estimate (each reading scaled by
+/// time_enabled / time_running; events no counter counts read 0).
 #[derive(Debug, Clone)]
 pub struct ProcessCounts {
     pub pid: usize,
@@ -201,6 +203,12 @@ pub trait Policy: std::fmt::Debug + Send {
     fn process_exited(&mut self, _pid: usize) {}
     /// The colors page `vpn` of process `pid` may be placed in (page-fault path).
     fn allowed_colors(&mut self, pid: usize, vpn: u64) -> &ColorSet;
+    /// The events this policy reads from `ProcessCounts` at its ticks. A realistic PMU
+    /// (`[pmu] ideal = false`) programs them on every core's counters, multiplexed with
+    /// `pmu.events` when there are more than counters; an event nobody asked for reads 0.
+    fn counter_events(&self) -> Vec<Event> {
+        Vec::new()
+    }
     /// The periodic tick, with the counters' readings.
     fn tick(&mut self, _k: &mut dyn Kernel, _t: &Tick) {}
     /// A PMU sample (`[pmu.sampling]`, or sampling a policy programmed).

@@ -103,7 +103,7 @@ impl System {
         if pmu.mux_interval == 0 {
             return Err(ConfigError::new("pmu.mux_interval", "must be at least 1 cycle").into());
         }
-        let counters = CounterSet::new(pmu.counters, &pmu.events)?;
+        let (counters, realistic) = realistic_counters(pmu, policy.as_ref(), cores, config)?;
         let sampler = match &pmu.sampling {
             Some(sc) => {
                 if !sc.event.has_data_address() {
@@ -220,6 +220,7 @@ impl System {
             mmu: m.mmu.clone(),
             next_core: 0,
             config: config.clone(),
+            realistic,
         };
         for (pid, p) in config.processes.iter().enumerate() {
             sys.add_process(pid, p)?;
@@ -407,4 +408,74 @@ impl System {
         p.threads = tids;
         Ok(())
     }
+}
+
+/// The cores' counters: as configured under the ideal PMU (today's oracle, bit for bit); under
+/// a realistic one, the fixed events on fixed counters and `pmu.events` with the policy's own
+/// (`Policy::counter_events`) on the programmable ones, with the state the realistic PMU keeps.
+fn realistic_counters(
+    pmu: &PmuConfig,
+    policy: &dyn Policy,
+    cores: usize,
+    config: &SystemConfig,
+) -> Result<(CounterSet, Option<RealisticPmu>), ConfigError> {
+    let mut programmable: Vec<Event> = Vec::new();
+    let wanted = if pmu.ideal {
+        pmu.events.clone()
+    } else {
+        pmu.events
+            .iter()
+            .copied()
+            .chain(policy.counter_events())
+            .collect()
+    };
+    for e in wanted {
+        let fixed = !pmu.ideal && pmu.fixed.contains(&e);
+        if !fixed && (pmu.ideal || !programmable.contains(&e)) {
+            programmable.push(e);
+        }
+    }
+    if !pmu.multiplex && programmable.len() > pmu.counters {
+        let names: Vec<String> = programmable.iter().map(|e| e.name()).collect();
+        return Err(ConfigError::new(
+            "pmu.events",
+            format!(
+                "{} events need programmable counters ({}; the policy's own included) but \
+                 pmu.counters = {} and pmu.multiplex = false: allow multiplexing, raise \
+                 pmu.counters, or ask for at most {} events",
+                programmable.len(),
+                names.join(", "),
+                pmu.counters,
+                pmu.counters
+            ),
+        ));
+    }
+    if pmu.ideal {
+        return Ok((CounterSet::new(pmu.counters, &programmable)?, None));
+    }
+    let mut fixed: Vec<Event> = Vec::new();
+    for &e in &pmu.fixed {
+        if fixed.contains(&e) {
+            return Err(ConfigError::new(
+                "pmu.fixed",
+                format!("`{}` is given twice", e.name()),
+            ));
+        }
+        fixed.push(e);
+    }
+    let counters = CounterSet::with_fixed(pmu.counters, &fixed, &programmable)?;
+    let hardware = (0..cores)
+        .map(|c| {
+            // The sampling randomness is the config's seed's, one stream per core.
+            let seed = crate::rng::mix64(config.memory.seed ^ 0x504d_5500_0000_0000 ^ c as u64);
+            SamplingHardware::new(pmu.sample_mode, pmu.skid, pmu.in_flight, seed)
+        })
+        .collect();
+    let realistic = RealisticPmu {
+        events: counters.events().to_vec(),
+        threads: Vec::new(),
+        hardware,
+        last_estimate: Vec::new(),
+    };
+    Ok((counters, Some(realistic)))
 }

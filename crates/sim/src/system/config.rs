@@ -3,7 +3,7 @@
 use crate::cache::HierarchyConfig;
 use crate::memory::MemoryConfig;
 use crate::mmu::{PageTableConfig, TlbConfig};
-use crate::pmu::{Event, SamplingConfig};
+use crate::pmu::{Event, SampleMode, SamplingConfig};
 use crate::policy::PolicyConfig;
 use crate::timing::TimingConfig;
 use crate::workload::WorkloadSpec;
@@ -161,31 +161,102 @@ fn default_events() -> Vec<Event> {
     ]
 }
 
-/// `[pmu]`: the programmable counters of every core and the data-address sampler.
+/// Whether a config without `pmu.ideal` gets the exact oracle (true) or the realistic PMU.
+pub const PMU_IDEAL_DEFAULT: bool = false;
+
+fn default_ideal() -> bool {
+    PMU_IDEAL_DEFAULT
+}
+
+fn is_true(v: &bool) -> bool {
+    *v
+}
+
+fn default_skid() -> u32 {
+    // An assumption, not from the papers: a few matching references (POWER5's interrupt is
+    // taken at the next completion point, with several loads in flight).
+    4
+}
+
+fn default_in_flight() -> u32 {
+    // An assumption, not from the papers: the loads a pipeline flush loses, of the order of
+    // the load-miss queue of POWER4/5-class cores (eight entries).
+    8
+}
+
+fn is_default_skid(v: &u32) -> bool {
+    *v == default_skid()
+}
+
+fn is_default_in_flight(v: &u32) -> bool {
+    *v == default_in_flight()
+}
+
+fn is_default_mode(m: &SampleMode) -> bool {
+    *m == SampleMode::default()
+}
+
+/// `[pmu]`: the counters of every core and the data-address sampler.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PmuConfig {
-    /// Physical counters per core (more events are multiplexed).
+    /// The exact oracle (true): policies read every event's exact per-process count and the
+    /// sampler takes exactly every `period`-th occurrence with its own address. False: the
+    /// realistic PMU (docs/pmu.md): counts only through each core's counters (fixed ones,
+    /// `counters` programmable ones, multiplexed and scaled), aggregated per thread across
+    /// context switches; samples by `sample_mode` with skid and missed events.
+    #[serde(default = "default_ideal")]
+    pub ideal: bool,
+    /// Programmable counters per core (more events are multiplexed). A realistic PMU on a
+    /// preset machine takes the preset processor's number (`pmu::hardware`).
     #[serde(default = "default_counters")]
     pub counters: usize,
+    /// Events on fixed-function counters (always counted, never multiplexed; realistic PMU
+    /// only), e.g. Intel's instructions and cycles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fixed: Vec<Event>,
+    /// Whether more programmable events than `counters` may be multiplexed (realistic PMU);
+    /// false makes such a config an error.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub multiplex: bool,
     /// Cycles between rotations of the multiplexed groups (Linux's default is 4 ms).
     #[serde(default = "default_mux")]
     pub mux_interval: u64,
-    /// Events software asks for on every core (what a policy's tick reads).
+    /// Events software asks for on every core (what a policy's tick reads); a realistic PMU
+    /// adds the events the policy asks for (`Policy::counter_events`).
     #[serde(default = "default_events")]
     pub events: Vec<Event>,
     /// Data-address sampling from the start (policies may reprogram it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<SamplingConfig>,
+    /// How samples are taken on a realistic PMU: `marked` (POWER5's SDAR) or `precise`
+    /// (IBS/PEBS-like).
+    #[serde(default, skip_serializing_if = "is_default_mode")]
+    pub sample_mode: SampleMode,
+    /// Marked sampling: the interrupt is taken 0..=skid matching references after the overflow.
+    #[serde(default = "default_skid", skip_serializing_if = "is_default_skid")]
+    pub skid: u32,
+    /// Marked sampling: matching references lost to the handler's pipeline flush.
+    #[serde(
+        default = "default_in_flight",
+        skip_serializing_if = "is_default_in_flight"
+    )]
+    pub in_flight: u32,
 }
 
 impl Default for PmuConfig {
     fn default() -> Self {
         PmuConfig {
+            ideal: PMU_IDEAL_DEFAULT,
             counters: default_counters(),
+            fixed: Vec::new(),
+            multiplex: true,
             mux_interval: default_mux(),
             events: default_events(),
             sampling: None,
+            sample_mode: SampleMode::default(),
+            skid: default_skid(),
+            in_flight: default_in_flight(),
         }
     }
 }

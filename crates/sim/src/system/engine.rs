@@ -12,6 +12,11 @@ use super::*;
 impl System {
     /// Move what `core` counted since the last save to the thread that was running.
     pub(super) fn save_counts(&mut self, core: usize) {
+        if self.realistic.is_some() {
+            // The per-thread virtual counters take what the core counted for the thread that
+            // ran, before another one runs (the OS's save on a context switch).
+            self.observe(core);
+        }
         let c = &mut self.cores[core];
         if let Some(t) = c.current {
             let d = c.tally.since(&c.burst_start);

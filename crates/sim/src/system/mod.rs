@@ -61,7 +61,10 @@ use crate::cache::{Hierarchy, LevelStats};
 use crate::error::{ConfigError, Error};
 use crate::memory::{AllocRequest, ColorSet, MemoryError, Owner, PhysicalMemory};
 use crate::mmu::{AddressSpace, Tlb, TlbConfig, Translation, WalkOutcome, ENTRIES};
-use crate::pmu::{CounterSet, DataSource, Event, EventCounts, Sample, Sampler};
+use crate::pmu::{
+    Candidate, CounterSet, DataSource, Event, EventCounts, RealisticPmu, Sample, Sampler,
+    SamplingHardware,
+};
 use crate::policy::{self, Policy, ProcessCounts, ProcessInfo, SchedEvent, Tick};
 use crate::timing::{StallCause, Timing};
 use crate::trace::{self, Format, Kind, Record, RecordSource};
@@ -213,6 +216,8 @@ pub struct System {
     next_core: usize,
     /// The config it was built from, for the report.
     config: SystemConfig,
+    /// The realistic PMU's state (`[pmu] ideal = false`); `None` is the exact oracle.
+    realistic: Option<crate::pmu::RealisticPmu>,
 }
 
 /// What an access of a batched burst is, for charging it once its level is known.

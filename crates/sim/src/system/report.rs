@@ -513,6 +513,9 @@ pub struct SystemReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control: Option<ControlStats>,
     pub invariants: Vec<String>,
+    /// The realistic PMU's estimates against the exact counts (absent under the ideal PMU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pmu: Option<crate::pmu::PmuReport>,
 }
 
 impl System {
@@ -693,7 +696,61 @@ impl System {
                 .map_or(serde_json::Value::Null, |p| p.report()),
             control: self.control.clone(),
             invariants,
+            pmu: self.pmu_report(),
         }
+    }
+
+    /// Every process's estimated counts against its exact ones, for each counted event.
+    fn pmu_report(&self) -> Option<crate::pmu::PmuReport> {
+        let r = self.realistic.as_ref()?;
+        let pmu = &self.config.pmu;
+        let mut estimates = Vec::new();
+        for (pid, p) in self.processes.iter().enumerate() {
+            let exact = self.event_levels.events(&self.process_tally(pid));
+            let est = r.estimate(&p.threads);
+            for (i, &event) in r.events.iter().enumerate() {
+                let (mut enabled, mut running) = (0u64, 0u64);
+                for &t in &p.threads {
+                    if let Some(v) = r.threads.get(t) {
+                        let reading = v.read(&r.events)[i];
+                        enabled += reading.time_enabled;
+                        running += reading.time_running;
+                    }
+                }
+                let (x, e) = (exact.get(event), est.get(event));
+                estimates.push(crate::pmu::EstimateReport {
+                    process: p.name.clone(),
+                    event,
+                    exact: x,
+                    estimated: e,
+                    running: if enabled == 0 {
+                        0.0
+                    } else {
+                        running as f64 / enabled as f64
+                    },
+                    error: if x == 0 {
+                        if e == 0 {
+                            0.0
+                        } else {
+                            f64::INFINITY
+                        }
+                    } else {
+                        (e as f64 - x as f64) / x as f64
+                    },
+                });
+            }
+        }
+        let fixed = r.events.len() - r.events.iter().filter(|e| !pmu.fixed.contains(e)).count();
+        Some(crate::pmu::PmuReport {
+            sample_mode: pmu.sample_mode,
+            events: r.events.clone(),
+            fixed,
+            counters: pmu.counters,
+            multiplexed: self.cores.first().is_some_and(|c| c.counters.multiplexed()),
+            estimates,
+            sample_occurrences: r.hardware.iter().map(|h| h.occurrences).sum(),
+            samples_missed: r.hardware.iter().map(|h| h.missed).sum(),
+        })
     }
 
     /// Content preservation: every page of `pid` still holds what was written at its first

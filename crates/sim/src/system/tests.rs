@@ -452,7 +452,7 @@ fn the_sampler_interrupts_every_period_th_event_and_its_handler_pollutes_l1() {
         .replace("footprint = \"1MiB\"", "footprint = \"32KiB\"");
     let sampled = |period: u64, pollute: u32| {
         let text = format!(
-            "{base}\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = {period}\ncost_cycles = 500\npollute_l1_lines = {pollute}\n"
+            "{base}\n[pmu]\nideal = true\n[pmu.sampling]\nevent = \"memory-references\"\nperiod = {period}\ncost_cycles = 500\npollute_l1_lines = {pollute}\n"
         );
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         // Records every sample, to check each against the workload.

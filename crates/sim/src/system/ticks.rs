@@ -28,7 +28,11 @@ impl System {
         let c = &mut self.cores[core];
         let delta = events.since(&c.observed);
         let cycles = (c.clock_milli - c.observed_at) / 1000;
-        c.counters.observe(&delta, cycles);
+        match (&mut self.realistic, c.current) {
+            // The thread that ran since the last look gets what the counters counted.
+            (Some(r), Some(t)) => c.counters.observe_for(&delta, cycles, Some(r.thread(t))),
+            _ => c.counters.observe(&delta, cycles),
+        }
         c.observed = events;
         c.observed_at += cycles * 1000;
     }
@@ -49,6 +53,15 @@ impl System {
             let p = &mut self.processes[pid];
             let interval = total.since(&p.last_tick);
             p.last_tick = total;
+            // What the policy reads: the exact counts, or the OS's estimate from its threads'
+            // virtual counters (the time series above stays exact: it is the report's truth).
+            let (seen_total, seen_interval) = match &mut self.realistic {
+                None => (total, interval),
+                Some(r) => {
+                    let est = r.estimate(&p.threads);
+                    (est, r.interval(pid, est))
+                }
+            };
             let ins = interval.get(Event::Instructions);
             let cycles = interval.get(Event::Cycles);
             series.push(IntervalProcess {
@@ -66,8 +79,8 @@ impl System {
             processes.push(ProcessCounts {
                 pid,
                 alive: p.threads_left > 0,
-                total,
-                interval,
+                total: seen_total,
+                interval: seen_interval,
             });
         }
         self.intervals.push(Interval {
@@ -123,8 +136,10 @@ impl System {
             })
         };
         let el = self.event_levels;
-        let sampler = self.cores[core].sampler.as_mut().expect("checked");
-        let occurred = match sampler.config.event {
+        let c = &mut self.cores[core];
+        let sampler = c.sampler.as_mut().expect("checked");
+        let event = sampler.config.event;
+        let occurred = match event {
             Event::L1dAccesses | Event::MemoryReferences => true,
             Event::L1dMisses => missed(Some(el.l1d)),
             Event::L2Accesses => reached(el.l2),
@@ -135,9 +150,53 @@ impl System {
             Event::RemoteCacheAccesses => remote,
             _ => false,
         };
-        if !occurred || !sampler.occurrence() {
+        let source = if remote {
+            DataSource::Remote
+        } else if served == SERVED_BY_MEMORY {
+            DataSource::Memory
+        } else {
+            DataSource::Level(served)
+        };
+        let taken = match &mut self.realistic {
+            None => (occurred && sampler.occurrence()).then_some(Candidate {
+                vaddr,
+                paddr,
+                write: kind.is_write(),
+                source,
+            }),
+            Some(r) => {
+                // POWER5's SDAR follows L1D misses when remote accesses are sampled (Azimi
+                // section 5.2.1); otherwise the sampled event's own references.
+                let matches_sdar = if event == Event::RemoteCacheAccesses {
+                    missed(Some(el.l1d))
+                } else {
+                    occurred
+                };
+                if !occurred && !matches_sdar {
+                    return;
+                }
+                let this = Candidate {
+                    vaddr,
+                    paddr,
+                    write: kind.is_write(),
+                    source,
+                };
+                r.hardware[core]
+                    .reference(sampler, occurred, matches_sdar, this)
+                    .map(|mut s| {
+                        if event == Event::RemoteCacheAccesses {
+                            // Software knows the remote counter overflowed, not where the
+                            // SDAR's reference came from.
+                            s.source = DataSource::Remote;
+                        }
+                        s
+                    })
+            }
+        };
+        let Some(taken) = taken else {
             return;
-        }
+        };
+        let sampler = self.cores[core].sampler.as_ref().expect("checked");
         let cost = sampler.config.cost_cycles;
         let pollute = sampler.config.pollute_l1_lines;
         let pid = self.threads[tid].pid;
@@ -150,16 +209,10 @@ impl System {
             core: core as u32,
             thread: tid as u32,
             pid: pid as u32,
-            write: kind.is_write(),
-            vaddr,
-            paddr,
-            source: if remote {
-                DataSource::Remote
-            } else if served == SERVED_BY_MEMORY {
-                DataSource::Memory
-            } else {
-                DataSource::Level(served)
-            },
+            write: taken.write,
+            vaddr: taken.vaddr,
+            paddr: taken.paddr,
+            source: taken.source,
             cycle: self.cores[core].clock_milli / 1000,
         };
         // The policy sees it once the record is fully counted (`run_burst`): a hook that

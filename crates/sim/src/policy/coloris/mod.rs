@@ -676,6 +676,9 @@ impl Policy for Coloris {
     fn name(&self) -> &'static str {
         "coloris"
     }
+    fn counter_events(&self) -> Vec<Event> {
+        vec![Event::LlcAccesses, Event::LlcMisses]
+    }
 
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
         let placement = self.manager.process_created(p);

@@ -614,6 +614,9 @@ impl Policy for MrcPartition {
     fn name(&self) -> &'static str {
         "mrc-partition"
     }
+    fn counter_events(&self) -> Vec<Event> {
+        vec![Event::Instructions, Event::Cycles, self.config.event]
+    }
 
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
         self.procs.insert(

@@ -1005,6 +1005,16 @@ impl Policy for PolluteEngine {
     fn name(&self) -> &'static str {
         self.scope.policy_name()
     }
+    fn counter_events(&self) -> Vec<Event> {
+        // Phase detection (IPC / MPKI, section 3.3) and the per-process rate of the sampled event.
+        vec![
+            Event::Instructions,
+            Event::Cycles,
+            Event::LlcAccesses,
+            Event::LlcMisses,
+            self.event,
+        ]
+    }
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
         PolluteEngine::process_created(self, p.pid);
         Placement::default()

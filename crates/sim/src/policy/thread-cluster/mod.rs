@@ -399,6 +399,17 @@ impl Policy for ThreadCluster {
     fn name(&self) -> &'static str {
         "thread-cluster"
     }
+    fn counter_events(&self) -> Vec<Event> {
+        // The stall breakdown (section 5.2.1's first phase) and the remote accesses for N.
+        vec![
+            Event::StallL2,
+            Event::StallLlc,
+            Event::StallDram,
+            Event::StallRemote,
+            Event::StallTlb,
+            Event::RemoteCacheAccesses,
+        ]
+    }
 
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
         self.names.insert(p.pid, p.name.clone());
