@@ -57,7 +57,8 @@ from .commands import (
     bench, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
 )
 from .commands.trace import _normalise_argv, cmd_trace_info
-from . import annotate, evaluate
+from .annotate import add_parser as _add_annotate_parser  # the module: cachecolor.annotate is its function
+from .evaluate import add_parser as _add_evaluate_parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     workloads.add_parser(sub)
     demo.add_parser(sub)
     examples.add_parser(sub)
-    evaluate.add_parser(sub)  # issue 21 item 4 (python/cachecolor/evaluate.py: the library and its command)
-    annotate.add_parser(sub)  # issue 22 (python/cachecolor/annotate.py: the library and its command)
+    _add_evaluate_parser(sub)  # issue 21 item 4 (python/cachecolor/evaluate.py: the library and its command)
+    _add_annotate_parser(sub)  # issue 22 (python/cachecolor/annotate.py: the library and its command)
     return p
 
 

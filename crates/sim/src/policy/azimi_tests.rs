@@ -107,7 +107,8 @@ fn mrc_partition_protects_the_cache_sensitive_program() {
 
     // The online curves against the exact curve of each program's whole L1-miss stream (a
     // validation run: sampling outside the windows is free, so the run itself is unchanged).
-    let mut checked: SystemConfig = crate::config::from_toml(&corun).unwrap();
+    // Through `config_for`, as the run it is compared with: the same (ideal) PMU.
+    let mut checked: SystemConfig = testing::config_for(&corun, "mrc-partition", None);
     checked.policy.mrc_partition.exact_check = true;
     checked.policy.mrc_partition.max_window_overhead = 1.0;
     let mut s = System::new(&checked).unwrap();
