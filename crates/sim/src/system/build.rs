@@ -300,7 +300,10 @@ impl System {
                         })?),
                         w.instruction_floor(),
                     ),
-                    (None, Some(path)) => (trace::open(path, Format::parse(&tc.format)?)?, 0),
+                    (None, Some(path)) => {
+                        let format = Format::parse(&tc.format)?;
+                        (trace::open(path, format)?, trace_instruction_floor(path, format)?)
+                    }
                     _ => {
                         return Err(ConfigError::new(
                             format!("processes[{pid}].threads[{t}]"),
@@ -478,4 +481,19 @@ fn realistic_counters(
         last_estimate: Vec::new(),
     };
     Ok((counters, Some(realistic)))
+}
+
+/// Instructions a trace's record counts at least (issue 20 item 3): 0 when the trace carries
+/// instruction counts (a non-zero `icount` in its first block: its `icount`
+/// is then exact, a data record right after its instruction's fetch counts none), 1 when it
+/// carries none (an address-only trace, a din or lackey file without instruction lines: it
+/// says nothing about instructions, and counting none would make every IPC zero).
+fn trace_instruction_floor(path: &std::path::Path, format: Format) -> Result<u64, Error> {
+    let mut first = trace::open(path, format)?;
+    let mut buf = Vec::new();
+    first.next_block(&mut buf)?;
+    let counted = buf
+        .iter()
+        .any(|r| r.icount > 0);
+    Ok(if counted || buf.is_empty() { 0 } else { 1 })
 }
