@@ -111,3 +111,42 @@ fn rocs_gain_on_a_stream_beside_a_reused_array_holds_on_every_seed() {
         "rocs gains on every seed: {gains:?}"
     );
 }
+
+/// Bug (queued memory the default): a recolor's page copy booked its lines on the controller at
+/// the copying core's clock while the core was charged only `copy_cycles_per_page` (0 on the
+/// ppc970fx preset), so the controller ran a backlog far past the clock; the stream's next
+/// record after the shootdown then waited it out once per page-walk level and once more for its
+/// data (all issued at the record's start), about 5x the backlog: on pure-stream at a quarter
+/// length, 115.7 M bandwidth-stall cycles against linux's 0.07 M. The copier now waits for its
+/// own traffic, so the rocs run's extra cycles over linux are the kernel time it was charged
+/// (the copies and the samples, each paid once), and its reads wait no more than linux's.
+#[test]
+fn a_recolor_copy_backlog_is_paid_by_the_copier_not_amplified_over_later_reads() {
+    let (_, text) = robustness!("pure-stream");
+    let linux = run_scaled(text, "linux", 1, 0.05);
+    let rocs = run_scaled(text, "rocs", 1, 0.05);
+    assert_eq!(
+        rocs.memory[0].model,
+        crate::dram::DramModel::Queued,
+        "the default memory model"
+    );
+    let (l, r) = (&linux.processes[0], &rocs.processes[0]);
+    assert!(r.recolors > 0, "rocs recolors the stream's pages");
+    // The copies moved lines over the channel: the copier was charged for them although the
+    // preset's copy_cycles_per_page is 0.
+    assert!(r.kernel.recolor.cycles > 0.0, "{:?}", r.kernel);
+    // Paid once: the extra cycles are the kernel time (1% slack for the cache's differences).
+    let extra = r.cycles - l.cycles;
+    assert!(
+        extra <= r.stalls.kernel * 1.01 + 0.01 * l.cycles,
+        "rocs ran {extra} cycles more than linux, its kernel time is {}",
+        r.stalls.kernel
+    );
+    // Not amplified: no backlog left for the stream's reads (linux's are about 0.03% of cycles).
+    assert!(
+        r.stalls.bandwidth < 0.01 * r.cycles,
+        "bandwidth stalls {} of {} cycles",
+        r.stalls.bandwidth,
+        r.cycles
+    );
+}

@@ -250,6 +250,9 @@ impl System {
         // The copy reads every line of the old frame and writes every line of the new one.
         let local = self.cores[core].local;
         let lines = (1u64 << self.page_shift) / self.line_size;
+        // Under the queued model, the longest a copy's read from memory waited for the
+        // controller (milli-cycles): the copy is done no sooner than its last line is moved.
+        let mut copy_queued = 0;
         for i in 0..lines {
             for (frame, kind) in [(old, Kind::Load), (new, Kind::Store)] {
                 let rec = Record {
@@ -265,12 +268,23 @@ impl System {
                     self.batch.push(rec);
                     self.batch_marks.push(Mark::Kernel);
                 } else {
-                    self.access(core, &rec);
+                    let (_, _, delay) = self.access(core, &rec);
+                    copy_queued = copy_queued.max(delay);
                 }
             }
         }
         self.memory.free(old, core);
-        let copy = self.timing.config.copy_cycles_per_page;
+        // A page copy cannot run faster than the memory moves its lines: the copying core
+        // waits for its own traffic, max(copy cost, its last read's queueing delay). Charged
+        // only `copy_cycles_per_page`, the copy's lines would book the controller far past the
+        // core's clock, and the next reads (a walk after the shootdown, the stream's data)
+        // would each wait out that backlog instead (docs/system.md, "Memory bandwidth and
+        // queueing"; `a_recolor_copy_backlog_is_paid_by_the_copier_not_amplified_over_later_reads`).
+        let copy = self
+            .timing
+            .config
+            .copy_cycles_per_page
+            .max(copy_queued.div_ceil(1000));
         self.charge_kernel(core, KernelPath::Recolor, copy, Some(pid));
         self.processes[pid].frames += 1;
         Ok(new)
