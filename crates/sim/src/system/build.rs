@@ -302,7 +302,10 @@ impl System {
                     ),
                     (None, Some(path)) => {
                         let format = Format::parse(&tc.format)?;
-                        (trace::open(path, format)?, trace_instruction_floor(path, format)?)
+                        (
+                            trace::open(path, format)?,
+                            trace_instruction_floor(path, format)?,
+                        )
                     }
                     _ => {
                         return Err(ConfigError::new(
@@ -492,8 +495,6 @@ fn trace_instruction_floor(path: &std::path::Path, format: Format) -> Result<u64
     let mut first = trace::open(path, format)?;
     let mut buf = Vec::new();
     first.next_block(&mut buf)?;
-    let counted = buf
-        .iter()
-        .any(|r| r.icount > 0);
+    let counted = buf.iter().any(|r| r.icount > 0);
     Ok(if counted || buf.is_empty() { 0 } else { 1 })
 }
