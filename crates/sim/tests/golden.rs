@@ -323,11 +323,14 @@ fn golden_counts_of_every_example_under_every_policy() {
     );
 }
 
-/// The exact-oracle PMU (`pmu.ideal = true`) gives the results every run gave before the
-/// realistic PMU existed, bit for bit: `tests/golden-ideal/` holds the golden files of five
-/// examples (the papers' policies) as they were checked in before it (issue 20 item 2).
+/// The exact-oracle PMU (`pmu.ideal = true`): when the realistic PMU landed (issue 20 item 2,
+/// branch `pmu`, commit cb5e85c) `tests/golden-ideal/` held the golden files of five examples
+/// as they were before it, and ideal runs equalled them bit for bit. Since then they are the
+/// golden counts of the ideal PMU, regenerated with the others by `make golden` when another
+/// change (the memory model, a policy fix) moves them.
 #[test]
 fn ideal_pmu_keeps_the_pre_pmu_golden_counts() {
+    let update = std::env::var_os("GOLDEN_UPDATE").is_some();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden-ideal");
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/golden-ideal")
@@ -346,6 +349,10 @@ fn ideal_pmu_keeps_the_pre_pmu_golden_counts() {
         }
         let got = json!({ "config": config, "runs": runs });
         let text = serde_json::to_string_pretty(&got).expect("json") + "\n";
+        if update {
+            std::fs::write(&file, &text).expect("writable");
+            continue;
+        }
         assert!(
             text == std::fs::read_to_string(&file).expect("readable"),
             "{} differs under pmu.ideal = true",
