@@ -25,11 +25,17 @@ fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
 /// the budget lifted; the default's outcome (no window, linux's IPC) in
 /// `mrc_partition_default_budget_affords_no_window_in_a_short_corun`.
 fn run_paper_window(text: &str) -> SystemReport {
-    let mut config = testing::config_for(text, "mrc-partition", None);
-    config.policy.mrc_partition.max_window_overhead = 1.0;
-    let (s, r) = testing::run_config(&config, None);
+    let (s, r) = testing::run_config(&paper_window_config(text), None);
     assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
     r
+}
+
+/// The config `run_paper_window` runs: `mrc-partition`, the ideal PMU (`config_for`), the
+/// window budget lifted.
+fn paper_window_config(text: &str) -> SystemConfig {
+    let mut config = testing::config_for(text, "mrc-partition", None);
+    config.policy.mrc_partition.max_window_overhead = 1.0;
+    config
 }
 
 /// Issue 19, defect 8: with the default budget the short co-run never pays for a window: no
@@ -107,10 +113,9 @@ fn mrc_partition_protects_the_cache_sensitive_program() {
 
     // The online curves against the exact curve of each program's whole L1-miss stream (a
     // validation run: sampling outside the windows is free, so the run itself is unchanged).
-    // Through `config_for`, as the run it is compared with: the same (ideal) PMU.
-    let mut checked: SystemConfig = testing::config_for(&corun, "mrc-partition", None);
+    // The same config as the run it is compared with, plus the check.
+    let mut checked = paper_window_config(&corun);
     checked.policy.mrc_partition.exact_check = true;
-    checked.policy.mrc_partition.max_window_overhead = 1.0;
     let mut s = System::new(&checked).unwrap();
     s.run().unwrap();
     let c = s.report();

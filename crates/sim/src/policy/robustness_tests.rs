@@ -69,25 +69,33 @@ fn policies_do_no_harm_where_they_have_nothing_to_gain() {
     ];
     let mut failures = Vec::new();
     for (name, text) in configs {
-        for seed in SEEDS {
-            let linux = run_scaled(text, "linux", seed, 0.25);
-            for policy in ["rocs", "mrc-partition"] {
-                if (name, policy) == ("pure-stream", "rocs") {
-                    continue; // an open defect: the ignored test below
-                }
-                let r = run_scaled(text, policy, seed, 0.25);
-                let (each, sum) = ratios(&r, &linux);
-                eprintln!("{name} seed {seed} {policy}: each {each:.4?} sum {sum:.4}");
-                if each.iter().any(|&x| x < NO_HARM) || sum < NO_HARM {
-                    failures.push(format!("{name} seed {seed} {policy}: {each:.4?} {sum:.4}"));
-                }
+        for policy in ["rocs", "mrc-partition"] {
+            if (name, policy) == ("pure-stream", "rocs") {
+                continue; // an open defect: the ignored test below
             }
+            failures.extend(harm_on_every_seed(name, text, policy));
         }
     }
     assert!(
         failures.is_empty(),
         "below {NO_HARM} x linux: {failures:#?}"
     );
+}
+
+/// The runs (quarter length, each seed) where `policy` falls below `NO_HARM` x linux for some
+/// process or in sum, one line each.
+fn harm_on_every_seed(name: &str, text: &str, policy: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    for seed in SEEDS {
+        let linux = run_scaled(text, "linux", seed, 0.25);
+        let r = run_scaled(text, policy, seed, 0.25);
+        let (each, sum) = ratios(&r, &linux);
+        eprintln!("{name} seed {seed} {policy}: each {each:.4?} sum {sum:.4}");
+        if each.iter().any(|&x| x < NO_HARM) || sum < NO_HARM {
+            failures.push(format!("{name} seed {seed} {policy}: {each:.4?} {sum:.4}"));
+        }
+    }
+    failures
 }
 
 /// Open defect (issue 19, found when the queued memory controller became the default): rocs
@@ -100,16 +108,8 @@ fn policies_do_no_harm_where_they_have_nothing_to_gain() {
 #[test]
 #[ignore = "open defect, issue 19: rocs's page copies cost a pure stream 10% of its bandwidth"]
 fn rocs_does_no_harm_on_a_pure_stream() {
-    let (_, text) = robustness!("pure-stream");
-    let mut failures = Vec::new();
-    for seed in SEEDS {
-        let linux = run_scaled(text, "linux", seed, 0.25);
-        let r = run_scaled(text, "rocs", seed, 0.25);
-        let (each, sum) = ratios(&r, &linux);
-        if each.iter().any(|&x| x < NO_HARM) || sum < NO_HARM {
-            failures.push(format!("seed {seed}: {each:.4?} {sum:.4}"));
-        }
-    }
+    let (name, text) = robustness!("pure-stream");
+    let failures = harm_on_every_seed(name, text, "rocs");
     assert!(
         failures.is_empty(),
         "below {NO_HARM} x linux: {failures:#?}"
