@@ -5,6 +5,7 @@ and whole-system runs that stop on SIGINT / SIGTERM within a tick with nothing h
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -142,6 +143,20 @@ def test_a_rerun_or_an_extended_grid_computes_only_what_is_missing(tmp_path):
     assert again.ran == [] and len(again.reused) == 2
     more = sweep(grid([cfg], None, ["linux"], [1, 2, 3]), tmp_path / "o", executor="serial", progress=False)
     assert len(more.ran) == 1 and len(more.reused) == 2 and len(more.table) == 6
+
+
+def test_a_rebuilt_simulator_recomputes_every_point(tmp_path, monkeypatch):
+    # Bug: the key held the version string only, which a checkout keeps while its code changes,
+    # so a sweep after a rebuild handed back points the old simulator computed.
+    sweep_module = importlib.import_module("cachecolor.sweep")  # `cachecolor.sweep` is the function
+
+    cfg = small(tmp_path)
+    first = sweep(grid([cfg], None, ["linux"], [1]), tmp_path / "o", executor="serial", progress=False)
+    assert len(first.ran) == 1
+    monkeypatch.setattr(sweep_module, "simulator_build", lambda: "another build")
+    again = sweep(grid([cfg], None, ["linux"], [1]), tmp_path / "o", executor="serial", progress=False)
+    assert len(again.ran) == 1 and again.reused == []
+    assert again.points[0].key != first.points[0].key
 
 
 def test_a_failing_point_is_recorded_and_the_others_go_on(tmp_path):

@@ -6,8 +6,10 @@ Design and contract:
 - A *point* is (config file, overrides by field path, policy, seed). Its *key* is the SHA-256 of
   the canonical JSON of (the effective config the Rust core returns for it -- preset expanded,
   defaults filled, overrides, policy and seed applied --, the content hash of every trace file
-  it reads, the policy, the seed, the cachecolor version). Two points that would compute the
-  same thing share a key, whatever the spelling of their configs.
+  it reads, the policy, the seed, the cachecolor version and the build: a hash of the compiled
+  simulator). Two points that would compute the same thing share a key, whatever the spelling of
+  their configs; a rebuilt simulator (a checkout's code changed, the version string did not)
+  never reuses points computed by another build.
 - Every finished point is written at once, atomically, to ``OUT/points/KEY.json`` (its point,
   status ``ok`` with the run's full JSON, or ``error`` with the error text). A sweep first reads
   what is there: points already ``ok`` are never recomputed, so an interrupted, re-run or
@@ -31,6 +33,7 @@ Design and contract:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -316,9 +319,22 @@ def prepare(index: int, point: Point) -> Prepared:
         "policy": effective.get("policy", {}).get("name", point.policy),
         "seed": point.seed,
         "version": _core.__version__,
+        "build": simulator_build(),
     }
     key = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Prepared(index, point, key, json.dumps(effective))
+
+
+@functools.lru_cache(maxsize=None)
+def simulator_build() -> str:
+    """SHA-256 of the compiled simulator (the ``_core`` extension file). The version string alone
+    does not change while a checkout's code does, so a key on it alone would hand back points a
+    different simulator computed (bug: ``test_a_rebuilt_simulator_recomputes_every_point``)."""
+    h = hashlib.sha256()
+    with open(_core.__file__, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
