@@ -183,6 +183,14 @@ pub trait Kernel {
     /// Clear the accessed bit of every page of `pid` and return the pages that had it set
     /// (cost per entry visited, plus a TLB flush of the process so the bits are set again).
     fn scan_accessed(&mut self, pid: usize) -> Result<Vec<u64>, KernelError>;
+    /// Cycles the kernel has spent so far on `pid` doing a policy's work: page moves and their
+    /// TLB shootdowns, sample interrupts, accessed-bit scans, migrations (every kernel path but
+    /// the page faults any process pays). The OS's own accounting of its work, as Linux keeps a
+    /// task's system time; a policy weighs what its actions cost with it (rocs's search
+    /// budget, issue 19). Default 0 (a kernel that does not account).
+    fn policy_cycles(&self, _pid: usize) -> u64 {
+        0
+    }
     /// Move thread `tid` to `core`'s run queue.
     fn migrate(&mut self, tid: usize, core: usize) -> Result<(), KernelError>;
     /// Program the data-address sampler of `core` (all cores if `None`), or switch it off with

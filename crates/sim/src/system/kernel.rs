@@ -137,6 +137,17 @@ impl Kernel for Ctx<'_> {
         Ok(hot)
     }
 
+    fn policy_cycles(&self, pid: usize) -> u64 {
+        self.sys.processes.get(pid).map_or(0, |p| {
+            KernelPath::ALL
+                .iter()
+                .filter(|&&path| path != KernelPath::Fault)
+                .map(|&path| p.kernel[path as usize][1])
+                .sum::<u64>()
+                / 1000
+        })
+    }
+
     fn migrate(&mut self, tid: usize, core: usize) -> Result<(), KernelError> {
         let cores = self.sys.cores.len();
         if core >= cores {

@@ -97,6 +97,22 @@ pub struct PolluteConfig {
     pub settle_ticks: u32,
     /// Ticks each step's IPC is measured over.
     pub measure_ticks: u32,
+    /// Ticks the baseline (nothing mapped) is measured over. Their tick-to-tick spread of IPC
+    /// is the search's noise (issue 19, defect 8: one tick's IPC swings +-50% on a phased
+    /// program). Default 3, the fewest ticks whose spread has more than one degree of freedom.
+    pub baseline_ticks: u32,
+    /// A step replaces the best configuration only when its IPC exceeds the best's by this
+    /// many standard errors of the difference (`noise x sqrt(1/ticks_a + 1/ticks_b)`). Default
+    /// 2, the usual ~95% bar; otherwise Algorithm 1 keeps the fewer pages (its minimal set).
+    pub significance: f64,
+    /// Most the search's page moves (into the buffer and, reserved in advance, back out) may
+    /// cost, as a fraction of the unit's cycles so far, while no step has shown a significant
+    /// gain. The search buys its next pages the way ski rental is played: only once the unit
+    /// has run long enough that they cost at most this share (the moves' cost is the kernel's
+    /// own accounting, `Kernel::policy_cycles`). Default 0.01, issue 19's do-no-harm bar, the
+    /// same as `mrc-partition`'s window budget; fitted to no config. Once a step gains
+    /// significantly the gain pays for the rest of the walk and the budget no longer binds.
+    pub max_search_overhead: f64,
     /// Phase-detection window in ticks (ROCS 5.1: 1 billion cycles).
     pub phase_ticks: u32,
     pub phase_metric: PhaseMetric,
@@ -124,6 +140,9 @@ impl Default for PolluteConfig {
             min_pages: 0,
             settle_ticks: 1,
             measure_ticks: 1,
+            baseline_ticks: 3,
+            significance: 2.0,
+            max_search_overhead: 0.01,
             phase_ticks: 10,
             phase_metric: PhaseMetric::Ipc,
             phase_threshold: 0.25,
@@ -189,6 +208,28 @@ impl PolluteConfig {
         positive("throttle_cycles", self.throttle_cycles)?;
         positive("profile_ticks", self.profile_ticks as u64)?;
         positive("measure_ticks", self.measure_ticks as u64)?;
+        positive("baseline_ticks", self.baseline_ticks as u64)?;
+        if !(self.significance.is_finite() && self.significance >= 0.0) {
+            return Err(ConfigError::new(
+                f("significance"),
+                format!(
+                    "{} is not allowed: a number of standard errors >= 0 (2 = about 95%)",
+                    self.significance
+                ),
+            ));
+        }
+        if !(self.max_search_overhead.is_finite()
+            && self.max_search_overhead > 0.0
+            && self.max_search_overhead <= 1.0)
+        {
+            return Err(ConfigError::new(
+                f("max_search_overhead"),
+                format!(
+                    "{} is outside (0, 1]: a share of the unit's cycles (0.01 = 1%)",
+                    self.max_search_overhead
+                ),
+            ));
+        }
         positive("phase_ticks", self.phase_ticks as u64)?;
         if !(0.0..=1.0).contains(&self.target_miss_rate) {
             return Err(ConfigError::new(
@@ -250,6 +291,14 @@ impl Acc {
     }
 }
 
+fn ratio_f(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        0.0
+    } else {
+        a / b
+    }
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -277,9 +326,18 @@ enum Stage {
     Search {
         settle: u32,
     },
-    /// Settled; phase detection running (`reference` from the first window).
+    /// A search step whose pages the budget (`max_search_overhead`) cannot buy yet: move more
+    /// of `stack[..target]` each tick as the unit's cycles grow, then settle and measure.
+    Buying {
+        target: u64,
+    },
+    /// Settled; phase detection running (`reference` from the first window). `discard`: the
+    /// first window after a search holds the search's own page moves (the restore), not the
+    /// program's phase, and is left out (a restore of 710 pages had cost a pure stream 67% of
+    /// its first window and read as a phase change: three searches instead of one).
     Stable {
         reference: Option<f64>,
+        discard: bool,
     },
     Done,
 }
@@ -289,6 +347,12 @@ enum Stage {
 struct Step {
     pages: u64,
     ipc: f64,
+    /// Ticks the IPC was measured over.
+    ticks: u32,
+    /// Whether it beat the best so far by `significance` standard errors (it became the best).
+    significant: bool,
+    /// Ticks it waited for the budget to buy its pages.
+    waited_ticks: u32,
 }
 
 /// One search, for the report.
@@ -299,9 +363,18 @@ struct SearchLog {
     stack_pages: u64,
     step_pages: u64,
     baseline_ipc: f64,
+    /// Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own
+    /// ticks when `measure_ticks` > 1), relative to the baseline IPC.
+    noise: f64,
     steps: Vec<Step>,
+    /// Cycles the unit's page moves had cost when the search ended (all searches so far), and
+    /// the unit's cycles by then: the budget's two sides.
+    move_cycles: u64,
+    unit_cycles: u64,
     /// Pages left in the buffer (Algorithm 1's return value).
     chosen: u64,
+    /// Why no search ran on this profile (`null`: it ran).
+    skipped: Option<&'static str>,
     /// `(pid, vpn)` of the chosen pages, top of the stack first.
     pages: Vec<(usize, u64)>,
     /// The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
@@ -325,6 +398,23 @@ struct Unit {
     mapped: u64,
     best: f64,
     best_n: u64,
+    /// Ticks the best configuration's IPC was measured over.
+    best_ticks: u32,
+    /// The current measurement's per-tick IPCs.
+    tick_ipcs: Vec<f64>,
+    /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
+    noise_ss: f64,
+    noise_df: u32,
+    /// A step of the current search beat the baseline significantly (the budget stops binding).
+    gained: bool,
+    /// Ticks the current step has waited for its budget.
+    waited: u32,
+    /// Cycles the unit's processes have run (every tick since creation).
+    cycles: u64,
+    /// Cycles the kernel spent moving the unit's pages into and out of the buffer.
+    move_cost: u64,
+    /// Pages moved into or out of the buffer for this unit (every search).
+    moves: u64,
     searches: Vec<SearchLog>,
     profiles: u32,
     phase_changes: u32,
@@ -537,7 +627,10 @@ impl PolluteEngine {
                 && (u.mapped > 0
                     || matches!(
                         u.stage,
-                        Stage::Profiling { .. } | Stage::Baseline { .. } | Stage::Search { .. }
+                        Stage::Profiling { .. }
+                            | Stage::Baseline { .. }
+                            | Stage::Search { .. }
+                            | Stage::Buying { .. }
                     ))
         });
         if !busy {
@@ -559,6 +652,15 @@ impl PolluteEngine {
             mapped: 0,
             best: 0.0,
             best_n: 0,
+            best_ticks: 0,
+            tick_ipcs: Vec::new(),
+            noise_ss: 0.0,
+            noise_df: 0,
+            gained: false,
+            waited: 0,
+            cycles: 0,
+            move_cost: 0,
+            moves: 0,
             searches: Vec::new(),
             profiles: 0,
             phase_changes: 0,
@@ -638,6 +740,7 @@ impl PolluteEngine {
                     acc.add(&p.interval);
                 }
             }
+            self.units[u].cycles += acc.cycles;
             self.step_unit(k, u, acc, t.now);
         }
         self.release_if_unused(t.now);
@@ -744,7 +847,10 @@ impl PolluteEngine {
                     if let Some(s) = unit.searches.last_mut() {
                         s.verify_profile = profile;
                     }
-                    unit.stage = Stage::Stable { reference: None };
+                    unit.stage = Stage::Stable {
+                        reference: None,
+                        discard: false,
+                    };
                     unit.acc = Acc::default();
                     return;
                 }
@@ -761,21 +867,40 @@ impl PolluteEngine {
                     stack_pages: size,
                     step_pages: unit.step,
                     baseline_ipc: 0.0,
+                    noise: 0.0,
                     steps: Vec::new(),
+                    move_cycles: 0,
+                    unit_cycles: 0,
                     chosen: 0,
+                    skipped: None,
                     pages: Vec::new(),
                     profile,
                     verify_profile: Vec::new(),
                 });
                 unit.mapped = 0;
                 unit.best_n = 0;
+                unit.best_ticks = 0;
+                unit.tick_ipcs.clear();
+                unit.noise_ss = 0.0;
+                unit.noise_df = 0;
+                unit.gained = false;
+                unit.waited = 0;
                 unit.acc = Acc::default();
                 if let Some(n) = cfg.offline_pages {
                     let n = n.min(size);
-                    self.map_to(k, u, n);
+                    self.map_to(k, u, n, false);
                     self.units[u].best_n = n;
                     self.finish_search(k, u);
                 } else if size <= cfg.min_pages {
+                    self.finish_search(k, u);
+                } else if unit.profile.values().all(|&(n, m)| n == m) {
+                    // Issue 19: no sampled reference hit in a cache, so every page sits at
+                    // miss rate 1 and the stack (ROCS 5.2: pages by miss rate) has no order:
+                    // nothing is reused that the buffer could protect (a pure stream). The
+                    // search would only move pages (it cost a pure stream 10%): leave it.
+                    if let Some(log) = unit.searches.last_mut() {
+                        log.skipped = Some("no sampled reference hit: nothing reused to protect");
+                    }
                     self.finish_search(k, u);
                 } else {
                     unit.stage = Stage::Baseline {
@@ -793,27 +918,59 @@ impl PolluteEngine {
                     return;
                 }
                 add(&mut unit.acc, &interval);
-                if unit.acc.ticks < cfg.measure_ticks {
+                unit.tick_ipcs.push(interval.ipc());
+                let baseline = matches!(stage, Stage::Baseline { .. });
+                let want = if baseline {
+                    cfg.baseline_ticks
+                } else {
+                    cfg.measure_ticks
+                };
+                if unit.acc.ticks < want {
                     return;
                 }
                 let perf = unit.acc.ipc();
+                let ticks = unit.acc.ticks;
                 unit.acc = Acc::default();
+                // Issue 19, defect 8: the spread of the measurement's own ticks is the noise a
+                // step must rise above (pooled over the search's measurements).
+                let ipcs = std::mem::take(&mut unit.tick_ipcs);
+                if ipcs.len() > 1 {
+                    let mean = ipcs.iter().sum::<f64>() / ipcs.len() as f64;
+                    unit.noise_ss += ipcs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+                    unit.noise_df += ipcs.len() as u32 - 1;
+                }
+                let sd = if unit.noise_df > 0 {
+                    (unit.noise_ss / unit.noise_df as f64).sqrt()
+                } else {
+                    0.0
+                };
                 let log = unit.searches.last_mut().expect("a search runs");
-                if matches!(stage, Stage::Baseline { .. }) {
+                if baseline {
                     log.baseline_ipc = perf;
                     unit.best = perf;
                     unit.best_n = 0;
+                    unit.best_ticks = ticks;
                 } else {
+                    // Algorithm 1 keeps the best configuration; a step is better only when it
+                    // beats the best by `significance` standard errors of the difference, so
+                    // noise never buys pages (ties keep the fewer pages, the minimal set).
+                    let se = sd * (1.0 / ticks as f64 + 1.0 / unit.best_ticks.max(1) as f64).sqrt();
+                    let significant = perf - unit.best > cfg.significance * se;
                     log.steps.push(Step {
                         pages: unit.mapped,
                         ipc: perf,
+                        ticks,
+                        significant,
+                        waited_ticks: unit.waited,
                     });
-                    // Algorithm 1: keep the best configuration.
-                    if perf > unit.best {
+                    if significant {
                         unit.best = perf;
                         unit.best_n = unit.mapped;
+                        unit.best_ticks = ticks;
+                        unit.gained = true;
                     }
                 }
+                log.noise = ratio_f(sd, log.baseline_ipc);
                 let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
                 if unit.mapped >= limit {
                     // Restore the excess pages of the buffer.
@@ -822,13 +979,15 @@ impl PolluteEngine {
                     self.finish_search(k, u);
                 } else {
                     let next = (unit.mapped + unit.step).min(limit);
-                    self.map_to(k, u, next);
-                    self.units[u].stage = Stage::Search {
-                        settle: cfg.settle_ticks,
-                    };
+                    self.units[u].waited = 0;
+                    self.buy(k, u, next);
                 }
             }
-            Stage::Stable { reference } => {
+            Stage::Buying { target } => {
+                self.units[u].waited += 1;
+                self.buy(k, u, target);
+            }
+            Stage::Stable { reference, discard } => {
                 let unit = &mut self.units[u];
                 add(&mut unit.acc, &interval);
                 if unit.acc.ticks < cfg.phase_ticks {
@@ -836,8 +995,20 @@ impl PolluteEngine {
                 }
                 let m = unit.acc.metric(cfg.phase_metric);
                 unit.acc = Acc::default();
+                if discard {
+                    unit.stage = Stage::Stable {
+                        reference: None,
+                        discard: false,
+                    };
+                    return;
+                }
                 match reference {
-                    None => unit.stage = Stage::Stable { reference: Some(m) },
+                    None => {
+                        unit.stage = Stage::Stable {
+                            reference: Some(m),
+                            discard: false,
+                        }
+                    }
                     Some(r) => {
                         let change = if r == 0.0 {
                             if m == 0.0 {
@@ -903,24 +1074,61 @@ impl PolluteEngine {
         unit.stack = rows.into_iter().map(|(key, _)| key).collect();
     }
 
-    /// Map `stack[mapped..n]` to the buffer.
-    fn map_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
+    /// Move `stack[mapped..target]` into the buffer as far as the budget allows; the step
+    /// settles and is measured once every page is in, else it waits (`Buying`) for the unit's
+    /// cycles to grow.
+    fn buy(&mut self, k: &mut dyn Kernel, u: usize, target: u64) {
+        self.map_to(k, u, target, true);
+        let settle = self.cfg.settle_ticks;
         let unit = &mut self.units[u];
-        for &(pid, vpn) in &unit.stack[unit.mapped as usize..n as usize] {
-            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.pollute) {
-                self.to_buffer += 1;
-            }
-        }
-        unit.mapped = n;
+        unit.stage = if unit.mapped >= target {
+            Stage::Search { settle }
+        } else {
+            Stage::Buying { target }
+        };
     }
 
-    /// Move `stack[n..mapped]` back out of the buffer.
+    /// Map `stack[mapped..n]` to the buffer. `budgeted`: a search step, which stops before a
+    /// page whose move, with every page in the buffer moved back out, would take the unit's
+    /// move cost above `max_search_overhead` of its cycles while no step has gained (issue 19:
+    /// a search on a pure stream had cost it 10%). The first move is always made: it measures
+    /// the price.
+    fn map_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64, budgeted: bool) {
+        let budget = self.cfg.max_search_overhead;
+        let unit = &mut self.units[u];
+        while unit.mapped < n {
+            if budgeted && !unit.gained && unit.moves > 0 {
+                let per_move = unit.move_cost as f64 / unit.moves as f64;
+                // What the unit's searches have moved so far, this page in, and every page in
+                // the buffer back out. The profile's interrupts are not counted: they are what
+                // targeting buys (ROCS 5.1), paid before the search can learn anything.
+                let need = unit.move_cost as f64 + per_move * (unit.mapped as f64 + 2.0);
+                if need > budget * unit.cycles as f64 {
+                    break;
+                }
+            }
+            let (pid, vpn) = unit.stack[unit.mapped as usize];
+            let before = k.policy_cycles(pid);
+            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.pollute) {
+                self.to_buffer += 1;
+                unit.moves += 1;
+                unit.move_cost += k.policy_cycles(pid).saturating_sub(before);
+            }
+            unit.mapped += 1;
+        }
+    }
+
+    /// Move `stack[n..mapped]` back out of the buffer (never held back by the budget: its cost
+    /// was reserved when the pages went in).
     fn unmap_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
         let unit = &mut self.units[u];
         for &(pid, vpn) in &unit.stack[n as usize..unit.mapped as usize] {
             // Out to the colors the buffer is not on (it is reserved while pages leave it).
+            let before = k.policy_cycles(pid);
             if let Ok(Some(_)) = k.recolor(pid, vpn, &self.normal) {
                 self.restored += 1;
+                unit.moves += 1;
+                unit.move_cost += k.policy_cycles(pid).saturating_sub(before);
             }
         }
         unit.mapped = n;
@@ -932,11 +1140,16 @@ impl PolluteEngine {
         let log = unit.searches.last_mut().expect("a search runs");
         log.chosen = unit.mapped;
         log.pages = unit.stack[..unit.mapped as usize].to_vec();
+        log.move_cycles = unit.move_cost;
+        log.unit_cycles = unit.cycles;
         unit.acc = Acc::default();
         if verify > 0 {
             self.start_profile(u, true, verify);
         } else {
-            unit.stage = Stage::Stable { reference: None };
+            unit.stage = Stage::Stable {
+                reference: None,
+                discard: true,
+            };
         }
     }
 
@@ -950,7 +1163,10 @@ impl PolluteEngine {
             .iter()
             .map(|u| {
                 let mut searches = json!(u.searches);
-                let unfinished = matches!(u.stage, Stage::Baseline { .. } | Stage::Search { .. });
+                let unfinished = matches!(
+                    u.stage,
+                    Stage::Baseline { .. } | Stage::Search { .. } | Stage::Buying { .. }
+                );
                 if unfinished {
                     if let Some(last) = searches.as_array_mut().and_then(|a| a.last_mut()) {
                         last["chosen"] = serde_json::Value::Null;
@@ -967,6 +1183,9 @@ impl PolluteEngine {
                     "profiles": u.profiles,
                     "phase_changes": u.phase_changes,
                     "in_buffer": u.mapped,
+                    "move_cycles": u.move_cost,
+                    "unit_cycles": u.cycles,
+                    "budget_bound": matches!(u.stage, Stage::Buying { .. }),
                     "search_unfinished": unfinished,
                     "searches": searches,
                 })

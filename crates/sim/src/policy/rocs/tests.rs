@@ -17,6 +17,10 @@ struct FakeKernel {
     moves: Vec<(usize, u64, u64)>,
     sampling: Vec<Option<SamplingConfig>>,
     prefetch: Vec<bool>,
+    /// Cycles each page move costs (the kernel's accounting, `policy_cycles`), 0 by default.
+    move_cost: u64,
+    /// Cycles spent on policy work so far.
+    spent: u64,
 }
 
 impl FakeKernel {
@@ -37,6 +41,8 @@ impl FakeKernel {
             moves: Vec::new(),
             sampling: Vec::new(),
             prefetch: Vec::new(),
+            move_cost: 0,
+            spent: 0,
         }
     }
     fn color(&self, vpn: u64) -> u64 {
@@ -97,7 +103,15 @@ impl Kernel for FakeKernel {
         }
         p.color = colors.iter().next().expect("a color");
         self.moves.push((pid, vpn, p.color));
+        self.spent += self.move_cost;
         Ok(Some(p.pfn))
+    }
+    fn policy_cycles(&self, pid: usize) -> u64 {
+        if pid == PID {
+            self.spent
+        } else {
+            0
+        }
     }
     fn mark_for_recolor(&mut self, _pid: usize, _vpn: u64) -> Result<(), KernelError> {
         unimplemented!("the pollute engine recolors eagerly")
@@ -131,13 +145,15 @@ fn machine() -> MachineInfo {
     }
 }
 
-/// One tick per step, no warm-up beyond the first tick, one profile tick, no settle ticks.
+/// One tick per step, no warm-up beyond the first tick, one profile tick, no settle ticks, a
+/// one-tick baseline (no noise estimate: any higher IPC is better, Algorithm 1's own rule).
 fn cfg() -> PolluteConfig {
     PolluteConfig {
         warmup_ticks: 1,
         profile_ticks: 1,
         settle_ticks: 0,
         measure_ticks: 1,
+        baseline_ticks: 1,
         step_pages: 2,
         min_pages: 0,
         phase_ticks: 1,
@@ -387,6 +403,7 @@ fn settle_ticks_are_left_out_and_measure_ticks_summed() {
         PolluteConfig {
             settle_ticks: 1,
             measure_ticks: 2,
+            baseline_ticks: 2,
             ..cfg()
         },
         4,
@@ -401,7 +418,8 @@ fn settle_ticks_are_left_out_and_measure_ticks_summed() {
     assert_eq!(r.search()["steps"][0]["ipc"], 1.0);
 }
 
-/// Search with the best at 4 pages, then the first phase window sets the reference.
+/// Search with the best at 4 pages; the first phase window (the restore's own cost) is left
+/// out, the second sets the reference.
 fn settled(metric: PhaseMetric) -> Rig {
     let mut r = Rig::new(
         PolluteConfig {
@@ -417,14 +435,31 @@ fn settled(metric: PhaseMetric) -> Rig {
     }
     assert!(matches!(
         r.e.units[0].stage,
-        Stage::Stable { reference: None }
+        Stage::Stable {
+            reference: None,
+            discard: true
+        }
+    ));
+    // The window holding the restore (IPC 0.2: kernel time) is not the program's phase.
+    r.tick(0.2);
+    r.tick(0.2);
+    assert!(matches!(
+        r.e.units[0].stage,
+        Stage::Stable {
+            reference: None,
+            discard: false
+        }
     ));
     r.tick(1.5);
     r.tick(1.5);
     assert!(matches!(
         r.e.units[0].stage,
-        Stage::Stable { reference: Some(_) }
+        Stage::Stable {
+            reference: Some(_),
+            ..
+        }
     ));
+    assert_eq!(r.e.report("rocs")["units"][0]["phase_changes"], 0);
     r
 }
 
@@ -517,5 +552,155 @@ fn rocs_pollute_color_is_taken_only_when_targeted_and_given_back_when_empty() {
             .unwrap()
             .len(),
         2
+    );
+}
+
+/// Issue 19, defect 8: rocs judged each step on one tick's IPC, which swings +-50% on a phased
+/// program, and picked noise. The baseline's ticks now measure the noise and a step must beat
+/// the best by `significance` standard errors.
+#[test]
+fn rocs_search_does_not_pick_noise_on_a_phased_program() {
+    let noisy = PolluteConfig {
+        baseline_ticks: 3,
+        ..cfg()
+    };
+    let mut r = Rig::new(noisy.clone(), 8);
+    for ipc in [1.0, 1.5, 0.5] {
+        r.tick(ipc); // baseline: mean 1.0, per-tick sd 0.5
+    }
+    for ipc in [1.3, 1.6, 1.2, 0.9] {
+        r.tick(ipc); // 2, 4, 6, 8 pages: within 2 x 0.5 x sqrt(1 + 1/3) = 1.15 of the baseline
+    }
+    let s = r.search();
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8]);
+    assert_eq!(s["chosen"], 0, "{s}");
+    assert!((s["noise"].as_f64().unwrap() - 0.5).abs() < 1e-3, "{s}");
+    assert!(s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["significant"] == false));
+    assert!(r.pollute().is_empty());
+    // Under Algorithm 1's own rule (one baseline tick, no noise) the same readings buy 4 pages.
+    let mut old = Rig::new(cfg(), 8);
+    for ipc in [1.0, 1.3, 1.6, 1.2, 0.9] {
+        old.tick(ipc);
+    }
+    assert_eq!(old.search()["chosen"], 4);
+    // A gain well above the noise is still taken.
+    let mut r = Rig::new(noisy, 8);
+    for ipc in [1.0, 1.5, 0.5, 1.3, 2.5, 1.2, 0.9] {
+        r.tick(ipc);
+    }
+    assert_eq!(r.search()["chosen"], 4);
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+}
+
+/// Issue 19 (rocs on a pure stream, 0.897x linux): while no step has gained, the search moves a
+/// page only if everything the policy has cost the unit, that page and the move back of every
+/// page in the buffer stay within `max_search_overhead` of the unit's cycles; it waits
+/// (`Buying`) for the cycles to grow. Once a step gains, the walk goes on at full speed.
+#[test]
+fn rocs_search_buys_pages_within_its_budget_until_a_step_gains() {
+    let mut r = Rig::new(cfg(), 8);
+    // Each move costs 20,000 cycles; a tick is 1 M cycles, so 1% buys 10,000 cycles a tick.
+    r.k.move_cost = 20_000;
+    let budget = |r: &Rig| 0.01 * r.e.units[0].cycles as f64;
+    r.tick(1.0); // baseline at 4 M cycles: 40,000 buys the first page (always) and no second
+    assert_eq!(r.pollute(), vec![0]);
+    assert!(matches!(r.e.units[0].stage, Stage::Buying { target: 2 }));
+    let mut waited = 0;
+    while matches!(r.e.units[0].stage, Stage::Buying { .. }) {
+        // Never more spent, with the restore reserved, than the budget (plus the first move).
+        let u = &r.e.units[0];
+        let liability = r.k.spent as f64 + 20_000.0 * u.mapped as f64;
+        assert!(
+            liability <= budget(&r) + 20_000.0,
+            "{liability} at {}",
+            u.cycles
+        );
+        r.tick(1.0);
+        waited += 1;
+        assert!(waited < 100, "the budget never grows");
+    }
+    // The second page needed 20,000 + 3 x 20,000 = 80,000: 8 M cycles, four ticks later.
+    assert_eq!(waited, 4);
+    assert_eq!(r.e.units[0].cycles, 8_000_000);
+    assert_eq!(r.pollute(), vec![0, 1]);
+    // Measured at 2 pages: a gain. The budget no longer binds: 4 pages at once.
+    r.tick(2.0);
+    assert!(matches!(r.e.units[0].stage, Stage::Search { .. }));
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+    let s = r.search();
+    assert_eq!(s["steps"][0]["waited_ticks"], 4);
+    assert_eq!(s["steps"][0]["significant"], true);
+}
+
+/// Issue 19: the first phase window after a search held the search's own restore (710 pages cost
+/// a pure stream 67% of that window), became the reference, and the next window read as a phase
+/// change: a second and a third search of a program with one phase.
+#[test]
+fn rocs_restore_after_a_search_is_not_read_as_a_phase_change() {
+    let mut r = Rig::new(
+        PolluteConfig {
+            phase_ticks: 2,
+            ..cfg()
+        },
+        8,
+    );
+    for ipc in [1.0, 0.9, 0.9, 0.9, 0.9] {
+        r.tick(ipc); // nothing gains: every page goes back at the end
+    }
+    r.tick(0.3);
+    r.tick(0.3); // the restore's window
+    for _ in 0..20 {
+        r.tick(1.0); // the program as it was
+    }
+    let u = &r.e.report("rocs")["units"][0];
+    assert_eq!(u["phase_changes"], 0, "{u}");
+    assert_eq!(u["profiles"], 1);
+}
+
+/// Issue 19: a profile in which no sampled reference hit (a pure stream) gives a stack with no
+/// order; the search is skipped, nothing is moved, and the buffer's colors go back to normal use.
+#[test]
+fn rocs_skips_the_search_when_no_sampled_reference_hit() {
+    let m = machine();
+    let c = cfg();
+    let colors = c.validate("policy.rocs", &m).unwrap();
+    let mut r = Rig {
+        e: PolluteEngine::new(c, Scope::PerProcess, colors, &m),
+        k: FakeKernel::new(8, COLORS),
+        now: 0,
+    };
+    r.e.process_created(PID);
+    r.tick(1.0);
+    r.tick(1.0); // targeted: profiling
+    assert!(r.e.reserved());
+    for v in 0..8u64 {
+        for i in 0..4u64 {
+            r.e.sample(&Sample {
+                core: 0,
+                thread: 0,
+                pid: PID as u32,
+                write: false,
+                vaddr: v * PAGE + 64 * i,
+                paddr: 0,
+                source: DataSource::Memory,
+                cycle: 0,
+            });
+        }
+    }
+    r.tick(1.0); // the profile ends
+    let s = r.search();
+    assert_eq!(
+        s["skipped"],
+        "no sampled reference hit: nothing reused to protect"
+    );
+    assert!(s["steps"].as_array().unwrap().is_empty());
+    assert!(r.k.moves.is_empty());
+    assert!(
+        !r.e.reserved(),
+        "the buffer's colors are back in normal use"
     );
 }
