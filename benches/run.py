@@ -37,6 +37,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -405,6 +406,10 @@ def main() -> int:
     ap.add_argument("--tools", default=",".join(TOOLS),
                     help=f"comma-separated tools to run (default all: {','.join(TOOLS)})")
     ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line (issue 3)")
+    ap.add_argument("--no-real", action="store_true",
+                    help="skip the whole-system speed on the workload suite's traces (issue 21 item 5)")
+    ap.add_argument("--real-only", action="store_true",
+                    help="run only the whole-system speed on the suite's traces and print it (no append)")
     ap.add_argument("--worker", nargs=3, metavar=("TOOL", "CONFIG", "TRACE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.refs or (1_000_000 if args.quick else N_FULL)
@@ -413,6 +418,10 @@ def main() -> int:
 
     if args.worker:
         print(json.dumps(worker(*args.worker, work, n)))
+        return 0
+
+    if args.real_only:
+        print(system_trace_speed(repeats))
         return 0
 
     started = time.time()
@@ -564,6 +573,8 @@ def main() -> int:
         for f in work.glob(pattern):  # the scratch traces (hundreds of MB); keep the binaries
             f.unlink()
     system_line = "" if args.no_system else system_speed(repeats)
+    if not args.no_real:
+        system_line += "\n\n" + system_trace_speed(repeats)
     elapsed = time.time() - started
     section = report(n, repeats, rows, targets, mach, vers, load_start, loadavg(), elapsed, notes, probe, skipped)
     section = section.rstrip("\n") + "\n\n" + system_line + "\n"
@@ -587,6 +598,50 @@ def system_speed(repeats: int) -> str:
     line = r.stdout.strip().splitlines()[-1]
     return (f"**Whole-system speed** (`{' '.join(argv)}`, REPEATS={repeats}; "
             f"examples/os/speed-4core.toml): {line.split(': ', 1)[1]}")
+
+
+#: The suite's traces the real-trace speed runs on (issue 21 item 5), their first REAL_LIMIT records
+#: each: a dense kernel (BLAS), a database, a compressor and a multithreaded program.
+REAL_TRACES = ("matmul", "sqlite", "zstd", "sort-mt")
+REAL_LIMIT = 20_000_000  # the suite's region (docs/workloads.md); longer captures are cut there
+
+
+def system_trace_speed(repeats: int) -> str:
+    """Issue 21 item 5: the whole system (one process on core 0 of xeon-e5506, as `cachecolor
+    workloads characterize` runs it) against the same hierarchy cache-only, on the workload
+    suite's captured traces (crates/sim/examples/system_trace_speed.rs; both sides in one
+    process, alternating). Skipped, saying so, when the traces have not been built."""
+    try:
+        from cachecolor import workloads
+        root = workloads.cache_dir()
+    except Exception as e:  # noqa: BLE001 - the bench reports and goes on
+        return f"**Whole-system speed on real traces**: not measured (cannot locate the workload cache: {e})"
+    traces = [root / "workloads" / w / "trace.cctrace" for w in REAL_TRACES]
+    have = [t for t in traces if t.exists()]
+    missing = [w for w, t in zip(REAL_TRACES, traces) if not t.exists()]
+    if not have:
+        return (f"**Whole-system speed on real traces**: skipped: no trace of {', '.join(REAL_TRACES)} under "
+                f"{root}/workloads (build them with `cachecolor workloads build {' '.join(REAL_TRACES)}`, "
+                f"or set CACHECOLOR_CACHE to where they are)")
+    argv = ["cargo", "run", "--release", "--quiet", "-p", "cachecolor-sim", "--example", "system_trace_speed", "--"]
+    env = dict(os.environ, REPEATS=str(repeats), LIMIT=str(REAL_LIMIT))
+    r = subprocess.run(argv + [str(t) for t in have], capture_output=True, text=True, cwd=REPO, env=env)
+    if r.returncode != 0:
+        return f"**Whole-system speed on real traces**: not measured (`{' '.join(argv)}` failed: {r.stderr.strip()[-300:]})"
+    lines = [f"**Whole-system speed on real traces** (`{' '.join(argv)} TRACE...`, REPEATS={repeats}, "
+             f"LIMIT={REAL_LIMIT}; first {REAL_LIMIT:,} records of each, one process on core 0 of xeon-e5506 "
+             f"against the same hierarchy cache-only; docs/PERFORMANCE.md \"Whole-system speed on real traces\"):", ""]
+    lines += ["| trace | system M records/s | cache-only M records/s | system slower by (best times) | median of pairs |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    pat = re.compile(r"workloads/([^/]+)/trace\.cctrace .*system ([0-9.]+) M records/s, cache-only ([0-9.]+) "
+                     r"M records/s: the system is ([0-9.]+)x slower \(median of the \d+ back-to-back pairs ([0-9.]+)x\)")
+    for out in r.stdout.splitlines():
+        m = pat.search(out)
+        if m:
+            lines.append(f"| {m[1]} | {m[2]} | {m[3]} | {m[4]}x | {m[5]}x |")
+    if missing:
+        lines += ["", f"Not built, skipped: {', '.join(missing)}."]
+    return "\n".join(lines)
 
 
 def _importable(mod: str) -> bool:
