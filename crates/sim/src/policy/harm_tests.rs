@@ -52,7 +52,7 @@ fn rocs_pollute_color_stays_in_use_until_a_process_is_targeted() {
 /// Once a process is targeted the color leaves normal use: pages already on it are moved off
 /// (eager recolor, cost charged), and no page but the buffer's is placed there afterwards.
 #[test]
-fn rocs_pollute_color_taken_when_targeted_moves_the_pages_on_it_off() {
+fn rocs_pollute_color_taken_when_a_search_begins_moves_the_pages_on_it_off() {
     let rocs = run(STREAMER_SENSITIVE, "rocs");
     let r = &rocs.policy_report;
     let taken = r["pollute_color_in_use"].as_array().unwrap();

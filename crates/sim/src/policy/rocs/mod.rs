@@ -101,9 +101,10 @@ pub struct PolluteConfig {
     /// is the search's noise (issue 19, defect 8: one tick's IPC swings +-50% on a phased
     /// program). Default 3, the fewest ticks whose spread has more than one degree of freedom.
     pub baseline_ticks: u32,
-    /// A step replaces the best configuration only when its IPC exceeds the best's by this
-    /// many standard errors of the difference (`noise x sqrt(1/ticks_a + 1/ticks_b)`). Default
-    /// 2, the usual ~95% bar; otherwise Algorithm 1 keeps the fewer pages (its minimal set).
+    /// A step counts as a gain only when its IPC exceeds the baseline's by this many standard
+    /// errors of the difference (`noise x sqrt(1/step ticks + 1/baseline ticks)`); the best of
+    /// those is kept. Default 2, the usual ~95% bar; with no step above it Algorithm 1 keeps
+    /// no page (its minimal set).
     pub significance: f64,
     /// Most the search's page moves (into the buffer and, reserved in advance, back out) may
     /// cost, as a fraction of the unit's cycles so far, while no step has shown a significant
@@ -349,7 +350,7 @@ struct Step {
     ipc: f64,
     /// Ticks the IPC was measured over.
     ticks: u32,
-    /// Whether it beat the best so far by `significance` standard errors (it became the best).
+    /// Whether it beat the baseline by `significance` standard errors (a gain, not noise).
     significant: bool,
     /// Ticks it waited for the budget to buy its pages.
     waited_ticks: u32,
@@ -398,8 +399,8 @@ struct Unit {
     mapped: u64,
     best: f64,
     best_n: u64,
-    /// Ticks the best configuration's IPC was measured over.
-    best_ticks: u32,
+    /// Ticks the baseline's IPC was measured over.
+    base_ticks: u32,
     /// The current measurement's per-tick IPCs.
     tick_ipcs: Vec<f64>,
     /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
@@ -652,7 +653,7 @@ impl PolluteEngine {
             mapped: 0,
             best: 0.0,
             best_n: 0,
-            best_ticks: 0,
+            base_ticks: 0,
             tick_ipcs: Vec::new(),
             noise_ss: 0.0,
             noise_df: 0,
@@ -828,8 +829,10 @@ impl PolluteEngine {
             Stage::Waiting => {
                 let rate = ratio(interval.llc_misses, interval.llc_accesses);
                 if interval.llc_accesses > 0 && rate > cfg.target_miss_rate {
-                    // Targeted (ROCS 5.1): the buffer's colors leave normal use now.
-                    self.reserve(k, now, u);
+                    // Targeted (ROCS 5.1): profiled. The buffer's colors leave normal use only
+                    // when a search is about to map pages (below): a profile that finds nothing
+                    // to search moves no co-runner's pages (issue 19: a fitting co-runner lost
+                    // 4% to pages moved off the buffer's colors for a search that never ran).
                     self.start_profile(u, false, cfg.profile_ticks);
                 }
             }
@@ -879,7 +882,7 @@ impl PolluteEngine {
                 });
                 unit.mapped = 0;
                 unit.best_n = 0;
-                unit.best_ticks = 0;
+                unit.base_ticks = 0;
                 unit.tick_ipcs.clear();
                 unit.noise_ss = 0.0;
                 unit.noise_df = 0;
@@ -888,6 +891,7 @@ impl PolluteEngine {
                 unit.acc = Acc::default();
                 if let Some(n) = cfg.offline_pages {
                     let n = n.min(size);
+                    self.reserve(k, now, u);
                     self.map_to(k, u, n, false);
                     self.units[u].best_n = n;
                     self.finish_search(k, u);
@@ -906,6 +910,8 @@ impl PolluteEngine {
                     unit.stage = Stage::Baseline {
                         settle: cfg.settle_ticks,
                     };
+                    // The search begins: the buffer's colors leave normal use (ROCS 5.1).
+                    self.reserve(k, now, u);
                 }
             }
             Stage::Baseline { settle } | Stage::Search { settle } => {
@@ -949,13 +955,17 @@ impl PolluteEngine {
                     log.baseline_ipc = perf;
                     unit.best = perf;
                     unit.best_n = 0;
-                    unit.best_ticks = ticks;
+                    unit.base_ticks = ticks;
                 } else {
-                    // Algorithm 1 keeps the best configuration; a step is better only when it
-                    // beats the best by `significance` standard errors of the difference, so
-                    // noise never buys pages (ties keep the fewer pages, the minimal set).
-                    let se = sd * (1.0 / ticks as f64 + 1.0 / unit.best_ticks.max(1) as f64).sqrt();
-                    let significant = perf - unit.best > cfg.significance * se;
+                    // Algorithm 1 keeps the best configuration. A step counts only when it beats
+                    // the baseline (nothing mapped) by `significance` standard errors of the
+                    // difference, so noise does not buy pages; among those the highest IPC is
+                    // the best (ties keep the fewer pages, the minimal set). Against the
+                    // baseline, not the best so far: a gain that grows step by step (swim's
+                    // page walks) is many small steps, none significant over its neighbour.
+                    let se = sd * (1.0 / ticks as f64 + 1.0 / unit.base_ticks.max(1) as f64).sqrt();
+                    let significant = perf - log.baseline_ipc > cfg.significance * se;
+                    let better = significant && perf > unit.best;
                     log.steps.push(Step {
                         pages: unit.mapped,
                         ipc: perf,
@@ -963,10 +973,9 @@ impl PolluteEngine {
                         significant,
                         waited_ticks: unit.waited,
                     });
-                    if significant {
+                    if better {
                         unit.best = perf;
                         unit.best_n = unit.mapped;
-                        unit.best_ticks = ticks;
                         unit.gained = true;
                     }
                 }
@@ -1023,7 +1032,6 @@ impl PolluteEngine {
                             // A coarse-grain phase change (ROCS 5.1): profile again.
                             unit.phase_changes += 1;
                             self.unmap_to(k, u, 0);
-                            self.reserve(k, now, u);
                             self.start_profile(u, false, cfg.profile_ticks);
                         }
                     }

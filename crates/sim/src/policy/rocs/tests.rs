@@ -512,7 +512,7 @@ fn an_llc_mpki_change_beyond_the_threshold_is_a_new_phase() {
 /// targeted; then the pages on it move off (eager recolors the kernel charges) and it is out of
 /// normal use; when the search keeps nothing in the buffer it goes back to normal use.
 #[test]
-fn rocs_pollute_color_is_taken_only_when_targeted_and_given_back_when_empty() {
+fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_empty() {
     let m = machine();
     let cfg = cfg();
     let colors = cfg.validate("policy.rocs", &m).unwrap();
@@ -532,19 +532,48 @@ fn rocs_pollute_color_is_taken_only_when_targeted_and_given_back_when_empty() {
     assert!(r.e.allowed_for(PID).is_full());
     assert!(r.k.moves.is_empty());
     assert_eq!(r.k.sampling.iter().flatten().count(), 0, "no sampling");
-    r.tick(1.0); // miss rate 0.5: targeted
+    r.tick(1.0); // miss rate 0.5: targeted, profiled
     assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
-    assert_eq!(r.e.allowed_for(PID), r.e.normal());
-    assert_eq!(r.k.moves.len(), 1);
-    assert_eq!(r.k.moves[0].1, 3);
-    assert!(!r.e.pollute.contains(r.k.color(3)));
     assert!(
         r.k.sampling.last().unwrap().is_some(),
         "its core samples now"
     );
-    // No samples: an empty stack, the search keeps nothing, the color returns to normal use.
+    // The colors stay in normal use while it is only profiled (issue 19: a profile that finds
+    // nothing to search must move nobody's pages).
+    assert!(r.e.allowed_for(PID).is_full());
+    assert!(r.k.moves.is_empty());
+    // A profile with hits: the search begins, the buffer's colors leave normal use and the
+    // page already on them moves off.
+    for v in 0..8u64 {
+        for i in 0..4u64 {
+            r.e.sample(&Sample {
+                core: 0,
+                thread: 0,
+                pid: PID as u32,
+                write: false,
+                vaddr: v * PAGE + 64 * i,
+                paddr: 0,
+                source: if i < 2 {
+                    DataSource::Memory
+                } else {
+                    DataSource::Level(1)
+                },
+                cycle: 0,
+            });
+        }
+    }
     r.tick(1.0);
+    assert!(matches!(r.e.units[0].stage, Stage::Baseline { .. }));
+    assert_eq!(r.e.allowed_for(PID), r.e.normal());
+    assert_eq!(r.k.moves.len(), 1);
+    assert_eq!(r.k.moves[0].1, 3);
+    assert!(!r.e.pollute.contains(r.k.color(3)));
+    // Nothing gains: every page goes back and the color returns to normal use.
+    for _ in 0..5 {
+        r.tick(0.9);
+    }
     assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    assert_eq!(r.search()["chosen"], 0);
     assert!(r.e.allowed_for(PID).is_full());
     assert_eq!(
         r.e.report("rocs")["pollute_color_in_use"]
@@ -675,8 +704,8 @@ fn rocs_skips_the_search_when_no_sampled_reference_hit() {
     };
     r.e.process_created(PID);
     r.tick(1.0);
-    r.tick(1.0); // targeted: profiling
-    assert!(r.e.reserved());
+    r.tick(1.0); // targeted: profiling (the buffer's colors stay in use until a search begins)
+    assert!(!r.e.reserved());
     for v in 0..8u64 {
         for i in 0..4u64 {
             r.e.sample(&Sample {
