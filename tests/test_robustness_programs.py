@@ -1,0 +1,187 @@
+"""Captured real programs in the robustness matrix (issue 19, "what must be shown"; docs/rocs.md
+"Robustness matrix: captured real programs").
+
+Four small C programs of examples/robustness/programs/ are compiled here, captured with
+``cachecolor trace capture`` (the command line each config's header gives, so the test and the
+docs capture the same region) and run alone and in pairs on the PowerPC 970FX, under ``linux``
+and the policies, on aged placements (``[memory] aged``, docs/system.md "Placement") over
+seeds 1-5. Every comparison is against ``linux`` on the same placement.
+
+- **Nothing to gain** (nothing targeted, nothing shared that costs anything, everything fits):
+  a table lookup, a pointer chase and a matrix multiply alone, the lookup beside the chase,
+  and a single process under the policies that divide a cache between processes. The policy's
+  IPC is at least ``NO_HARM`` x linux's for every process and in sum, on every seed.
+- **A claimed gain** (ROCS 3.2.2: a stream beside a reused table, alone; and the stream beside
+  a table lookup of another process, which every policy here claims to help: the pollute
+  buffer keeps the stream away from the table, Azimi 5.3 and COLORIS partition the cache
+  between programs of different reuse): the summed IPC beats linux's on every seed, and for
+  the policies whose mechanism is moving pages (rocs, global-pollute) it beats the policy's
+  control run (the same colors, no page moved) too, so the gain is the mechanism's and not
+  its placement's.
+
+Where a policy fails its bar the case is an expected failure carrying the measured figures;
+the bar is not relaxed. ``mrc-partition`` is judged on its behaviour at the time of writing
+(its decision rule is being changed in parallel).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cachecolor
+from conftest import REPO, needs_cc
+
+PROGRAMS_DIR = REPO / "examples" / "robustness" / "programs"
+PROGRAMS = ("lookup_fits", "stream_table", "list_walk", "matmul")
+POLICIES = ("rocs", "global-pollute", "mrc-partition", "coloris")
+#: Policies whose mechanism moves pages, so that their control run (colors kept, nothing moved)
+#: separates the mechanism from its placement side effects.
+MOVERS = ("rocs", "global-pollute")
+SEEDS = (1, 2, 3, 4, 5)
+#: Issue 19's bar for a policy with nothing to gain.
+NO_HARM = 0.99
+
+needs_capture = pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None and shutil.which("valgrind") is None,
+    reason="no capture back end (apt-get install qemu-user, or valgrind)",
+)
+pytestmark = [needs_cc, needs_capture]
+
+
+def capture_command(program: str) -> list[str]:
+    """The program's arguments as its config's header gives them (``-- ./NAME ARGS``)."""
+    text = (PROGRAMS_DIR / f"{program}.toml").read_text()
+    found = re.search(rf"-- \./{program}( .*)?$", text, re.MULTILINE)
+    assert found, f"{program}.toml: no capture command line in its header"
+    return (found.group(1) or "").split()
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> Path:
+    """A directory holding every config of examples/robustness/programs/ and, beside them (a
+    config's trace path is relative to its own directory), each program's captured trace."""
+    out = tmp_path_factory.mktemp("robustness-programs")
+    cli = [str(Path(sys.executable).parent / "cachecolor")]
+    if not Path(cli[0]).exists():  # pragma: no cover - outside a venv
+        cli = [sys.executable, "-m", "cachecolor"]
+    for program in PROGRAMS:
+        exe = out / program
+        subprocess.run(["cc", "-O2", "-o", str(exe), str(PROGRAMS_DIR / f"{program}.c")], check=True)
+        run = subprocess.run(
+            [*cli, "trace", "capture", "--no-ifetch", "-q", "-o", str(out / f"{program}.cctrace"),
+             "--", str(exe), *capture_command(program)],
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        )
+        assert run.returncode == 0, run.stderr
+    for config in PROGRAMS_DIR.glob("*.toml"):
+        shutil.copy(config, out / config.name)
+    return out
+
+
+_RUNS: dict[tuple[str, str, str, int], tuple[float, ...]] = {}
+
+
+def ipcs(captured: Path, config: str, policy: str, seed: int) -> tuple[float, ...]:
+    """Each process's IPC of ``config`` under ``policy`` on the aged placement of ``seed`` (runs
+    are shared between the tests of this module)."""
+    key = (str(captured), config, policy, seed)
+    if key not in _RUNS:
+        cfg = cachecolor.system.load_system_config(captured / f"{config}.toml")
+        cfg = copy.deepcopy(cfg)
+        cfg["memory"]["aged"] = True
+        result = cachecolor.simulate_system(cfg, policy=policy, seed=seed).to_dict()
+        assert result["invariants"] == [], (config, policy, seed, result["invariants"])
+        _RUNS[key] = tuple(p["ipc"] for p in result["processes"])
+    return _RUNS[key]
+
+
+def against_linux(captured: Path, config: str, policy: str, seed: int) -> tuple[list[float], float]:
+    """(each process's IPC over linux's, the summed IPC over linux's) on one placement."""
+    mine, linux = ipcs(captured, config, policy, seed), ipcs(captured, config, "linux", seed)
+    return [m / l for m, l in zip(mine, linux)], sum(mine) / sum(linux)
+
+
+def fmt(each: list[float], total: float) -> str:
+    return f"each {', '.join(f'{x:.4f}' for x in each)}; sum {total:.4f}"
+
+
+def xfail(reason: str, strict: bool = True):
+    return pytest.mark.xfail(reason=reason, strict=strict)
+
+
+# Measured 2026-11-24 (aged placement, seeds 1-5; the ratios are policy / linux).
+NOTHING_TO_GAIN = [
+    *[(config, policy) for config in ("lookup_fits", "list_walk", "matmul", "pair-lookup-list")
+      for policy in POLICIES],
+    # One process: nothing for a policy that divides the cache between processes.
+    ("stream_table", "mrc-partition"),
+    ("stream_table", "coloris"),
+]
+
+
+@pytest.mark.parametrize("config,policy", NOTHING_TO_GAIN)
+def test_captured_program_no_harm_where_nothing_to_gain(captured, config, policy):
+    harmed = []
+    for seed in SEEDS:
+        each, total = against_linux(captured, config, policy, seed)
+        if min(each) < NO_HARM or total < NO_HARM:
+            harmed.append(f"seed {seed}: {fmt(each, total)}")
+    assert not harmed, f"{config} under {policy} below {NO_HARM} x linux: {harmed}"
+
+
+CLAIMED_GAIN = [
+    # ROCS 3.2.2 alone: the stream's pages into the pollute buffer, the table keeps the rest.
+    ("stream_table", "rocs"),
+    ("stream_table", "global-pollute"),
+    *[
+        pytest.param(config, policy, marks=mark)
+        for config in ("pair-stream-lookup", "pair-lookup-stream")
+        for policy, mark in (
+            ("rocs", xfail(
+                "rocs harms the lookup (the lead's, issue 19 defect 8). Stream first: the lookup "
+                "is not targeted (0 interrupts) yet runs at 0.92-0.95 x linux, sum 0.93-0.95 "
+                "(seed 2: +2.4 M bandwidth-stall cycles queued behind the stream's 763 page "
+                "copies into the buffer, +0.44 M kernel cycles for its own 8 pages moved off the "
+                "pollute color, +0.6 M DRAM stalls, on 44.9 M). Lookup first: rocs targets the "
+                "lookup too and its search moves the table into the buffer 3 pages a step, "
+                "IPC 0.57 -> 0.08, before restoring it: 0.50 x linux on seeds 1 and 5, sum "
+                "0.53-0.94. rocs+control 0.98-1.01")),
+            ("global-pollute", []),
+            ("mrc-partition", xfail(
+                "mrc-partition as of 2026-11-24 affords no profiling window in a run this short "
+                "(docs/azimi.md 'Doing no harm'), so it never partitions: 1.0000 x linux on "
+                "every seed; its decision rule is being changed in parallel (branch mrcgain)",
+                strict=False)),
+            ("coloris", xfail(
+                "coloris (colorisqos's) splits the L2 8/8 at the start; the lookup ends after "
+                "about 45 M cycles, its 8 colors are never given back (report 'returned': []), "
+                "and the stream runs its other ~370 M cycles in half the cache, where its own "
+                "256 KiB table no longer fits beside the stream (L2 miss rate 0.67 -> 0.80): the "
+                "stream at 0.84-0.88 x linux, the sum 0.995-0.998 on 2 of 5 seeds (stream first) "
+                "and 3 of 5 (lookup first), 1.00-1.06 on the others. No MONITOR call moved a "
+                "color (its own warning); coloris+control is identical")),
+        )
+    ],
+]
+
+
+@pytest.mark.parametrize("config,policy", CLAIMED_GAIN)
+def test_captured_program_claimed_gain_holds_on_every_seed(captured, config, policy):
+    # The gain must hold on every seed, so the first seed where it does not decides (and spares
+    # the remaining runs: the CI budget).
+    for seed in SEEDS:
+        each, total = against_linux(captured, config, policy, seed)
+        assert total > 1.0, f"{config} under {policy}, seed {seed}: no gain over linux: {fmt(each, total)}"
+        if policy in MOVERS:
+            _, control = against_linux(captured, config, f"{policy}+control", seed)
+            assert total > control, (
+                f"{config} under {policy}, seed {seed}: the gain is not the mechanism's: "
+                f"{fmt(each, total)}; {policy}+control sum {control:.4f}"
+            )
