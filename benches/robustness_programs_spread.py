@@ -23,20 +23,22 @@ PROGRAMS = ROOT / "examples" / "robustness" / "programs"
 SEEDS = (1, 2, 3, 4, 5)
 
 
-def capture(program: str, build: Path) -> None:
-    text = (PROGRAMS / f"{program}.toml").read_text()
-    args = re.search(rf"-- \./{program}( .*)?$", text, re.MULTILINE).group(1) or ""
-    exe = build / program
-    subprocess.run(["cc", "-O2", "-o", str(exe), str(PROGRAMS / f"{program}.c")], check=True)
-    subprocess.run([str(Path(sys.executable).parent / "cachecolor"), "trace", "capture", "--no-ifetch",
-                    "-q", "-o", str(PROGRAMS / f"{program}.cctrace"), "--", str(exe), *args.split()],
-                   check=True, stdout=subprocess.DEVNULL)  # the program's own output
+def capture(config: Path, build: Path) -> None:
+    """Capture the trace a one-program config reads, as its header says (pairs read theirs)."""
+    found = re.search(r"^#.*trace capture .* -- \./(\w+)( .*)?$", config.read_text(), re.MULTILINE)
+    if found:
+        program, args = found.group(1), (found.group(2) or "").split()
+        subprocess.run([str(Path(sys.executable).parent / "cachecolor"), "trace", "capture", "--no-ifetch",
+                        "-q", "-o", str(PROGRAMS / f"{config.stem}.cctrace"), "--", str(build / program),
+                        *args], check=True, stdout=subprocess.DEVNULL)  # the program's own output
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as build:
         for c in sorted(PROGRAMS.glob("*.c")):
-            capture(c.stem, Path(build))
+            subprocess.run(["cc", "-O2", "-o", str(Path(build) / c.stem), str(c)], check=True)
+        for config in sorted(PROGRAMS.glob("*.toml")):
+            capture(config, Path(build))
     print("| config | process | fresh IPC mean (min-max) | aged IPC mean (min-max) | aged / fresh |")
     print("|---|---|---|---|---|")
     for config in sorted(PROGRAMS.glob("*.toml")):

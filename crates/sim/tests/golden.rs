@@ -48,6 +48,7 @@ const SKIP: &[&str] = &[
     "rocs/programs/art_like.toml",
     "robustness/programs/list_walk.toml",
     "robustness/programs/lookup_fits.toml",
+    "robustness/programs/lookup_just_fits.toml",
     "robustness/programs/matmul.toml",
     "robustness/programs/pair-lookup-list.toml",
     "robustness/programs/pair-lookup-stream.toml",
