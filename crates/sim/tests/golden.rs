@@ -21,8 +21,9 @@ every phase's `references` divided by `ceil(total / CAP)` (at least 1 each; `rep
 written (10 of the 49). The shortened runs still fault, walk, sample, tick and recolor (the
 figures show it: e.g. `recolors` and `lazy_recolors` of the COLORIS configs), which is what this
 test pins; the papers' scenario numbers are the scenario tests' business, at full length.
-`examples/rocs/programs/art_like.toml` is left out: it reads a trace captured by `make demo`,
-not checked in.
+`examples/rocs/programs/art_like.toml` and the configs of `examples/robustness/programs/` are left out:
+they read traces captured from the C programs beside them (by `make demo`, by
+tests/test_robustness_programs.py), not checked in.
 
 Regenerate after an intended change: `make golden` (runs this test with `GOLDEN_UPDATE=1`,
 then shows `git diff --stat` and the diff of `tests/golden/`). Without it a mismatch fails
@@ -41,8 +42,19 @@ fn policies() -> Vec<&'static str> {
 /// At most this many references a run (see the module comment).
 const CAP: u64 = 1_000_000;
 
-/// Configs that cannot run from a checkout alone.
-const SKIP: &[&str] = &["rocs/programs/art_like.toml"];
+/// Configs that cannot run from a checkout alone (they read traces captured from the C programs
+/// beside them: `make demo`, tests/test_robustness_programs.py).
+const SKIP: &[&str] = &[
+    "rocs/programs/art_like.toml",
+    "robustness/programs/list_walk.toml",
+    "robustness/programs/lookup_fits.toml",
+    "robustness/programs/lookup_just_fits.toml",
+    "robustness/programs/matmul.toml",
+    "robustness/programs/pair-lookup-list.toml",
+    "robustness/programs/pair-lookup-stream.toml",
+    "robustness/programs/pair-stream-lookup.toml",
+    "robustness/programs/stream_table.toml",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

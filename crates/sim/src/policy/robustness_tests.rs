@@ -27,7 +27,12 @@ macro_rules! robustness {
 
 /// `config` under `policy` and `seed`, every phase's references multiplied by `scale`.
 fn run_scaled(text: &str, policy: &str, seed: u64, scale: f64) -> SystemReport {
-    let mut config: SystemConfig = testing::config_for(text, policy, Some(seed));
+    let config: SystemConfig = testing::config_for(text, policy, Some(seed));
+    testing::run_config(&scaled(config, scale), None).1
+}
+
+/// `config` with every phase's references multiplied by `scale` (at least 1 each).
+fn scaled(mut config: SystemConfig, scale: f64) -> SystemConfig {
     for p in &mut config.processes {
         for t in &mut p.threads {
             if let Some(w) = &mut t.workload {
@@ -37,7 +42,7 @@ fn run_scaled(text: &str, policy: &str, seed: u64, scale: f64) -> SystemReport {
             }
         }
     }
-    testing::run_config(&config, None).1
+    config
 }
 
 /// (per-process IPC ratios, summed-IPC ratio) of `policy` over `linux`.
@@ -98,13 +103,130 @@ fn harm_on_every_seed(name: &str, text: &str, policy: &str) -> Vec<String> {
     failures
 }
 
+/// The 4-process POWER5 mix with each role in each position: the four roles (a stream, a 1 MiB
+/// and a 256 KiB reused program, a stream beside a 256 KiB table) rotated over cores 0-3 and
+/// pids, so each role runs on each core, beside each other role on its chip, and at each place
+/// in pid order (where a policy serving processes in pid order shows it).
+const ROTATED_MIX4: [(&str, &str); 4] = [
+    robustness!("mix4-power5"),
+    robustness!("mix4-power5-rot1"),
+    robustness!("mix4-power5-rot2"),
+    robustness!("mix4-power5-rot3"),
+];
+
+/// Each process of `text` alone (the same workload and seed it has in the mix, on its own
+/// core) under linux, quarter length: (name, IPC).
+fn alone_under_linux(text: &str, seed: u64) -> Vec<(String, f64)> {
+    let mix: SystemConfig = testing::config_for(text, "linux", Some(seed));
+    (0..mix.processes.len())
+        .map(|i| {
+            let mut one = mix.clone();
+            one.processes = vec![mix.processes[i].clone()];
+            let r = testing::run_config(&scaled(one, 0.25), None).1;
+            (r.processes[0].name.clone(), r.processes[0].ipc)
+        })
+        .collect()
+}
+
+/// The worst ratio, over the roles of `text` under linux (seed 1, quarter length), of a role's
+/// IPC in the mix to its IPC alone: what sharing costs, hence what a policy could gain.
+fn what_sharing_costs_under_linux(name: &str, text: &str) -> f64 {
+    let linux = run_scaled(text, "linux", 1, 0.25);
+    let mut worst = f64::INFINITY;
+    for (role, alone) in alone_under_linux(text, 1) {
+        let shared = linux.processes.iter().find(|p| p.name == role).unwrap().ipc;
+        eprintln!("{name} seed 1: {role} shared / alone {:.4}", shared / alone);
+        worst = worst.min(shared / alone);
+    }
+    worst
+}
+
+/// The rotations split into two kinds, checked here rather than assumed. Where the stream and
+/// the 1 MiB program share chip 0 and the 256 KiB program and the stream-beside-a-table share
+/// chip 1 (rotations 0 and 2) sharing costs no role more than 1 - `NO_HARM` (measured 0.994-1.03
+/// x alone: everything fits its chip's 1.875 MiB L2 beside its neighbour, or streams): nothing
+/// to gain. Where the two streaming roles share a chip (rotations 1 and 3) the stream costs the
+/// table beside it 2.4-2.9% (0.971-0.976 x alone): something to gain, which the pollute buffer claims.
+/// On all four, `mrc-partition` as it is today (it affords no profiling window in runs this
+/// short, docs/azimi.md "Doing no harm") stays at or above `NO_HARM` x linux for every process
+/// and in sum on every seed. rocs, global-pollute and coloris: the ignored tests below.
+#[test]
+fn mrc_partition_does_no_harm_on_the_rotated_power5_mixes() {
+    for (k, (name, text)) in ROTATED_MIX4.into_iter().enumerate() {
+        let worst = what_sharing_costs_under_linux(name, text);
+        let streams_share_a_chip = k % 2 == 1;
+        assert_eq!(
+            worst < NO_HARM,
+            streams_share_a_chip,
+            "{name}: sharing costs a role {worst:.4} x its IPC alone"
+        );
+    }
+    let mut failures = Vec::new();
+    for (name, text) in ROTATED_MIX4 {
+        failures.extend(harm_on_every_seed(name, text, "mrc-partition"));
+    }
+    assert!(
+        failures.is_empty(),
+        "below {NO_HARM} x linux: {failures:#?}"
+    );
+}
+
+/// Open defects (issue 19): on the rotations with nothing to gain (0 and 2), rocs and
+/// global-pollute (the lead's) and coloris (colorisqos's) cost some process more than 1%.
+/// Measured (quarter length, seeds 1-5, each role's IPC over linux's; sum): rocs: the stream
+/// 0.941 / 0.963 and "mixed" 0.938 / 0.938 (rotation 0 / 2), sum 0.987-0.990; global-pollute:
+/// the stream 0.789-0.804 / 0.826, "mixed" 0.940 / 0.945, sum 0.961-0.981; coloris: the stream
+/// 0.968 as pid 0 (rotation 0; 0.9905 as pid 2), sum 0.998-0.9998. Run with
+/// `cargo test --release -p cachecolor-sim --lib policies_do_no_harm_on_the_rotated_power5_mixes -- --ignored --nocapture`.
+#[test]
+#[ignore = "open defects, issue 19: rocs, global-pollute and coloris cost 1-21% on rotated POWER5 mixes with nothing to gain"]
+fn policies_do_no_harm_on_the_rotated_power5_mixes() {
+    let mut failures = Vec::new();
+    for (name, text) in [ROTATED_MIX4[0], ROTATED_MIX4[2]] {
+        for policy in ["rocs", "global-pollute", "coloris"] {
+            failures.extend(harm_on_every_seed(name, text, policy));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "below {NO_HARM} x linux: {failures:#?}"
+    );
+}
+
+/// Open defects (issue 19, the lead's): on the rotations where the stream shares a chip with
+/// the stream-beside-a-table (1 and 3: 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS
+/// 3.2.2, Azimi 4.2: the polluter's pages confined, the table keeps the cache) and loses on
+/// every seed. Measured (quarter length, seeds 1-5; rotation 1 / 3): rocs "mixed" 0.930 / 0.936,
+/// the stream 0.974 / 0.971, sum 0.991 / 0.992; global-pollute "mixed" 0.936 / 0.940, the
+/// stream 0.830 / 0.828, sum 0.982 / 0.983. (coloris gains 1.0001-1.0008 in sum there.) Run with
+/// `cargo test --release -p cachecolor-sim --lib pollute_buffer_gain_on_the_rotated_power5_mixes -- --ignored --nocapture`.
+#[test]
+#[ignore = "open defects, issue 19: rocs and global-pollute lose 1-2% in sum where the rotated POWER5 mixes have something to gain"]
+fn pollute_buffer_gain_on_the_rotated_power5_mixes_holds_on_every_seed() {
+    let mut failures = Vec::new();
+    for (name, text) in [ROTATED_MIX4[1], ROTATED_MIX4[3]] {
+        for policy in ["rocs", "global-pollute"] {
+            for seed in SEEDS {
+                let linux = run_scaled(text, "linux", seed, 0.25);
+                let r = run_scaled(text, policy, seed, 0.25);
+                let (each, sum) = ratios(&r, &linux);
+                eprintln!("{name} seed {seed} {policy}: each {each:.4?} sum {sum:.4}");
+                if sum <= 1.0 {
+                    failures.push(format!("{name} seed {seed} {policy}: {each:.4?} {sum:.4}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "no gain over linux: {failures:#?}");
+}
+
 /// Issue 19 (found when the queued memory controller became the default): rocs targets a pure
 /// stream (miss rate ~1), and its search moved the stream's pages into the pollute buffer and
 /// back; the copies used the bandwidth the stream needs: 0.897x linux at quarter length on every
-/// seed (3 searches: the restore of the first read as a phase change). Fixed by the search's
-/// budget (`max_search_overhead`: no page bought while the policy's work would cost more than 1%
-/// of the unit's cycles and nothing has gained), the significance test, and the phase window
-/// after a search left out. Reverts checked: budget 1.0 fails it.
+/// seed (3 searches: the restore of the first read as a phase change). Now a profile with no
+/// sampled hit is not searched (nothing reused to protect) and the buffer's colors are taken
+/// only when a search begins: 0.9927x, the profile's interrupts. Revert checked: without the
+/// skip, the search's budget (`max_search_overhead`) alone leaves 0.9877x (fails).
 #[test]
 fn rocs_does_no_harm_on_a_pure_stream() {
     let (name, text) = robustness!("pure-stream");
