@@ -61,3 +61,17 @@ def test_policy_override_runs_c1_under_static_and_coloris():
     a = cachecolor.simulate_system(EX / "recolor-c1.toml", policy="static")
     assert a.to_dict()["policy"] == "static"
     assert sum(p["recolors"] + p["lazy_recolors"] for p in a.to_dict()["processes"]) == 0
+
+
+def test_report_keeps_the_hotcold_workload_apart_from_the_first():
+    """Issue 19 defect 5: the workload built for C4 and C6 gets columns of its own, so C1 on it
+    is not averaged with C1 on the first workload; every shipped recolor config has a label."""
+    from cachecolor.reports.coloris import _label
+
+    labels = {p.stem: _label(p.stem) for p in EX.glob("recolor-*.toml")}
+    assert labels["recolor-c1"] == labels["recolor-c1-selective"] == "C1"
+    assert labels["recolor-c5-hungry"] == labels["recolor-c5-small"] == "C5"
+    assert labels["recolor-c6-win5"] == "C6.WIN=5"
+    assert labels["recolor-c1-hotcold"] == "C1 hotcold"
+    assert labels["recolor-c4-hotcold"] == "C4 hotcold"
+    assert labels["recolor-c6-hotcold-win3"] == "C6 hotcold.WIN=3"
