@@ -223,6 +223,8 @@ fn pollute_buffer_is_a_sixteenth_of_both_power5_caches() {
         line_size: l2.line_size() as u64,
         page_size: l2.page_size(),
         inner_colors: inner,
+        llc_miss_penalty: 0,
+        page_move_cycles: 0,
     };
     let buffer = PolluteEngine::buffer_colors(l3.colors() / 16, &m);
     eprintln!("buffer colors {:?}", buffer.iter().collect::<Vec<_>>());
