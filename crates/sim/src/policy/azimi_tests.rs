@@ -31,10 +31,12 @@ fn run_paper_window(text: &str) -> SystemReport {
 }
 
 /// The config `run_paper_window` runs: `mrc-partition`, the ideal PMU (`config_for`), the
-/// window budget lifted.
+/// window budget lifted, and the partition applied whatever the decision
+/// (`always_partition`, the paper's behaviour; the decision is the default since issue 19).
 fn paper_window_config(text: &str) -> SystemConfig {
     let mut config = testing::config_for(text, "mrc-partition", None);
     config.policy.mrc_partition.max_window_overhead = 1.0;
+    config.policy.mrc_partition.always_partition = true;
     config
 }
 

@@ -135,9 +135,11 @@ pin = [1]
 workload = { seed = 6, phases = [{ pattern = "sequential", references = 1_500_000, size = 128, icount = 2, footprint = "3MiB", base = 0x100000000 }] }
 "#;
     // The window bought as soon as it costs no more than the cycles run (the default 1%
-    // budget never affords it in a run this short).
+    // budget never affords it in a run this short), and the partition applied whatever the
+    // decision says (`always_partition`): this tests the partition's fallback.
     let r = run_with(text, "mrc-partition", |c| {
-        c.policy.mrc_partition.max_window_overhead = 1.0
+        c.policy.mrc_partition.max_window_overhead = 1.0;
+        c.policy.mrc_partition.always_partition = true;
     });
     let oom = r.policy_report["out_of_memory"].as_array().unwrap();
     eprintln!(

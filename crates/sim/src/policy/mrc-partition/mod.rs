@@ -122,7 +122,7 @@ impl Default for MrcPartitionConfig {
             phase_ticks: 2,
             recolor: RecolorMode::Lazy,
             exact_check: false,
-            always_partition: true,
+            always_partition: false,
             max_window_overhead: 0.01,
         }
     }
