@@ -753,6 +753,8 @@ fn machine_info(config: &SystemConfig) -> Result<MachineInfo> {
         line_size: hc.line_size as u64,
         page_size: hc.page_size.0,
         inner_colors: MachineInfo::inner_colors_of(&h),
+        llc_miss_penalty: MachineInfo::llc_miss_penalty_of(&m.timing),
+        page_move_cycles: MachineInfo::page_move_cycles_of(&m.timing, &m.memory, hc.page_size.0),
     })
 }
 

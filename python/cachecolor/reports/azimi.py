@@ -60,7 +60,10 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
                     "ipc_improvement_pct": 100.0 * (p["ipc"] / q["ipc"] - 1.0) if q["ipc"] else float("nan"),
                     f"llc_miss_rate_{b.policy}": q["llc_miss_rate"],
                     "llc_miss_rate_mrc_partition": p["llc_miss_rate"],
-                    "colors_first_allocation": (span[1] - span[0]) if span else None,
+                    # Allocations are in units of llc_colors_per_unit LLC colors (issue 19 defect 3).
+                    "colors_first_allocation": (span[1] - span[0]) * pr.get("llc_colors_per_unit", 1)
+                    if span
+                    else None,
                 }
             )
     out = [("mrc-partition: IPC against the baseline (Azimi Table 1)", pd.DataFrame(rows))]

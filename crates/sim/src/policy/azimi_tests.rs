@@ -31,10 +31,12 @@ fn run_paper_window(text: &str) -> SystemReport {
 }
 
 /// The config `run_paper_window` runs: `mrc-partition`, the ideal PMU (`config_for`), the
-/// window budget lifted.
+/// window budget lifted, and the partition applied whatever the decision
+/// (`always_partition`, the paper's behaviour; the decision is the default since issue 19).
 fn paper_window_config(text: &str) -> SystemConfig {
     let mut config = testing::config_for(text, "mrc-partition", None);
     config.policy.mrc_partition.max_window_overhead = 1.0;
+    config.policy.mrc_partition.always_partition = true;
     config
 }
 
@@ -248,4 +250,140 @@ fn bad_policy_parameters_are_rejected_with_their_field() {
         crate::config::from_toml::<SystemConfig>(&text).is_err(),
         "unknown keys are errors"
     );
+}
+
+/// Issue 19 defect 4's mixes (`mrc-partition/testdata/`): on the co-run machine, two
+/// cache-sensitive programs (768 + 384 KiB) and two that both fit (2 x 256 KiB).
+const TWO_SENSITIVE: &str = include_str!("mrc-partition/testdata/two-sensitive.toml");
+const TWO_FIT: &str = include_str!("mrc-partition/testdata/two-fit.toml");
+
+/// `paper_window_config` with the decision applied or not (`always_partition`).
+fn run_decided(text: &str, always_partition: bool) -> SystemReport {
+    let mut config = paper_window_config(text);
+    config.policy.mrc_partition.always_partition = always_partition;
+    let (s, r) = testing::run_config(&config, None);
+    assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
+    r
+}
+
+fn describe(name: &str, linux: &SystemReport, r: &SystemReport) {
+    for (l, m) in linux.processes.iter().zip(&r.processes) {
+        eprintln!(
+            "{name} {}: IPC {:.4} -> {:.4} ({:+.1}%), LLC misses {} -> {}, interrupts {}, recolors {}",
+            l.name,
+            l.ipc,
+            m.ipc,
+            100.0 * (m.ipc / l.ipc - 1.0),
+            l.llc_misses,
+            m.llc_misses,
+            m.kernel.interrupt.count,
+            m.recolors
+        );
+    }
+    eprintln!("{name} decisions {}", r.policy_report["decisions"]);
+}
+
+/// The cycles `r`'s process `i` ran beyond linux's that its own kernel work does not explain
+/// (the window's interrupts, page moves, scans), as a fraction of linux's cycles.
+fn unexplained_loss(linux: &SystemReport, r: &SystemReport, i: usize) -> f64 {
+    let (l, m) = (&linux.processes[i], &r.processes[i]);
+    (m.cycles - l.cycles - m.stalls.kernel) / l.cycles
+}
+
+/// Issue 19, defect 4: with the window the paper affords, `mrc-partition` partitioned both of
+/// the defect's mixes and lost to sharing (two cache-sensitive programs, two that fit). The
+/// decision keeps the cache shared: no page moves, the misses are linux's, and what is lost
+/// against linux is the window's own cost (the control: the same run with
+/// `always_partition = true`, the paper's behaviour, loses more).
+#[test]
+fn mrc_partition_keeps_the_cache_shared_on_the_mixes_that_gain_nothing() {
+    for (name, text) in [("two-sensitive", TWO_SENSITIVE), ("two-fit", TWO_FIT)] {
+        let linux = run_as(text, "linux");
+        let decided = run_decided(text, false);
+        let always = run_decided(text, true);
+        describe(&format!("{name} decided"), &linux, &decided);
+        describe(&format!("{name} always"), &linux, &always);
+        let d = &decided.policy_report["decisions"][0];
+        assert_eq!(d["applied"], "shared", "{name}: {d}");
+        assert_eq!(d["partition"], false, "{name}: {d}");
+        assert!(d["cycles_saved"].as_f64().unwrap() < d["cost_cycles"].as_f64().unwrap());
+        assert_eq!(
+            decided.policy_report["allocations"][0]["shared"], true,
+            "{name}"
+        );
+        let sum = |r: &SystemReport| r.processes.iter().map(|p| p.ipc).sum::<f64>();
+        assert!(
+            sum(&decided) > sum(&always),
+            "{name}: the control loses more"
+        );
+        for i in 0..linux.processes.len() {
+            assert_eq!(decided.processes[i].recolors, 0, "{name}");
+            // Shared, the misses are linux's, within the 5% by which the window's
+            // interrupts shift how the two programs' references interleave.
+            assert!(
+                decided.processes[i].llc_misses <= linux.processes[i].llc_misses * 105 / 100,
+                "{name}: {} vs {}",
+                decided.processes[i].llc_misses,
+                linux.processes[i].llc_misses
+            );
+            let loss = unexplained_loss(&linux, &decided, i);
+            eprintln!("{name} process {i}: loss beyond its kernel time {loss:.4}");
+            assert!(
+                loss < 0.01,
+                "{name} process {i}: {loss} beyond its kernel time"
+            );
+        }
+    }
+}
+
+/// Issue 19, defect 4, the other side: where the gain is clear the decision partitions. The
+/// co-run pair with the paper's window budget, the default window (50,000 misses, 12,500 of
+/// warm-up: long enough to see the sensitive program's reuse, docs/azimi.md) and runs four
+/// times as long (the paper's run billions of cycles): the first decision keeps the cache
+/// shared (the gain over the cycles run so far does not yet pay for the windows), it is
+/// retaken each tick (ski rental) and partitions once it does; the sensitive program gains.
+#[test]
+fn mrc_partition_partitions_when_the_gain_is_clear() {
+    let long = CORUN
+        .replace("window = 20000\nwarmup = 6000\n", "")
+        .replace("references = 1000000", "references = 4000000")
+        .replace("references = 250000", "references = 1000000")
+        .replace("footprint = \"16MiB\"", "footprint = \"64MiB\"");
+    assert_ne!(long, CORUN);
+    let linux = run_as(&long, "linux");
+    let r = run_decided(&long, false);
+    describe("corun x4, default window", &linux, &r);
+    let decisions = r.policy_report["decisions"].as_array().unwrap();
+    let applied = decisions
+        .iter()
+        .find(|d| d["applied"] == "partition")
+        .unwrap_or_else(|| panic!("never partitioned: {decisions:?}"));
+    assert!(applied["cycles_saved"].as_f64().unwrap() > applied["cost_cycles"].as_f64().unwrap());
+    let (ls, ms) = (process(&linux, "sensitive"), process(&r, "sensitive"));
+    let (lt, mt) = (process(&linux, "stream"), process(&r, "stream"));
+    eprintln!("decisions {decisions:?}");
+    assert!(ms.ipc > ls.ipc, "{} vs {}", ms.ipc, ls.ipc);
+    assert!(ms.llc_misses < ls.llc_misses);
+    assert!(
+        mt.ipc > (1.0 - STREAM_MARGIN) * lt.ipc,
+        "{} vs {}",
+        mt.ipc,
+        lt.ipc
+    );
+}
+
+/// The paper's co-run as `examples/azimi/corun.toml` writes it (a 20,000-miss window) is not
+/// partitioned by the decision: the window sees too little of the sensitive program's reuse,
+/// its curve stays at 0.43 misses per access with 15 colors, above the 0.28 the PMU measured
+/// while the cache was shared, so the predicted gain is negative. Documented (docs/azimi.md);
+/// the paper's result needs `always_partition = true`.
+#[test]
+fn mrc_partition_does_not_partition_the_short_window_corun() {
+    let r = run_decided(CORUN, false);
+    let d = &r.policy_report["decisions"][0];
+    let s = &d["processes"]["sensitive"];
+    eprintln!("corun decision {d}");
+    assert_eq!(d["applied"], "shared");
+    assert!(s["partitioned_miss_rate"].as_f64().unwrap() > s["shared_miss_rate"].as_f64().unwrap());
+    assert_eq!(s["measured"], true);
 }

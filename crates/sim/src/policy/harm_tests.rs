@@ -135,9 +135,11 @@ pin = [1]
 workload = { seed = 6, phases = [{ pattern = "sequential", references = 1_500_000, size = 128, icount = 2, footprint = "3MiB", base = 0x100000000 }] }
 "#;
     // The window bought as soon as it costs no more than the cycles run (the default 1%
-    // budget never affords it in a run this short).
+    // budget never affords it in a run this short), and the partition applied whatever the
+    // decision says (`always_partition`): this tests the partition's fallback.
     let r = run_with(text, "mrc-partition", |c| {
-        c.policy.mrc_partition.max_window_overhead = 1.0
+        c.policy.mrc_partition.max_window_overhead = 1.0;
+        c.policy.mrc_partition.always_partition = true;
     });
     let oom = r.policy_report["out_of_memory"].as_array().unwrap();
     eprintln!(
@@ -223,6 +225,8 @@ fn pollute_buffer_is_a_sixteenth_of_both_power5_caches() {
         line_size: l2.line_size() as u64,
         page_size: l2.page_size(),
         inner_colors: inner,
+        llc_miss_penalty: 0,
+        page_move_cycles: 0,
     };
     let buffer = PolluteEngine::buffer_colors(l3.colors() / 16, &m);
     eprintln!("buffer colors {:?}", buffer.iter().collect::<Vec<_>>());

@@ -261,6 +261,13 @@ pub struct MachineInfo {
     /// Colors compose through the frame number's low bits: a frame of LLC color `c` has color
     /// `c mod inner_colors` in that cache when `inner_colors` divides `colors`.
     pub inner_colors: u64,
+    /// Cycles one LLC miss stalls a core beyond an LLC hit: `(dram_latency - LLC latency) /
+    /// mlp`, the timing model's own charge (issue 19 defect 4: what a miss avoided saves).
+    pub llc_miss_penalty: u64,
+    /// Cycles one page move costs its process at least: `max(copy_cycles_per_page, the copy's
+    /// traffic at the memory's peak bandwidth)` plus a shootdown (issue 19 defect 4: what a
+    /// partition's page moves cost; `System::move_page` charges the same).
+    pub page_move_cycles: u64,
 }
 
 impl MachineInfo {
@@ -274,6 +281,32 @@ impl MachineInfo {
             .filter(|&c| c > 1)
             .min()
             .unwrap_or(1)
+    }
+
+    /// `llc_miss_penalty` of a timing model (see the field): the stall `Timing` charges a
+    /// read served by DRAM minus the one it charges an LLC hit.
+    pub fn llc_miss_penalty_of(t: &crate::timing::TimingConfig) -> u64 {
+        let llc = t.level_latency.last().copied().unwrap_or(0);
+        (f64::from(t.dram_latency.saturating_sub(llc)) / t.mlp.max(1.0)).round() as u64
+    }
+
+    /// `page_move_cycles` (see the field): a copy reads and writes a page; under the queued
+    /// memory it is done no sooner than the channels move those bytes (`System::move_page`).
+    pub fn page_move_cycles_of(
+        t: &crate::timing::TimingConfig,
+        memory: &crate::dram::DramConfig,
+        page_size: u64,
+    ) -> u64 {
+        let traffic = match memory.model {
+            crate::dram::DramModel::Queued => {
+                // GB/s over G cycles/s: bytes per cycle over all channels.
+                let bytes_per_cycle =
+                    f64::from(memory.channels) * memory.channel_gbps / memory.core_ghz;
+                (2.0 * page_size as f64 / bytes_per_cycle.max(1e-9)).ceil() as u64
+            }
+            crate::dram::DramModel::Fixed => 0,
+        };
+        t.copy_cycles_per_page.max(traffic) + t.shootdown_cycles
     }
 
     /// Cores per chip.

@@ -85,6 +85,10 @@ impl System {
                     line_size: hc.line_size as u64,
                     page_size,
                     inner_colors: policy::MachineInfo::inner_colors_of(&hierarchy),
+                    llc_miss_penalty: policy::MachineInfo::llc_miss_penalty_of(&m.timing),
+                    page_move_cycles: policy::MachineInfo::page_move_cycles_of(
+                        &m.timing, &m.memory, page_size,
+                    ),
                 };
                 policy::build(&config.policy, &machine)?
             }

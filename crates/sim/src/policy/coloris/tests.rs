@@ -12,6 +12,8 @@ fn machine() -> MachineInfo {
         line_size: 64,
         page_size: 4096,
         inner_colors: 1,
+        llc_miss_penalty: 0,
+        page_move_cycles: 0,
     }
 }
 

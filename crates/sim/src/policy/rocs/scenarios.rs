@@ -279,6 +279,8 @@ fn bad_pollute_settings_are_named_errors() {
         line_size: 128,
         page_size: 4096,
         inner_colors: 1,
+        llc_miss_penalty: 0,
+        page_move_cycles: 0,
     };
     let err = |policy: &str, table: &str, body: &str| {
         let text = format!("name = \"{policy}\"\n[{table}]\n{body}\n");

@@ -142,6 +142,8 @@ fn machine() -> MachineInfo {
         line_size: 64,
         page_size: PAGE,
         inner_colors: 1,
+        llc_miss_penalty: 0,
+        page_move_cycles: 0,
     }
 }
 

@@ -244,6 +244,8 @@ mod tests {
             chips,
             colors: 16,
             inner_colors: 1,
+            llc_miss_penalty: 0,
+            page_move_cycles: 0,
             llc_size: 1 << 19,
             llc_ways: 8,
             line_size: 128,

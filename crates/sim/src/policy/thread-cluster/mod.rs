@@ -617,6 +617,8 @@ mod tests {
             line_size: 64,
             page_size: 4096,
             inner_colors: 1,
+            llc_miss_penalty: 0,
+            page_move_cycles: 0,
         };
         let bad = |f: fn(&mut ThreadClusterConfig)| {
             let mut c = ThreadClusterConfig::default();
