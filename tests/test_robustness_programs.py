@@ -150,19 +150,19 @@ CLAIMED_GAIN = [
         for config in ("pair-stream-lookup", "pair-lookup-stream")
         for policy, mark in (
             ("rocs", xfail(
-                "rocs harms the lookup (the lead's, issue 19 defect 8). Stream first: the lookup "
-                "is not targeted (0 interrupts) yet runs at 0.920-0.949 x linux, sum 0.932-0.956 "
-                "(seed 2: +1.76 M bandwidth-stall cycles queued behind the stream's 767 page "
-                "copies into the buffer, +0.45 M kernel cycles for its own 8 pages moved off the "
-                "pollute color, +0.5 M DRAM stalls, on 38.8 M). Lookup first: rocs targets the "
-                "lookup too and its search moves the whole table into the buffer 3 pages a step, "
-                "IPC 0.54 -> 0.05, before choosing 0 pages and restoring it: 0.455 x linux on "
-                "seeds 1, 3 and 5, sum 0.495-0.949. rocs+control 0.978-1.009")),
+                "rocs gains on the stream but costs the lookup more in the summed IPC (the "
+                "lookup's IPC is 0.5, the stream's 0.03). After the search's fixes (significance, "
+                "budget, colors taken when a search begins; docs/rocs.md), seed 1: stream first "
+                "1.0632 / 0.9692 (sum 0.9756), lookup first 0.9560 / 1.0716 (sum 0.9638). Before "
+                "them the lookup-first run fell to 0.455 x linux (its table searched into the "
+                "buffer). The lookup is not targeted when it runs second; it waits behind the "
+                "stream's page copies for memory bandwidth")),
             ("global-pollute", []),
             ("mrc-partition", xfail(
                 "mrc-partition as of 2026-11-24 affords no profiling window in a run this short "
                 "(docs/azimi.md 'Doing no harm'), so it never partitions: 1.0000 x linux on "
-                "every seed; its decision rule is being changed in parallel (branch mrcgain)",
+                "every seed; the net-gain rule (always_partition = false, docs/azimi.md) would "
+                "only decide after a window",
                 strict=False)),
             ("coloris", xfail(
                 "coloris (colorisqos's) splits the L2 8/8 at the start; the lookup ends after "
