@@ -71,3 +71,42 @@ def test_evaluate_bad_input_is_one_line_and_exit_2(tmp_path, args, says):
     r = _evaluate(tmp_path, *args)
     assert r.returncode == 2
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_evaluate_prefix_of_a_trace_with_pcs_drops_them(tmp_path, monkeypatch):
+    # Bug: once the suite's traces were native v3 (a `pc` column), every program was skipped
+    # ("unknown record column 'pc'") and the evaluation ran 0 groups, then failed with an
+    # AttributeError. The prefix keeps every column the simulator reads and drops the PCs.
+    import cachecolor.traces as traces
+    from cachecolor.evaluate import prefix_trace
+
+    src = tmp_path / "src.cctrace"
+    write_trace(src, np.arange(1000, dtype=np.uint64) * 64)
+    real = traces.read_trace
+
+    def with_pcs(path, **kw):
+        frame = real(path, **kw)
+        frame["pc"] = np.arange(len(frame), dtype=np.uint64) + 0x400000
+        return frame
+
+    monkeypatch.setattr(traces, "read_trace", with_pcs)
+    dest = prefix_trace(src, tmp_path / "out" / "prefix.cctrace", 300)
+    back = real(dest)
+    assert len(back) == 300 and (back["addr"].to_numpy() == np.arange(300) * 64).all()
+    # write_trace names what it cannot write instead of a bare "unknown column".
+    with pytest.raises(ValueError, match="column 'pc'.*drop it first"):
+        write_trace(tmp_path / "x.cctrace", with_pcs(src))
+
+
+def test_evaluate_with_no_program_traced_is_one_line_and_exit_2(tmp_path):
+    # Bug: every program skipped gave "0 groups" and then an AttributeError.
+    cache = tmp_path / "cache"
+    (cache / "workloads" / "xz").mkdir(parents=True)
+    (cache / "workloads" / "xz" / "trace.cctrace").write_bytes(b"not a trace")
+    (cache / "workloads" / "xz" / "meta.json").write_text(json.dumps({"name": "xz"}))
+    env = {"CACHECOLOR_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "cachecolor", "evaluate", "--out", str(tmp_path / "out"), "--quiet",
+                        "--workers", "1", "--programs", "xz", "--pairs", "--quads"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2, r.stderr
+    assert "no group can run" in r.stderr and "Traceback" not in r.stderr

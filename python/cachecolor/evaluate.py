@@ -79,6 +79,10 @@ def prefix_trace(src: Path, dest: Path, records: int) -> Path:
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         frame = read_trace(src, limit=records)
+        # The simulator reads no instruction addresses: the prefix drops a v3 trace's `pc`
+        # column (`write_trace` writes none; bug: every program was skipped with "unknown
+        # record column 'pc'" once the suite's traces carried PCs).
+        frame = frame.drop(columns=["pc"], errors="ignore")
         tmp = dest.with_suffix(".tmp")
         write_trace(tmp, frame, metadata=json.dumps({"prefix_of": str(src), "records": int(len(frame))}))
         tmp.replace(dest)
@@ -271,6 +275,11 @@ def evaluate(args: argparse.Namespace) -> int:
             print(f"{name}: SKIPPED: {e}", file=sys.stderr)
     gs = [g for g in groups([p for p in programs if p in traces], args.pairs, args.quads)
           if all(p in traces for p in g.programs)]
+    if not gs:
+        raise EvaluationError(
+            f"no group can run: no trace of {', '.join(sorted(set(wanted) - set(traces))) or 'any program'} "
+            "(each program's error is above)"
+        )
     points: list[Point] = []
     where: dict[int, tuple[Group, str, int, str]] = {}
     cfg_dir = out / "configs"

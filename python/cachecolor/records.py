@@ -115,6 +115,11 @@ def to_columns(records: Any, **extra: Any) -> dict[str, np.ndarray]:
         keys = list(records.keys())
         for k in keys:
             name = {"address": "addr", "addresses": "addr"}.get(k, k)
+            if name == "pc":
+                raise ValueError(
+                    "column 'pc' (a v3 trace's instruction addresses, from read_trace) cannot be "
+                    "written yet: drop it first (frame.drop(columns='pc'))"
+                )
             if name not in COLUMNS:
                 raise ValueError(f"unknown record column {k!r}: expected some of {', '.join(COLUMNS)}")
             cols[name] = records[k]
