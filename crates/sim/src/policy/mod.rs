@@ -299,10 +299,7 @@ impl MachineInfo {
     ) -> u64 {
         let traffic = match memory.model {
             crate::dram::DramModel::Queued => {
-                // GB/s over G cycles/s: bytes per cycle over all channels.
-                let bytes_per_cycle =
-                    f64::from(memory.channels) * memory.channel_gbps / memory.core_ghz;
-                (2.0 * page_size as f64 / bytes_per_cycle.max(1e-9)).ceil() as u64
+                (2.0 * page_size as f64 / memory.peak_bytes_per_cycle().max(1e-9)).ceil() as u64
             }
             crate::dram::DramModel::Fixed => 0,
         };

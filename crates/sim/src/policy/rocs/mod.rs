@@ -399,8 +399,6 @@ struct Unit {
     mapped: u64,
     best: f64,
     best_n: u64,
-    /// Ticks the baseline's IPC was measured over.
-    base_ticks: u32,
     /// The current measurement's per-tick IPCs.
     tick_ipcs: Vec<f64>,
     /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
@@ -419,6 +417,20 @@ struct Unit {
     searches: Vec<SearchLog>,
     profiles: u32,
     phase_changes: u32,
+}
+
+impl Unit {
+    /// Eager recolor of page `vpn` of `pid` into `colors`, its cost (the kernel's own
+    /// accounting) added to the unit's moves; whether the page moved.
+    fn move_page(&mut self, k: &mut dyn Kernel, pid: usize, vpn: u64, colors: &ColorSet) -> bool {
+        let before = k.policy_cycles(pid);
+        let moved = matches!(k.recolor(pid, vpn, colors), Ok(Some(_)));
+        if moved {
+            self.moves += 1;
+            self.move_cost += k.policy_cycles(pid).saturating_sub(before);
+        }
+        moved
+    }
 }
 
 /// Which events a variant samples and how it groups processes.
@@ -653,7 +665,6 @@ impl PolluteEngine {
             mapped: 0,
             best: 0.0,
             best_n: 0,
-            base_ticks: 0,
             tick_ipcs: Vec::new(),
             noise_ss: 0.0,
             noise_df: 0,
@@ -882,7 +893,6 @@ impl PolluteEngine {
                 });
                 unit.mapped = 0;
                 unit.best_n = 0;
-                unit.base_ticks = 0;
                 unit.tick_ipcs.clear();
                 unit.noise_ss = 0.0;
                 unit.noise_df = 0;
@@ -955,7 +965,6 @@ impl PolluteEngine {
                     log.baseline_ipc = perf;
                     unit.best = perf;
                     unit.best_n = 0;
-                    unit.base_ticks = ticks;
                 } else {
                     // Algorithm 1 keeps the best configuration. A step counts only when it beats
                     // the baseline (nothing mapped) by `significance` standard errors of the
@@ -963,7 +972,7 @@ impl PolluteEngine {
                     // the best (ties keep the fewer pages, the minimal set). Against the
                     // baseline, not the best so far: a gain that grows step by step (swim's
                     // page walks) is many small steps, none significant over its neighbour.
-                    let se = sd * (1.0 / ticks as f64 + 1.0 / unit.base_ticks.max(1) as f64).sqrt();
+                    let se = sd * (1.0 / ticks as f64 + 1.0 / cfg.baseline_ticks as f64).sqrt();
                     let significant = perf - log.baseline_ipc > cfg.significance * se;
                     let better = significant && perf > unit.best;
                     log.steps.push(Step {
@@ -1116,11 +1125,8 @@ impl PolluteEngine {
                 }
             }
             let (pid, vpn) = unit.stack[unit.mapped as usize];
-            let before = k.policy_cycles(pid);
-            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.pollute) {
+            if unit.move_page(k, pid, vpn, &self.pollute) {
                 self.to_buffer += 1;
-                unit.moves += 1;
-                unit.move_cost += k.policy_cycles(pid).saturating_sub(before);
             }
             unit.mapped += 1;
         }
@@ -1130,13 +1136,11 @@ impl PolluteEngine {
     /// was reserved when the pages went in).
     fn unmap_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
         let unit = &mut self.units[u];
-        for &(pid, vpn) in &unit.stack[n as usize..unit.mapped as usize] {
+        for i in n..unit.mapped {
+            let (pid, vpn) = unit.stack[i as usize];
             // Out to the colors the buffer is not on (it is reserved while pages leave it).
-            let before = k.policy_cycles(pid);
-            if let Ok(Some(_)) = k.recolor(pid, vpn, &self.normal) {
+            if unit.move_page(k, pid, vpn, &self.normal) {
                 self.restored += 1;
-                unit.moves += 1;
-                unit.move_cost += k.policy_cycles(pid).saturating_sub(before);
             }
         }
         unit.mapped = n;
