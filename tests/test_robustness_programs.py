@@ -164,15 +164,10 @@ CLAIMED_GAIN = [
                 "every seed; the net-gain rule (always_partition = false, docs/azimi.md) would "
                 "only decide after a window",
                 strict=False)),
-            ("coloris", xfail(
-                "coloris (colorisqos's) splits the L2 8/8 at the start; the lookup ends after "
-                "about 40 M cycles, its 8 colors are never given back (report 'returned': []), "
-                "and the stream runs its other ~380 M cycles in half the cache, where its own "
-                "256 KiB table no longer fits beside the stream (L2 miss rate 0.67 -> 0.80): the "
-                "stream at 0.841-0.878 x linux, the lookup 1.004-1.064, the sum 0.993-0.997 on "
-                "2 of 5 seeds (stream first) and 4 of 5 (lookup first), 1.012-1.049 on the "
-                "others. No MONITOR call moved a color (its own warning); coloris+control is "
-                "identical")),
+            # Was an expected failure until coloris gave an exited process's colors to the next
+            # hot process (issue 19; COLORIS 3.2 "isCold is set when extra page colors are
+            # available"): the stream then ran its other ~380 M cycles in half the cache.
+            ("coloris", []),
         )
     ],
 ]
