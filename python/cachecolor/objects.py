@@ -1,0 +1,381 @@
+"""Per data object: reuse, the pollute buffer's candidates and its predicted effect, misses over
+time (issue 22, item 2; ``cachecolor annotate --objects``, ``annotate(..., by="object")``).
+
+``annotate_objects`` (annotate.py) gives an object's accesses and misses at each data level. This
+module adds what ROCS (Soares, Tam and Stumm, MICRO 2008, ``papers/000``) reasons with:
+
+- **Reuse** (ROCS 3.2.1: a page's miss rate is "an inverse measure of the probability of reusing a
+  cache block of the page"): measured directly, not inferred from misses. Every reference's exact
+  LRU stack distance in lines (fully associative, Mattson et al.; ``_core.object_reuse`` runs
+  ``analysis::stack::LruStack`` over the whole stream, instructions included since they share a
+  unified last level) is kept per object for its data references that reach the last data level
+  ``L`` (ROCS 3.1's population: its samples are L1D misses with the level that served them; the
+  hits in an L1 are spatial reuse the LLC never sees). ``L_references`` counts them,
+  ``cold_share`` is the share that are first references, ``reuse_within_L`` the share whose
+  distance is at most ``L``'s lines (those a fully associative LRU cache of its size would hit)
+  and ``median_reuse_lines`` the median distance of the others (the reused ones): a polluter is
+  all cold or reused far beyond ``L``; a victim is reused at a distance the polluter inflates.
+- **The pollute buffer's candidates** (ROCS 5.2 and Algorithm 1, as ``policy/rocs`` implements
+  them): the miss-rate stack is every page whose data references reach the last level, highest
+  miss rate there first (ties: more accesses, then address). The search maps ``step`` more pages
+  from the top per step (default a sixteenth of the stack), keeps the best step, and stops
+  ``min_pages`` from the bottom. ROCS measures each step's IPC on the running program; here each
+  step is a re-run of the trace with those pages placed in the buffer's colors by the simulator's
+  ``color-pool`` allocator (``_core.placed_page_tallies``), and the measure is the total misses at
+  the last level (a cache-only run has no IPC; fewer misses is what the buffer is for). A step is
+  the best only if it has strictly fewer misses than the best so far, so ties keep the fewer
+  pages. A profile with no hit at the last level is not searched (as ``rocs`` since issue 19:
+  nothing reused to protect).
+- **The predicted effect**, per object, from three placements of the same allocator: ``shared``
+  (every page may use every color: before), ``reserved`` (the buffer's colors out of use and
+  empty: the control, what reserving the buffer alone does) and ``buffered`` (the chosen pages in
+  the buffer's colors, the rest in the others: after). The buffer is the last level's last
+  ``buffer_colors`` colors (default a sixteenth of its colors, at least one: ROCS 6).
+- **Misses over time**: each object's misses at each data level per interval of records.
+
+Where the objects come from: a list of ``(start, end, name, kind)`` address ranges (``end``
+exclusive). ``ranges=None`` takes the program's global and static data by symbol
+(``symbol_ranges``; a binary linked at a fixed address); a memory map (mappings, libraries, heap
+allocation sites) gives the same list. A 4 KiB page belongs to the range covering most of it
+(at least half), as in ``annotate_objects``; the rest is one row, ``OTHER``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _core
+from .annotate import AnnotateError, _data_symbols, _elf_text, _levels, _path, _trace_header, annotate_objects
+from .config import ConfigSource, load_config
+from .simulation import Progress, _wrap_progress
+from .traces import trace_info
+
+#: An object's address range: (start, end exclusive, name, kind).
+ObjectRange = tuple[int, int, str, str]
+#: The row of every data page no range covers (``annotate_objects`` uses the same label).
+OTHER = "(heap, stack or other: no memory map)"
+PAGE_SHIFT = 12
+
+
+def symbol_ranges(binary: os.PathLike | str) -> list[ObjectRange]:
+    """The global and static data objects of ``binary`` (``nm -S``) as ranges of kind ``global``;
+    none unless it is linked at a fixed address (its symbols' addresses are then its run-time
+    ones)."""
+    path = Path(binary)
+    kind, _ = _elf_text(path)
+    if kind != "exec":
+        return []
+    return [(lo, hi, name, "global") for lo, hi, name in _data_symbols(path)]
+
+
+def default_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] = None) -> list[ObjectRange]:
+    """The objects of ``trace`` when none are given: the symbols of ``binary`` or of the program
+    its metadata names."""
+    program = binary or _trace_header(trace)["metadata"].get("program")
+    return symbol_ranges(program) if program else []
+
+
+def page_owners(ranges: Sequence[ObjectRange]) -> tuple[np.ndarray, np.ndarray]:
+    """(vpns, object index) for every 4 KiB page at least half covered by one range of
+    ``ranges``; a page two ranges half cover goes to the later one (``annotate_objects``' rule)."""
+    best: dict[int, tuple[int, int]] = {}
+    half = 1 << (PAGE_SHIFT - 1)
+    for i, (lo, hi, _name, _kind) in enumerate(ranges):
+        if hi <= lo:
+            continue
+        for pg in range(lo >> PAGE_SHIFT, ((hi - 1) >> PAGE_SHIFT) + 1):
+            cover = min(hi, (pg + 1) << PAGE_SHIFT) - max(lo, pg << PAGE_SHIFT)
+            if cover >= half and cover >= best.get(pg, (0, -1))[0]:
+                best[pg] = (cover, i)
+    vpns = np.fromiter(best.keys(), dtype=np.uint64, count=len(best))
+    ids = np.fromiter((v[1] for v in best.values()), dtype=np.uint64, count=len(best))
+    return vpns, ids
+
+
+def _names(ranges: Sequence[ObjectRange]) -> list[str]:
+    return [r[2] for r in ranges] + [OTHER]
+
+
+def object_reuse(
+    trace: os.PathLike | str,
+    config: ConfigSource,
+    ranges: Optional[Sequence[ObjectRange]] = None,
+    *,
+    binary: Optional[os.PathLike | str] = None,
+    intervals: int = 50,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> tuple[Any, Any]:
+    """(reuse per object, misses per object over time) of ``trace`` on ``config``'s hierarchy.
+
+    The first frame has one row per object whose data references reach the last data level
+    ``L``: ``object``, ``L_references`` (those references), ``cold_share`` (first references),
+    ``reuse_within_L`` (the share whose LRU stack distance is at most ``L``'s lines) and
+    ``median_reuse_lines`` (median stack distance of the reused ones, NaN without any). The
+    second has one row per object and
+    interval (``intervals`` of equal length): ``object``, ``interval``, ``first_record`` and per
+    data level ``L``: ``L_misses``."""
+    import pandas as pd
+
+    if intervals < 1:
+        raise ValueError(f"intervals={intervals}: give at least 1")
+    cfg = load_config(config)
+    ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
+    names = _names(ranges)
+    vpns, ids = page_owners(ranges)
+    records = int(trace_info(trace)["records"])
+    every = max(1, -(-records // intervals))
+    levels = _levels(cfg)
+    path = _path(levels, 0)
+    raw = _core.object_reuse(json.dumps(cfg), os.fspath(trace), vpns.astype("<u8").tobytes(),
+                             ids.astype("<u8").tobytes(), len(ranges), every, path[-1], _wrap_progress(progress))
+    level_names = [levels[i]["name"] for i in path]
+    llc_lines = int(raw["level_lines"][path[-1]])
+    obj = np.frombuffer(raw["dist_object"], dtype="<u8").astype(np.int64)
+    dist = np.frombuffer(raw["dist_value"], dtype="<u8").astype(np.int64)
+    cnt = np.frombuffer(raw["dist_count"], dtype="<u8").astype(np.int64)
+    rows = []
+    for o in np.unique(obj):
+        sel = obj == o
+        d, c = dist[sel], cnt[sel]
+        total = int(c.sum())
+        reuse = d > 0
+        rows.append({
+            "object": names[o],
+            f"{level_names[-1]}_references": total,
+            "cold_share": float(c[~reuse].sum()) / total,
+            f"reuse_within_{level_names[-1]}": float(c[reuse & (d <= llc_lines)].sum()) / total,
+            "median_reuse_lines": _weighted_median(d[reuse], c[reuse]),
+        })
+    reuse_frame = pd.DataFrame(rows, columns=["object", f"{level_names[-1]}_references", "cold_share",
+                                              f"reuse_within_{level_names[-1]}", "median_reuse_lines"])
+    n_slots = int(raw["levels"]) + 1
+    s_obj = np.frombuffer(raw["series_object"], dtype="<u8").astype(np.int64)
+    s_int = np.frombuffer(raw["series_interval"], dtype="<u8").astype(np.int64)
+    s_cnt = np.frombuffer(raw["series_counts"], dtype="<u8").reshape(-1, n_slots).astype(np.int64)
+    cols: dict[str, Any] = {"object": [names[o] for o in s_obj], "interval": s_int, "first_record": s_int * every}
+    total = s_cnt.sum(axis=1)
+    for k, li in enumerate(path):
+        cols[f"{level_names[k]}_misses"] = total - s_cnt[:, path[: k + 1]].sum(axis=1)
+    series = pd.DataFrame(cols)
+    # Every object at every interval (0 where it had no reference), so a plot shows the gaps.
+    n_int = int(raw["intervals"])
+    grid = pd.MultiIndex.from_product([pd.unique(series["object"]), range(n_int)], names=["object", "interval"])
+    series = series.set_index(["object", "interval"]).reindex(grid, fill_value=0).reset_index()
+    series["first_record"] = series["interval"] * every
+    series.attrs.update(interval_records=every, records=int(raw["records"]), levels=level_names)
+    reuse_frame.attrs.update(llc_lines=llc_lines, level=level_names[-1])
+    return reuse_frame, series
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The lower median of ``values`` each repeated ``weights`` times (NaN when empty)."""
+    if len(values) == 0 or weights.sum() == 0:
+        return float("nan")
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], np.cumsum(weights[order])
+    return float(v[np.searchsorted(w, (w[-1] + 1) // 2)])
+
+
+def _page_llc(raw: dict[str, Any], path: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vpns, accesses reaching the last data level, misses there) of a page tally."""
+    n_slots = int(raw["levels"]) + 1
+    pages = np.frombuffer(raw["page"], dtype="<u8")
+    counts = np.frombuffer(raw["page_counts"], dtype="<u8").reshape(-1, n_slots).astype(np.int64)
+    total = counts.sum(axis=1)
+    reach = total - counts[:, list(path[:-1])].sum(axis=1)
+    return pages, reach, reach - counts[:, path[-1]]
+
+
+def pollute_search(
+    trace: os.PathLike | str,
+    config: ConfigSource,
+    ranges: Optional[Sequence[ObjectRange]] = None,
+    *,
+    binary: Optional[os.PathLike | str] = None,
+    buffer_colors: Optional[int] = None,
+    step_pages: int = 0,
+    min_pages: int = 0,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The pages and objects ROCS's search would put in the pollute buffer, and what that does to
+    every object's misses at the last data level ``L`` (see the module's text for the method).
+
+    Returns (per object, search): the frame has ``object``, ``profiled_pages`` (pages reaching
+    ``L``), ``pollute_pages`` (of those, chosen for the buffer), ``pollute`` (at least half of its
+    profiled pages chosen), ``L_miss_rate_profile`` (in the shared run) and ``L_misses_shared``,
+    ``L_misses_reserved``, ``L_misses_buffered``. ``search`` has ``colors``, ``buffer_colors``,
+    ``stack_pages``, ``step_pages``, ``steps`` (``pages``, ``misses``), ``chosen``, ``skipped``
+    (why no search ran, else None) and ``pages`` (the chosen vpns, top of the stack first)."""
+    import pandas as pd
+
+    cfg = load_config(config)
+    ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
+    names = _names(ranges)
+    vpns, ids = page_owners(ranges)
+    owner = dict(zip(vpns.tolist(), ids.tolist()))
+    path = _path(_levels(cfg), 0)
+    llc = _levels(cfg)[path[-1]]["name"]
+    cfg_json = json.dumps(cfg)
+    wrap = _wrap_progress(progress)
+
+    def run(mode: str, pages: Sequence[int] = (), colors: int = 1) -> dict[str, Any]:
+        return _core.placed_page_tallies(cfg_json, os.fspath(trace), np.asarray(pages, dtype="<u8").tobytes(),
+                                         colors, mode, progress=wrap)
+
+    shared = run("shared", colors=max(1, int(buffer_colors or 1)))
+    colors = int(shared["colors"])
+    if buffer_colors is None:
+        buffer_colors = max(1, colors // 16)
+    if not 1 <= buffer_colors < colors:
+        raise ValueError(f"buffer_colors={buffer_colors}: {llc} has {colors} colors of 4 KiB pages; the buffer "
+                         f"takes 1 to {colors - 1} of them")
+    pages, reach, miss = _page_llc(shared, path)
+    prof = reach > 0
+    # ROCS 5.2: the miss-rate stack, highest miss rate first (ties: more accesses, then page).
+    rate = np.where(prof, miss / np.where(prof, reach, 1), 0.0)
+    order = sorted(np.flatnonzero(prof).tolist(), key=lambda i: (-rate[i], -reach[i], int(pages[i])))
+    stack = [int(pages[i]) for i in order]
+    step = step_pages if step_pages > 0 else max(1, -(-len(stack) // 16))
+    limit = max(0, len(stack) - min_pages)
+    search: dict[str, Any] = {"colors": colors, "buffer_colors": buffer_colors, "stack_pages": len(stack),
+                              "step_pages": step, "min_pages": min_pages, "steps": [], "chosen": 0,
+                              "skipped": None, "pages": [], "level": llc}
+    reserved = run("reserved", colors=buffer_colors)
+    best_raw = reserved
+    if len(stack) <= min_pages:
+        search["skipped"] = f"the stack has {len(stack)} pages, no more than min_pages"
+    elif (miss[prof] == reach[prof]).all():
+        search["skipped"] = f"no reference hit in {llc}: nothing reused to protect"
+    else:
+        base = int(_page_llc(reserved, path)[2].sum())
+        search["steps"].append({"pages": 0, "misses": base})
+        best, best_n, n = base, 0, 0
+        while n < limit:
+            n = min(n + step, limit)
+            raw = run("confined", stack[:n], buffer_colors)
+            m = int(_page_llc(raw, path)[2].sum())
+            search["steps"].append({"pages": n, "misses": m})
+            if m < best:  # strictly better: ties keep the fewer pages (Algorithm 1's `>`)
+                best, best_n, best_raw = m, n, raw
+        search["chosen"] = best_n
+        search["pages"] = stack[:best_n]
+
+    def per_object(raw: dict[str, Any]) -> dict[str, int]:
+        pg, _r, m = _page_llc(raw, path)
+        out: dict[str, int] = {}
+        for p, v in zip(pg.tolist(), m.tolist()):
+            name = names[owner.get(p, len(ranges))]
+            out[name] = out.get(name, 0) + int(v)
+        return out
+
+    chosen = set(search["pages"])
+    prof_pages: dict[str, int] = {}
+    buf_pages: dict[str, int] = {}
+    reach_by: dict[str, int] = {}
+    miss_by: dict[str, int] = {}
+    for i in np.flatnonzero(prof).tolist():
+        p = int(pages[i])
+        name = names[owner.get(p, len(ranges))]
+        prof_pages[name] = prof_pages.get(name, 0) + 1
+        buf_pages[name] = buf_pages.get(name, 0) + (p in chosen)
+        reach_by[name] = reach_by.get(name, 0) + int(reach[i])
+        miss_by[name] = miss_by.get(name, 0) + int(miss[i])
+    before, control, after = per_object(shared), per_object(reserved), per_object(best_raw)
+    objs = sorted(set(before) | set(prof_pages), key=lambda o: -before.get(o, 0))
+    frame = pd.DataFrame({
+        "object": objs,
+        "profiled_pages": [prof_pages.get(o, 0) for o in objs],
+        "pollute_pages": [buf_pages.get(o, 0) for o in objs],
+        "pollute": [prof_pages.get(o, 0) > 0 and 2 * buf_pages.get(o, 0) >= prof_pages[o] for o in objs],
+        f"{llc}_miss_rate_profile": [miss_by.get(o, 0) / reach_by[o] if reach_by.get(o) else 0.0 for o in objs],
+        f"{llc}_misses_shared": [before.get(o, 0) for o in objs],
+        f"{llc}_misses_reserved": [control.get(o, 0) for o in objs],
+        f"{llc}_misses_buffered": [after.get(o, 0) for o in objs],
+    })
+    return frame, search
+
+
+def object_report(
+    trace: os.PathLike | str,
+    config: ConfigSource,
+    *,
+    binary: Optional[os.PathLike | str] = None,
+    ranges: Optional[Sequence[ObjectRange]] = None,
+    search: bool = True,
+    intervals: int = 50,
+    buffer_colors: Optional[int] = None,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> Any:
+    """``annotate_objects``' frame with the reuse columns of ``object_reuse`` and (``search``)
+    the pollute-buffer columns of ``pollute_search``, one row per object. ``frame.attrs`` adds
+    ``series`` (misses per object over time, as a dict of lists: ``series_frame`` makes it a
+    DataFrame) and ``pollute_search`` (the search's log)."""
+    import pandas as pd
+
+    base = annotate_objects(trace, config, binary=binary, progress=progress)
+    if ranges is None:
+        ranges = default_ranges(trace, binary)
+    reuse, series = object_reuse(trace, config, ranges, intervals=intervals, progress=progress)
+    frame = base.merge(reuse, on="object", how="left")
+    attrs = dict(base.attrs)
+    if search:
+        pollute, log = pollute_search(trace, config, ranges, buffer_colors=buffer_colors, progress=progress)
+        frame = frame.merge(pollute, on="object", how="left")
+        for c in ("profiled_pages", "pollute_pages") + tuple(c for c in pollute.columns if "_misses_" in c):
+            frame[c] = frame[c].fillna(0).astype(np.int64)
+        frame["pollute"] = frame["pollute"].astype("boolean").fillna(False).astype(bool)
+        attrs["pollute_search"] = log
+    attrs["series"] = {**series.to_dict("list"), "interval_records": series.attrs["interval_records"]}
+    attrs["reuse_level_lines"] = reuse.attrs["llc_lines"]
+    frame.attrs.update(attrs)
+    return frame
+
+
+def series_frame(report: Any) -> Any:
+    """The misses per object over time of an ``object_report`` frame, as a DataFrame."""
+    import pandas as pd
+
+    s = dict(report.attrs["series"])
+    every = s.pop("interval_records")
+    out = pd.DataFrame(s)
+    out.attrs["interval_records"] = every
+    return out
+
+
+def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8) -> None:
+    """A PNG (or the path's format) of each object's misses per interval at every data level, the
+    ``top`` objects with the most misses at the last level, one panel per level."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ._output import save_figure
+
+    series = series_frame(report)
+    levels = [c[: -len("_misses")] for c in series.columns if c.endswith("_misses")]
+    last = f"{levels[-1]}_misses"
+    order = series.groupby("object")[last].sum().sort_values(ascending=False).index[:top]
+    fig, axes = plt.subplots(len(levels), 1, figsize=(8, 2.6 * len(levels) + 0.8), sharex=True, squeeze=False)
+    every = series.attrs["interval_records"]
+    for ax, lv in zip(axes[:, 0], levels):
+        for obj in order:
+            s = series[series["object"] == obj].sort_values("interval")
+            ax.plot(s["first_record"] / 1e6, s[f"{lv}_misses"], marker=".", label=str(obj))
+        ax.set_ylabel(f"{lv} misses\nper {every:,} records")
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=8, loc="best")
+    axes[-1, 0].set_xlabel("records (millions)")
+    binary = report.attrs.get("binary")
+    axes[0, 0].set_title(f"misses per data object over time{f' ({Path(binary).name})' if binary else ''}")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+
+
+__all__ = ["OTHER", "ObjectRange", "AnnotateError", "default_ranges", "object_report", "object_reuse",
+           "page_owners", "plot_misses_over_time", "pollute_search", "series_frame", "symbol_ranges"]
