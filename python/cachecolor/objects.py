@@ -377,5 +377,41 @@ def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8)
     plt.close(fig)
 
 
-__all__ = ["OTHER", "ObjectRange", "AnnotateError", "default_ranges", "object_report", "object_reuse",
+def format_report(frame: Any, top: int = 20) -> str:
+    """The text report of an ``object_report`` frame: accesses and misses, reuse, the pollute
+    buffer's candidates and their predicted effect."""
+    levels = frame.attrs.get("levels", [])
+    last = levels[-1] if levels else "LL"
+    rate = {c: (lambda v: f"{v:.4f}") for c in frame.columns if c.endswith(("_miss_rate", "_share", "_profile"))
+            or c.startswith("reuse_within_")}
+    shown = frame.head(top)
+    base = ["object", "start", "size", "reads", "writes"] + [
+        c for lv in levels for c in (f"{lv}_accesses", f"{lv}_misses", f"{lv}_miss_rate")]
+    out = [shown[[c for c in base if c in shown.columns]].to_string(
+        index=False, formatters={"start": hex, **rate})]
+    reuse = ["object", f"{last}_references", "cold_share", f"reuse_within_{last}", "median_reuse_lines"]
+    lines = frame.attrs.get("reuse_level_lines")
+    out.append(f"\nreuse of the references reaching {last} (exact LRU stack distances in lines; "
+               f"{last} holds {lines:,} lines):")
+    out.append(shown[[c for c in reuse if c in shown.columns]].to_string(
+        index=False, formatters={**rate, "median_reuse_lines": lambda v: "-" if v != v else f"{int(v):,}"}))
+    log = frame.attrs.get("pollute_search")
+    if log is not None:
+        cols = ["object", "profiled_pages", "pollute_pages", "pollute", f"{last}_miss_rate_profile",
+                f"{last}_misses_shared", f"{last}_misses_reserved", f"{last}_misses_buffered"]
+        out.append(f"\nthe ROCS search (Algorithm 1 on {last}'s miss-rate stack; a pollute buffer of "
+                   f"{log['buffer_colors']} of {log['colors']} colors): {log['stack_pages']:,} pages in the stack, "
+                   f"step {log['step_pages']:,}, "
+                   + (f"not searched: {log['skipped']}" if log["skipped"] else
+                      f"{log['chosen']:,} pages chosen ({last} misses {log['steps'][0]['misses']:,} with the buffer "
+                      f"reserved and empty -> {min(s['misses'] for s in log['steps']):,})"))
+        cand = frame.loc[frame["pollute"], "object"].tolist()
+        out.append("pollute buffer candidates: " + (", ".join(map(str, cand)) if cand else "none"))
+        out.append(f"predicted {last} misses per object: shared = every page any color (before); reserved = the "
+                   "buffer's colors left empty (the control); buffered = the chosen pages in the buffer (after)")
+        out.append(shown[[c for c in cols if c in shown.columns]].to_string(index=False, formatters=rate))
+    return "\n".join(out)
+
+
+__all__ = ["OTHER", "ObjectRange", "AnnotateError", "default_ranges", "format_report", "object_report", "object_reuse",
            "page_owners", "plot_misses_over_time", "pollute_search", "series_frame", "symbol_ranges"]
