@@ -360,7 +360,7 @@ def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8)
     levels = [c[: -len("_misses")] for c in series.columns if c.endswith("_misses")]
     last = f"{levels[-1]}_misses"
     order = series.groupby("object")[last].sum().sort_values(ascending=False).index[:top]
-    fig, axes = plt.subplots(len(levels), 1, figsize=(8, 2.6 * len(levels) + 0.8), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(levels), 1, figsize=(10, 2.6 * len(levels) + 0.8), sharex=True, squeeze=False)
     every = series.attrs["interval_records"]
     for ax, lv in zip(axes[:, 0], levels):
         for obj in order:
@@ -368,7 +368,8 @@ def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8)
             ax.plot(s["first_record"] / 1e6, s[f"{lv}_misses"], marker=".", label=str(obj))
         ax.set_ylabel(f"{lv} misses\nper {every:,} records")
         ax.grid(True, alpha=0.3)
-    axes[0, 0].legend(fontsize=8, loc="best")
+    # Outside the axes: the lines of a phase-changing program fill the whole panel.
+    axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("records (millions)")
     binary = report.attrs.get("binary")
     axes[0, 0].set_title(f"misses per data object over time{f' ({Path(binary).name})' if binary else ''}")
