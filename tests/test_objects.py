@@ -128,6 +128,8 @@ def test_reuse_equals_brute_force_stack_distances_and_a_fully_associative_llcs_h
                      if owner(addrs[i]) == r.object and (dist[i] == 0 or dist[i] > 64))
         assert r.LL_misses == want_m, (r.object, r.interval)
     assert series.groupby("interval").ngroups == 7
+    again, series2 = objects.object_reuse(trace, cfg, RANGES, intervals=7)  # deterministic
+    assert again.equals(reuse) and series2.equals(series)
 
 
 def test_reuse_counts_only_the_references_that_reach_the_llc(tmp_path):
@@ -179,6 +181,7 @@ def test_the_rocs_search_names_the_streaming_array_and_buffering_it_cuts_the_reu
     # The streaming array is the candidate: every one of its pages goes to the buffer, none of
     # the reused array's.
     assert objs.loc["stream", "pollute"] and not objs.loc["reused", "pollute"]
+    assert objs.loc["stream", "kind"] == "global" and objs.loc[objects.OTHER, "kind"] == "other"
     assert objs.loc["stream", "pollute_pages"] == objs.loc["stream", "profiled_pages"] == 4 * 1024 * 1024 // 4096
     assert objs.loc["reused", "pollute_pages"] == 0
     lines = 16 * 1024 * 8 // 64  # the reused array's 2,048 lines

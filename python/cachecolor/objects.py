@@ -321,6 +321,9 @@ def object_report(
         ranges = default_ranges(trace, binary)
     reuse, series = object_reuse(trace, config, ranges, intervals=intervals, progress=progress)
     frame = base.merge(reuse, on="object", how="left")
+    if "kind" not in frame.columns:  # what each range is (global, mapping, heap site, ...)
+        kinds = {name: kind for _lo, _hi, name, kind in ranges}
+        frame.insert(1, "kind", [kinds.get(o, "other") for o in frame["object"]])
     attrs = dict(base.attrs)
     if search:
         pollute, log = pollute_search(trace, config, ranges, buffer_colors=buffer_colors, progress=progress)
@@ -386,7 +389,7 @@ def format_report(frame: Any, top: int = 20) -> str:
     rate = {c: (lambda v: f"{v:.4f}") for c in frame.columns if c.endswith(("_miss_rate", "_share", "_profile"))
             or c.startswith("reuse_within_")}
     shown = frame.head(top)
-    base = ["object", "start", "size", "reads", "writes"] + [
+    base = ["object", "kind", "start", "size", "reads", "writes"] + [
         c for lv in levels for c in (f"{lv}_accesses", f"{lv}_misses", f"{lv}_miss_rate")]
     out = [shown[[c for c in base if c in shown.columns]].to_string(
         index=False, formatters={"start": hex, **rate})]
