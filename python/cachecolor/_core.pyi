@@ -391,13 +391,17 @@ def object_reuse(
     trace: _Path,
     owner_vpns: bytes,
     owner_ids: bytes,
+    span_first: bytes,
+    span_last: bytes,
+    span_ids: bytes,
     objects: int,
     interval_records: int,
     reuse_level: int,
     progress: Optional[Callable[..., Any]] = None,
 ) -> dict[str, Any]:
-    """Issue 22 (``cachecolor.objects``): per object (pages ``owner_vpns`` -> ``owner_ids``, the
-    rest object ``objects``), exact LRU stack distances of its data references reaching level
+    """Issue 22 (``cachecolor.objects``): per object (pages ``owner_vpns`` -> ``owner_ids``, then
+    the disjoint sorted spans ``span_first..=span_last`` -> ``span_ids``, the rest object
+    ``objects``), exact LRU stack distances of its data references reaching level
     ``reuse_level`` (``dist_object``, ``dist_value`` with 0 for a first reference,
     ``dist_count``) and where its data references were served per ``interval_records`` records
     (``series_object``, ``series_interval``, ``series_counts`` rows of ``levels + 1``);

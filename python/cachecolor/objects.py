@@ -41,8 +41,10 @@ allocation sites) gives the same list. A 4 KiB page belongs to the range coverin
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -79,21 +81,86 @@ def default_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str]
     return symbol_ranges(program) if program else []
 
 
-def page_owners(ranges: Sequence[ObjectRange]) -> tuple[np.ndarray, np.ndarray]:
-    """(vpns, object index) for every 4 KiB page at least half covered by one range of
-    ``ranges``; a page two ranges half cover goes to the later one (``annotate_objects``' rule)."""
-    best: dict[int, tuple[int, int]] = {}
+@dataclass
+class PageOwners:
+    """Which object each 4 KiB page belongs to, without listing every page of a large range (a
+    memory map's reservations can span terabytes): the first and last page of each range
+    explicitly (``vpns`` -> ``ids``, -1 for a page no range covers at least half), every page
+    between them as disjoint spans ``[first, last]`` -> ``span_ids``."""
+
+    vpns: np.ndarray
+    ids: np.ndarray
+    span_first: np.ndarray
+    span_last: np.ndarray
+    span_ids: np.ndarray
+
+    def lookup(self, pages: np.ndarray, other: int) -> np.ndarray:
+        """The object index of each page of ``pages`` (``other`` where none)."""
+        pages = np.asarray(pages, dtype=np.uint64)
+        out = np.full(len(pages), other, dtype=np.int64)
+        if len(self.span_first):
+            k = np.searchsorted(self.span_first, pages, side="right") - 1
+            ok = (k >= 0) & (pages <= self.span_last[np.maximum(k, 0)])
+            out[ok] = self.span_ids[k[ok]]
+        if len(self.vpns):
+            order = np.argsort(self.vpns)
+            v = self.vpns[order]
+            j = np.clip(np.searchsorted(v, pages), 0, len(v) - 1)
+            hit = v[j] == pages
+            ids = self.ids[order][j[hit]]
+            out[np.flatnonzero(hit)] = np.where(ids < 0, other, ids)
+        return out
+
+
+def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
+    """The owner of every 4 KiB page: the range of ``ranges`` covering most of it, at least half
+    (``annotate_objects``' rule); of ranges covering it equally, the later one (so a list of
+    mappings followed by the objects inside them gives each page to the innermost)."""
     half = 1 << (PAGE_SHIFT - 1)
+    page = 1 << PAGE_SHIFT
+    edges: dict[int, list[tuple[int, int]]] = {}
+    inner = []  # (first, last, index): the pages strictly between a range's first and last
     for i, (lo, hi, _name, _kind) in enumerate(ranges):
         if hi <= lo:
             continue
-        for pg in range(lo >> PAGE_SHIFT, ((hi - 1) >> PAGE_SHIFT) + 1):
-            cover = min(hi, (pg + 1) << PAGE_SHIFT) - max(lo, pg << PAGE_SHIFT)
-            if cover >= half and cover >= best.get(pg, (0, -1))[0]:
-                best[pg] = (cover, i)
-    vpns = np.fromiter(best.keys(), dtype=np.uint64, count=len(best))
-    ids = np.fromiter((v[1] for v in best.values()), dtype=np.uint64, count=len(best))
-    return vpns, ids
+        first, last = lo >> PAGE_SHIFT, (hi - 1) >> PAGE_SHIFT
+        for pg in {first, last}:
+            edges.setdefault(pg, []).append((min(hi, (pg + 1) << PAGE_SHIFT) - max(lo, pg << PAGE_SHIFT), i))
+        if last - first >= 2:
+            inner.append((first + 1, last - 1, i))
+    # Paint the inner spans in order, later over earlier: a sweep over their boundaries keeping
+    # the highest index active (lazily deleted from a heap).
+    bounds = sorted({f for f, _, _ in inner} | {l + 1 for _, l, _ in inner})
+    starts: dict[int, list[int]] = {}
+    for f, l, i in inner:
+        starts.setdefault(f, []).append(i)
+    ends = {i: l for _, l, i in inner}
+    heap: list[int] = []
+    spans: list[list[int]] = []
+    for x, nxt in zip(bounds, bounds[1:] + [None]):
+        for i in starts.get(x, []):
+            heapq.heappush(heap, -i)
+        while heap and ends[-heap[0]] < x:
+            heapq.heappop(heap)
+        if heap and nxt is not None:
+            top = -heap[0]
+            if spans and spans[-1][2] == top and spans[-1][1] == x - 1:
+                spans[-1][1] = nxt - 1
+            else:
+                spans.append([x, nxt - 1, top])
+    sp = np.array(spans, dtype=np.int64).reshape(-1, 3)
+    owners = PageOwners(np.zeros(0, np.uint64), np.zeros(0, np.int64), sp[:, 0].astype(np.uint64),
+                        sp[:, 1].astype(np.uint64), sp[:, 2])
+    # An edge page: the best of the ranges it is an edge of and the one it is inside of.
+    pages = np.fromiter(edges.keys(), dtype=np.uint64, count=len(edges))
+    inside = owners.lookup(pages, -1)
+    ids = []
+    for pg, within in zip(edges, inside.tolist()):
+        cands = edges[pg] + ([(page, within)] if within >= 0 else [])
+        cover, idx = max(cands)
+        ids.append(idx if cover >= half else -1)
+    owners.vpns, owners.ids = pages, np.asarray(ids, dtype=np.int64)
+    return owners
 
 
 def _names(ranges: Sequence[ObjectRange]) -> list[str]:
@@ -125,13 +192,17 @@ def object_reuse(
     cfg = load_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
     names = _names(ranges)
-    vpns, ids = page_owners(ranges)
+    owners = page_owners(ranges)
     records = int(trace_info(trace)["records"])
     every = max(1, -(-records // intervals))
     levels = _levels(cfg)
     path = _path(levels, 0)
-    raw = _core.object_reuse(json.dumps(cfg), os.fspath(trace), vpns.astype("<u8").tobytes(),
-                             ids.astype("<u8").tobytes(), len(ranges), every, path[-1], _wrap_progress(progress))
+    other = len(ranges)
+    raw = _core.object_reuse(
+        json.dumps(cfg), os.fspath(trace), owners.vpns.astype("<u8").tobytes(),
+        np.where(owners.ids < 0, other, owners.ids).astype("<u8").tobytes(),
+        owners.span_first.astype("<u8").tobytes(), owners.span_last.astype("<u8").tobytes(),
+        owners.span_ids.astype("<u8").tobytes(), other, every, path[-1], _wrap_progress(progress))
     level_names = [levels[i]["name"] for i in path]
     llc_lines = int(raw["level_lines"][path[-1]])
     obj = np.frombuffer(raw["dist_object"], dtype="<u8").astype(np.int64)
@@ -215,8 +286,7 @@ def pollute_search(
     cfg = load_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
     names = _names(ranges)
-    vpns, ids = page_owners(ranges)
-    owner = dict(zip(vpns.tolist(), ids.tolist()))
+    owners = page_owners(ranges)
     path = _path(_levels(cfg), 0)
     llc = _levels(cfg)[path[-1]]["name"]
     cfg_json = json.dumps(cfg)
@@ -267,9 +337,8 @@ def pollute_search(
     def per_object(raw: dict[str, Any]) -> dict[str, int]:
         pg, _r, m = _page_llc(raw, path)
         out: dict[str, int] = {}
-        for p, v in zip(pg.tolist(), m.tolist()):
-            name = names[owner.get(p, len(ranges))]
-            out[name] = out.get(name, 0) + int(v)
+        for o, v in zip(owners.lookup(pg, len(ranges)).tolist(), m.tolist()):
+            out[names[o]] = out.get(names[o], 0) + int(v)
         return out
 
     chosen = set(search["pages"])
@@ -277,9 +346,10 @@ def pollute_search(
     buf_pages: dict[str, int] = {}
     reach_by: dict[str, int] = {}
     miss_by: dict[str, int] = {}
+    page_owner = owners.lookup(pages, len(ranges))
     for i in np.flatnonzero(prof).tolist():
         p = int(pages[i])
-        name = names[owner.get(p, len(ranges))]
+        name = names[page_owner[i]]
         prof_pages[name] = prof_pages.get(name, 0) + 1
         buf_pages[name] = buf_pages.get(name, 0) + (p in chosen)
         reach_by[name] = reach_by.get(name, 0) + int(reach[i])
@@ -418,4 +488,4 @@ def format_report(frame: Any, top: int = 20) -> str:
 
 
 __all__ = ["OTHER", "ObjectRange", "AnnotateError", "default_ranges", "format_report", "object_report", "object_reuse",
-           "page_owners", "plot_misses_over_time", "pollute_search", "series_frame", "symbol_ranges"]
+           "PageOwners", "page_owners", "plot_misses_over_time", "pollute_search", "series_frame", "symbol_ranges"]

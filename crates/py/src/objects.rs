@@ -61,16 +61,32 @@ fn slot(s: u8, levels: usize) -> usize {
     }
 }
 
+/// Disjoint runs of pages `[first, last]` of one object each, sorted (the inside of large
+/// ranges, which Python does not list page by page).
+struct Spans {
+    first: Vec<u64>,
+    last: Vec<u64>,
+    ids: Vec<u64>,
+}
+
+impl Spans {
+    fn find(&self, vpn: u64) -> Option<u64> {
+        let k = self.first.partition_point(|&f| f <= vpn).checked_sub(1)?;
+        (vpn <= self.last[k]).then(|| self.ids[k])
+    }
+}
+
 /// Per object: exact stack distances of its data references that reach level `reuse_level` (an
 /// index into the config's levels: served there or beyond), and where every data reference was
 /// served per interval. `owner_vpns`/`owner_ids` (little-endian u64 each, same length) give pages to
-/// objects `0..objects`; a data page outside them is object `objects` (the rest). Returns
+/// objects `0..objects`, then the sorted disjoint spans `span_first..=span_last` -> `span_ids`;
+/// a data page outside both is object `objects` (the rest). Returns
 /// `dist_object`, `dist_value` (distance in lines, 0 for a first reference), `dist_count` (u64
 /// arrays, one row per distinct (object, distance)), `series_object`, `series_interval`,
 /// `series_counts` (rows of `levels + 1` counts: served by level 0, 1, ..., memory), `levels`,
 /// `level_lines` (each level's size in lines), `records`, `intervals`.
 #[pyfunction]
-#[pyo3(signature = (config_json, trace, owner_vpns, owner_ids, objects, interval_records, reuse_level, progress = None))]
+#[pyo3(signature = (config_json, trace, owner_vpns, owner_ids, span_first, span_last, span_ids, objects, interval_records, reuse_level, progress = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn object_reuse<'py>(
     py: Python<'py>,
@@ -78,6 +94,9 @@ pub fn object_reuse<'py>(
     trace: PathBuf,
     owner_vpns: &[u8],
     owner_ids: &[u8],
+    span_first: &[u8],
+    span_last: &[u8],
+    span_ids: &[u8],
     objects: u64,
     interval_records: u64,
     reuse_level: usize,
@@ -98,6 +117,17 @@ pub fn object_reuse<'py>(
         return Err(Failure::Argument("interval_records: 0; give at least 1".into()).into());
     }
     let owner: HashMap<u64, u64> = vpns.into_iter().zip(ids).collect();
+    let spans = Spans {
+        first: u64s(span_first, "span_first")?,
+        last: u64s(span_last, "span_last")?,
+        ids: u64s(span_ids, "span_ids")?,
+    };
+    if spans.last.len() != spans.first.len() || spans.ids.len() != spans.first.len() {
+        return Err(Failure::Argument(
+            "span_first, span_last and span_ids differ in length".into(),
+        )
+        .into());
+    }
     let (dists, series, levels, records, level_lines) = py.detach(|| {
         catch_panic(|| {
             let config = parse_config(config_json, "json")?;
@@ -134,7 +164,11 @@ pub fn object_reuse<'py>(
                     let vpn = rec.addr >> PAGE_SHIFT;
                     if vpn != last_vpn {
                         last_vpn = vpn;
-                        last_obj = owner.get(&vpn).copied().unwrap_or(objects);
+                        last_obj = owner
+                            .get(&vpn)
+                            .copied()
+                            .or_else(|| spans.find(vpn))
+                            .unwrap_or(objects);
                     }
                     let s = slot(s, levels);
                     // ROCS 3.1 profiles the references that reach the LLC (its samples are L1D
