@@ -106,7 +106,8 @@ def write(tmp_path, addrs, name="t.cctrace"):
 
 
 def test_reuse_equals_brute_force_stack_distances_and_a_fully_associative_llcs_hits(tmp_path):
-    addrs = mixed_addresses()
+    # The mix, then a phase of the hot array alone: the others miss nothing in the last interval.
+    addrs = mixed_addresses() + [0x10000 + (i * 72) % 8192 for i in range(1000)]
     trace = write(tmp_path, addrs)
     # One fully associative LRU level of 64 lines: every data reference reaches it, and it hits
     # exactly the references of stack distance <= 64 (Mattson's inclusion property).
@@ -127,9 +128,21 @@ def test_reuse_equals_brute_force_stack_distances_and_a_fully_associative_llcs_h
         want_m = sum(1 for i in range(r.interval * every, min(len(addrs), (r.interval + 1) * every))
                      if owner(addrs[i]) == r.object and (dist[i] == 0 or dist[i] > 64))
         assert r.LL_misses == want_m, (r.object, r.interval)
-    assert series.groupby("interval").ngroups == 7
+    assert len(series) == 3 * 7
     again, series2 = objects.object_reuse(trace, cfg, RANGES, intervals=7)  # deterministic
     assert again.equals(reuse) and series2.equals(series)
+
+
+def test_series_has_every_interval_of_every_object_so_a_plot_does_not_join_across_gaps(tmp_path):
+    # Found while looking at the first plot: an object absent from an interval had no row there,
+    # and its line was drawn straight across the gap. Now the gap is a row of zeros.
+    addrs = mixed_addresses(n=3000) + [0x10000 + (i * 72) % 8192 for i in range(1000)]
+    trace = write(tmp_path, addrs)
+    cfg = {"hierarchy": {"line_size": LINE, "levels": [{"name": "LL", "size": "4KiB", "ways": 64, "policy": "lru"}]}}
+    _, series = objects.object_reuse(trace, cfg, RANGES, intervals=4)
+    assert series.groupby("object").size().to_dict() == {"hot": 4, "scan": 4, objects.OTHER: 4}
+    last = series[series["interval"] == 3].set_index("object")["LL_misses"]
+    assert last["scan"] == 0 and last[objects.OTHER] == 0 and last["hot"] > 0
 
 
 def test_reuse_counts_only_the_references_that_reach_the_llc(tmp_path):
