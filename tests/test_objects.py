@@ -256,6 +256,18 @@ def test_the_rocs_search_names_the_streaming_array_and_buffering_it_cuts_the_reu
     series = objects.series_frame(frame)
     per = series.groupby("object")["LL_misses"].sum()
     assert per["reused"] == objs.loc["reused", "LL_misses"] and per["stream"] == objs.loc["stream", "LL_misses"]
+    # ... and before/after the buffer, to the placements' totals; after it, the reused array
+    # misses while init first touches it (the first intervals), not between passes (a line or
+    # so later: its edge page holds a neighbour's bytes).
+    for which in ("shared", "buffered"):
+        s = objects.series_frame(frame, which)
+        assert s.groupby("object")["LL_misses"].sum().to_dict() == {
+            o: objs.loc[o, f"LL_misses_{which}"] for o in objs.index}
+    after = objects.series_frame(frame, "buffered")
+    reused = after[after["object"] == "reused"].set_index("interval")["LL_misses"]
+    assert reused.loc[:9].sum() >= 0.99 * lines and reused.loc[10:].sum() <= 8
+    with pytest.raises(ValueError, match="which='after'"):
+        objects.series_frame(frame, "after")
 
 
 @needs_tools

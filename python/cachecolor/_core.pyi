@@ -415,10 +415,19 @@ def placed_page_tallies(
     mode: str,
     ram: int = ...,
     progress: Optional[Callable[..., Any]] = None,
+    owner_vpns: bytes = b"",
+    owner_ids: bytes = b"",
+    span_first: bytes = b"",
+    span_last: bytes = b"",
+    span_ids: bytes = b"",
+    objects: int = 0,
+    interval_records: int = 0,
 ) -> dict[str, Any]:
     """Issue 22 (``cachecolor.objects``): the trace with its 4 KiB pages placed by the color-pool
     allocator under a pollute buffer of the last level's last ``buffer_colors`` colors (``mode``
     ``"shared"``, ``"reserved"`` or ``"confined"`` for ``pollute_vpns``); per data page where it
     was served: ``page``, ``page_counts`` (rows of ``levels + 1``), ``levels``, ``records``,
-    ``colors``, ``pages_per_color``."""
+    ``colors``, ``pages_per_color``; with ``interval_records`` > 0 also the series per object
+    (the owners as ``object_reuse`` takes them): ``series_object``, ``series_interval``,
+    ``series_counts``."""
 

@@ -197,12 +197,9 @@ def object_reuse(
     every = max(1, -(-records // intervals))
     levels = _levels(cfg)
     path = _path(levels, 0)
-    other = len(ranges)
-    raw = _core.object_reuse(
-        json.dumps(cfg), os.fspath(trace), owners.vpns.astype("<u8").tobytes(),
-        np.where(owners.ids < 0, other, owners.ids).astype("<u8").tobytes(),
-        owners.span_first.astype("<u8").tobytes(), owners.span_last.astype("<u8").tobytes(),
-        owners.span_ids.astype("<u8").tobytes(), other, every, path[-1], _wrap_progress(progress))
+    o = _owner_args(owners, len(ranges))
+    raw = _core.object_reuse(json.dumps(cfg), os.fspath(trace), o["owner_vpns"], o["owner_ids"], o["span_first"],
+                             o["span_last"], o["span_ids"], len(ranges), every, path[-1], _wrap_progress(progress))
     level_names = [levels[i]["name"] for i in path]
     llc_lines = int(raw["level_lines"][path[-1]])
     obj = np.frombuffer(raw["dist_object"], dtype="<u8").astype(np.int64)
@@ -223,23 +220,39 @@ def object_reuse(
         })
     reuse_frame = pd.DataFrame(rows, columns=["object", f"{level_names[-1]}_references", "cold_share",
                                               f"reuse_within_{level_names[-1]}", "median_reuse_lines"])
+    series = _series(raw, names, path, level_names, every, int(raw["intervals"]))
+    series.attrs.update(interval_records=every, records=int(raw["records"]), levels=level_names)
+    reuse_frame.attrs.update(llc_lines=llc_lines, level=level_names[-1])
+    return reuse_frame, series
+
+
+def _series(raw: dict[str, Any], names: Sequence[str], path: Sequence[int], level_names: Sequence[str],
+            every: int, intervals: int) -> Any:
+    """Misses per object and interval at each data level from a Rust series tally, every object
+    at every interval (0 where it had no reference, so a plot shows the gaps)."""
+    import pandas as pd
+
     n_slots = int(raw["levels"]) + 1
     s_obj = np.frombuffer(raw["series_object"], dtype="<u8").astype(np.int64)
     s_int = np.frombuffer(raw["series_interval"], dtype="<u8").astype(np.int64)
     s_cnt = np.frombuffer(raw["series_counts"], dtype="<u8").reshape(-1, n_slots).astype(np.int64)
-    cols: dict[str, Any] = {"object": [names[o] for o in s_obj], "interval": s_int, "first_record": s_int * every}
+    cols: dict[str, Any] = {"object": [names[o] for o in s_obj], "interval": s_int}
     total = s_cnt.sum(axis=1)
-    for k, li in enumerate(path):
-        cols[f"{level_names[k]}_misses"] = total - s_cnt[:, path[: k + 1]].sum(axis=1)
+    for k, _li in enumerate(path):
+        cols[f"{level_names[k]}_misses"] = total - s_cnt[:, list(path[: k + 1])].sum(axis=1)
     series = pd.DataFrame(cols)
-    # Every object at every interval (0 where it had no reference), so a plot shows the gaps.
-    n_int = int(raw["intervals"])
-    grid = pd.MultiIndex.from_product([pd.unique(series["object"]), range(n_int)], names=["object", "interval"])
+    grid = pd.MultiIndex.from_product([pd.unique(series["object"]), range(intervals)], names=["object", "interval"])
     series = series.set_index(["object", "interval"]).reindex(grid, fill_value=0).reset_index()
-    series["first_record"] = series["interval"] * every
-    series.attrs.update(interval_records=every, records=int(raw["records"]), levels=level_names)
-    reuse_frame.attrs.update(llc_lines=llc_lines, level=level_names[-1])
-    return reuse_frame, series
+    series.insert(2, "first_record", series["interval"] * every)
+    return series
+
+
+def _owner_args(owners: PageOwners, other: int) -> dict[str, bytes]:
+    return {"owner_vpns": owners.vpns.astype("<u8").tobytes(),
+            "owner_ids": np.where(owners.ids < 0, other, owners.ids).astype("<u8").tobytes(),
+            "span_first": owners.span_first.astype("<u8").tobytes(),
+            "span_last": owners.span_last.astype("<u8").tobytes(),
+            "span_ids": owners.span_ids.astype("<u8").tobytes()}
 
 
 def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -270,6 +283,7 @@ def pollute_search(
     buffer_colors: Optional[int] = None,
     step_pages: int = 0,
     min_pages: int = 0,
+    intervals: int = 50,
     progress: Optional[Callable[[Progress], Any]] = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The pages and objects ROCS's search would put in the pollute buffer, and what that does to
@@ -280,7 +294,9 @@ def pollute_search(
     profiled pages chosen), ``L_miss_rate_profile`` (in the shared run) and ``L_misses_shared``,
     ``L_misses_reserved``, ``L_misses_buffered``. ``search`` has ``colors``, ``buffer_colors``,
     ``stack_pages``, ``step_pages``, ``steps`` (``pages``, ``misses``), ``chosen``, ``skipped``
-    (why no search ran, else None) and ``pages`` (the chosen vpns, top of the stack first)."""
+    (why no search ran, else None), ``pages`` (the chosen vpns, top of the stack first) and
+    ``series_shared``, ``series_buffered``: misses per object over ``intervals`` intervals before
+    and after (dicts of lists, as ``object_report``'s ``series``)."""
     import pandas as pd
 
     cfg = load_config(config)
@@ -292,9 +308,15 @@ def pollute_search(
     cfg_json = json.dumps(cfg)
     wrap = _wrap_progress(progress)
 
+    records = int(trace_info(trace)["records"])
+    every = max(1, -(-records // max(1, intervals)))
+    level_names = [_levels(cfg)[i]["name"] for i in path]
+    own = _owner_args(owners, len(ranges))
+
     def run(mode: str, pages: Sequence[int] = (), colors: int = 1) -> dict[str, Any]:
         return _core.placed_page_tallies(cfg_json, os.fspath(trace), np.asarray(pages, dtype="<u8").tobytes(),
-                                         colors, mode, progress=wrap)
+                                         colors, mode, progress=wrap, objects=len(ranges), interval_records=every,
+                                         **own)
 
     shared = run("shared", colors=max(1, int(buffer_colors or 1)))
     colors = int(shared["colors"])
@@ -366,6 +388,10 @@ def pollute_search(
         f"{llc}_misses_reserved": [control.get(o, 0) for o in objs],
         f"{llc}_misses_buffered": [after.get(o, 0) for o in objs],
     })
+    # Misses per object over time before (shared) and after (buffered), as dicts of lists.
+    for key, raw in (("series_shared", shared), ("series_buffered", best_raw)):
+        series = _series(raw, names, path, level_names, every, -(-records // every))
+        search[key] = {**series.to_dict("list"), "interval_records": every}
     return frame, search
 
 
@@ -396,7 +422,8 @@ def object_report(
         frame.insert(1, "kind", [kinds.get(o, "other") for o in frame["object"]])
     attrs = dict(base.attrs)
     if search:
-        pollute, log = pollute_search(trace, config, ranges, buffer_colors=buffer_colors, progress=progress)
+        pollute, log = pollute_search(trace, config, ranges, buffer_colors=buffer_colors, intervals=intervals,
+                                      progress=progress)
         frame = frame.merge(pollute, on="object", how="left")
         for c in ("profiled_pages", "pollute_pages") + tuple(c for c in pollute.columns if "_misses_" in c):
             frame[c] = frame[c].fillna(0).astype(np.int64)
@@ -408,11 +435,18 @@ def object_report(
     return frame
 
 
-def series_frame(report: Any) -> Any:
-    """The misses per object over time of an ``object_report`` frame, as a DataFrame."""
+def series_frame(report: Any, which: str = "trace") -> Any:
+    """The misses per object over time of an ``object_report`` frame, as a DataFrame: ``which``
+    ``"trace"`` (the trace as annotate runs it), or, after the search, ``"shared"`` and
+    ``"buffered"`` (the placements before and after the pollute buffer)."""
     import pandas as pd
 
-    s = dict(report.attrs["series"])
+    if which == "trace":
+        s = dict(report.attrs["series"])
+    elif which in ("shared", "buffered") and "pollute_search" in report.attrs:
+        s = dict(report.attrs["pollute_search"][f"series_{which}"])
+    else:
+        raise ValueError(f"which={which!r}: expected 'trace', or 'shared' or 'buffered' after the search")
     every = s.pop("interval_records")
     out = pd.DataFrame(s)
     out.attrs["interval_records"] = every
@@ -421,7 +455,9 @@ def series_frame(report: Any) -> Any:
 
 def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8) -> None:
     """A PNG (or the path's format) of each object's misses per interval at every data level, the
-    ``top`` objects with the most misses at the last level, one panel per level."""
+    ``top`` objects with the most misses at the last level, one panel per level; after a search
+    that chose pages, one more panel: the last level's misses predicted with the pollute buffer
+    (same scale, same colors)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -433,14 +469,21 @@ def plot_misses_over_time(report: Any, path: os.PathLike | str, *, top: int = 8)
     levels = [c[: -len("_misses")] for c in series.columns if c.endswith("_misses")]
     last = f"{levels[-1]}_misses"
     order = series.groupby("object")[last].sum().sort_values(ascending=False).index[:top]
-    fig, axes = plt.subplots(len(levels), 1, figsize=(10, 2.6 * len(levels) + 0.8), sharex=True, squeeze=False)
+    log = report.attrs.get("pollute_search")
+    panels = [(lv, series, f"{lv} misses") for lv in levels]
+    if log and log.get("chosen"):
+        panels.append((levels[-1], series_frame(report, "buffered"),
+                       f"{levels[-1]} misses, pollute\nbuffer (predicted)"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.4 * len(panels) + 0.8), sharex=True, squeeze=False)
     every = series.attrs["interval_records"]
-    for ax, lv in zip(axes[:, 0], levels):
-        for obj in order:
-            s = series[series["object"] == obj].sort_values("interval")
-            ax.plot(s["first_record"] / 1e6, s[f"{lv}_misses"], marker=".", label=str(obj))
-        ax.set_ylabel(f"{lv} misses\nper {every:,} records")
+    for ax, (lv, data, label) in zip(axes[:, 0], panels):
+        for k, obj in enumerate(order):
+            s = data[data["object"] == obj].sort_values("interval")
+            ax.plot(s["first_record"] / 1e6, s[f"{lv}_misses"], marker=".", color=f"C{k % 10}", label=str(obj))
+        ax.set_ylabel(f"{label}\nper {every:,} records", fontsize=9)
         ax.grid(True, alpha=0.3)
+    if len(panels) > len(levels):  # the prediction on the measured panel's scale
+        axes[-1, 0].set_ylim(axes[len(levels) - 1, 0].get_ylim())
     # Outside the axes: the lines of a phase-changing program fill the whole panel.
     axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("records (millions)")

@@ -76,6 +76,87 @@ impl Spans {
     }
 }
 
+/// Which object a page belongs to: explicit pages first, then spans, else `other`.
+struct ObjectMap {
+    explicit: HashMap<u64, u64>,
+    spans: Spans,
+    other: u64,
+    last: (u64, u64),
+}
+
+impl ObjectMap {
+    fn new(
+        owner_vpns: &[u8],
+        owner_ids: &[u8],
+        span_first: &[u8],
+        span_last: &[u8],
+        span_ids: &[u8],
+        other: u64,
+    ) -> Result<Self, Failure> {
+        let vpns = u64s(owner_vpns, "owner_vpns")?;
+        let ids = u64s(owner_ids, "owner_ids")?;
+        if vpns.len() != ids.len() {
+            return Err(Failure::Argument(format!(
+                "owner_vpns has {} pages but owner_ids {}",
+                vpns.len(),
+                ids.len()
+            )));
+        }
+        let spans = Spans {
+            first: u64s(span_first, "span_first")?,
+            last: u64s(span_last, "span_last")?,
+            ids: u64s(span_ids, "span_ids")?,
+        };
+        if spans.last.len() != spans.first.len() || spans.ids.len() != spans.first.len() {
+            return Err(Failure::Argument(
+                "span_first, span_last and span_ids differ in length".into(),
+            ));
+        }
+        Ok(ObjectMap {
+            explicit: vpns.into_iter().zip(ids).collect(),
+            spans,
+            other,
+            last: (u64::MAX, other),
+        })
+    }
+
+    #[inline]
+    fn object(&mut self, vpn: u64) -> u64 {
+        if vpn != self.last.0 {
+            let o = self
+                .explicit
+                .get(&vpn)
+                .copied()
+                .or_else(|| self.spans.find(vpn))
+                .unwrap_or(self.other);
+            self.last = (vpn, o);
+        }
+        self.last.1
+    }
+}
+
+/// Misses over time: per (object, interval), where its data references were served.
+type Series = BTreeMap<(u64, u64), Vec<u64>>;
+
+fn set_series(py: Python<'_>, d: &Bound<'_, PyDict>, series: &Series) -> PyResult<()> {
+    let so: Vec<u64> = series.keys().map(|k| k.0).collect();
+    let si: Vec<u64> = series.keys().map(|k| k.1).collect();
+    let counts: Vec<u64> = series.values().flatten().copied().collect();
+    d.set_item(
+        "series_object",
+        PyBytes::new(py, &le(&so, u64::to_le_bytes)),
+    )?;
+    d.set_item(
+        "series_interval",
+        PyBytes::new(py, &le(&si, u64::to_le_bytes)),
+    )?;
+    d.set_item(
+        "series_counts",
+        PyBytes::new(py, &le(&counts, u64::to_le_bytes)),
+    )?;
+    Ok(())
+}
+
 /// Per object: exact stack distances of its data references that reach level `reuse_level` (an
 /// index into the config's levels: served there or beyond), and where every data reference was
 /// served per interval. `owner_vpns`/`owner_ids` (little-endian u64 each, same length) give pages to
@@ -103,31 +184,12 @@ pub fn object_reuse<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let progress = progress.as_ref();
-    let vpns = u64s(owner_vpns, "owner_vpns")?;
-    let ids = u64s(owner_ids, "owner_ids")?;
-    if vpns.len() != ids.len() {
-        return Err(Failure::Argument(format!(
-            "owner_vpns has {} pages but owner_ids {}",
-            vpns.len(),
-            ids.len()
-        ))
-        .into());
-    }
     if interval_records == 0 {
         return Err(Failure::Argument("interval_records: 0; give at least 1".into()).into());
     }
-    let owner: HashMap<u64, u64> = vpns.into_iter().zip(ids).collect();
-    let spans = Spans {
-        first: u64s(span_first, "span_first")?,
-        last: u64s(span_last, "span_last")?,
-        ids: u64s(span_ids, "span_ids")?,
-    };
-    if spans.last.len() != spans.first.len() || spans.ids.len() != spans.first.len() {
-        return Err(Failure::Argument(
-            "span_first, span_last and span_ids differ in length".into(),
-        )
-        .into());
-    }
+    let mut owner = ObjectMap::new(
+        owner_vpns, owner_ids, span_first, span_last, span_ids, objects,
+    )?;
     let (dists, series, levels, records, level_lines) = py.detach(|| {
         catch_panic(|| {
             let config = parse_config(config_json, "json")?;
@@ -143,11 +205,10 @@ pub fn object_reuse<'py>(
             let mut r = TraceReader::open(&trace)?;
             let mut stack = LruStack::new();
             let mut dists: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-            let mut series: BTreeMap<(u64, u64), Vec<u64>> = BTreeMap::new();
+            let mut series = Series::new();
             let mut buf = Vec::with_capacity(BLOCK_RECORDS);
             let mut served = Vec::with_capacity(BLOCK_RECORDS);
             let mut records = 0u64;
-            let (mut last_vpn, mut last_obj) = (u64::MAX, objects);
             while r.next_block(&mut buf)? {
                 served.clear();
                 h.run_block_served(&buf, &mut served);
@@ -161,15 +222,7 @@ pub fn object_reuse<'py>(
                     if rec.kind == Kind::IFetch {
                         continue;
                     }
-                    let vpn = rec.addr >> PAGE_SHIFT;
-                    if vpn != last_vpn {
-                        last_vpn = vpn;
-                        last_obj = owner
-                            .get(&vpn)
-                            .copied()
-                            .or_else(|| spans.find(vpn))
-                            .unwrap_or(objects);
-                    }
+                    let last_obj = owner.object(rec.addr >> PAGE_SHIFT);
                     let s = slot(s, levels);
                     // ROCS 3.1 profiles the references that reach the LLC (its samples are L1D
                     // misses with their data source): the reuse of those is what the LLC sees.
@@ -195,22 +248,7 @@ pub fn object_reuse<'py>(
     d.set_item("dist_object", PyBytes::new(py, &col(&|k, _| k.0)))?;
     d.set_item("dist_value", PyBytes::new(py, &col(&|k, _| k.1)))?;
     d.set_item("dist_count", PyBytes::new(py, &col(&|_, v| *v)))?;
-    let keys: Vec<(u64, u64)> = series.keys().copied().collect();
-    let counts: Vec<u64> = series.values().flatten().copied().collect();
-    let so: Vec<u64> = keys.iter().map(|k| k.0).collect();
-    let si: Vec<u64> = keys.iter().map(|k| k.1).collect();
-    d.set_item(
-        "series_object",
-        PyBytes::new(py, &le(&so, u64::to_le_bytes)),
-    )?;
-    d.set_item(
-        "series_interval",
-        PyBytes::new(py, &le(&si, u64::to_le_bytes)),
-    )?;
-    d.set_item(
-        "series_counts",
-        PyBytes::new(py, &le(&counts, u64::to_le_bytes)),
-    )?;
+    set_series(py, &d, &series)?;
     d.set_item("levels", levels)?;
     d.set_item("level_lines", level_lines)?;
     d.set_item("records", records)?;
@@ -274,9 +312,11 @@ impl PolluteBufferPlacement {
 /// little-endian, in the last `buffer_colors` colors, the others outside them). Frames come from
 /// the `color-pool` allocator in order of first touch (`ram` bytes of RAM). Returns, per data
 /// page: `page`, `page_counts` (rows of `levels + 1`: served by level 0, 1, ..., memory),
-/// `levels`, `records`, `colors` (of the last level) and `pages_per_color`.
+/// `levels`, `records`, `colors` (of the last level) and `pages_per_color`; with
+/// `interval_records` > 0, also per object (the pages as `object_reuse` takes them) and
+/// interval: `series_object`, `series_interval`, `series_counts`.
 #[pyfunction]
-#[pyo3(signature = (config_json, trace, pollute_vpns, buffer_colors, mode, ram = 8 << 30, progress = None))]
+#[pyo3(signature = (config_json, trace, pollute_vpns, buffer_colors, mode, ram = 8 << 30, progress = None, owner_vpns = &[] as &[u8], owner_ids = &[] as &[u8], span_first = &[] as &[u8], span_last = &[] as &[u8], span_ids = &[] as &[u8], objects = 0, interval_records = 0))]
 #[allow(clippy::too_many_arguments)]
 pub fn placed_page_tallies<'py>(
     py: Python<'py>,
@@ -287,8 +327,19 @@ pub fn placed_page_tallies<'py>(
     mode: &str,
     ram: u64,
     progress: Option<Py<PyAny>>,
+    owner_vpns: &[u8],
+    owner_ids: &[u8],
+    span_first: &[u8],
+    span_last: &[u8],
+    span_ids: &[u8],
+    objects: u64,
+    interval_records: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let progress = progress.as_ref();
+    let mut owner = ObjectMap::new(
+        owner_vpns, owner_ids, span_first, span_last, span_ids, objects,
+    )?;
+    let mut series = Series::new();
     let mode = match mode {
         "shared" => Mode::Shared,
         "reserved" => Mode::Reserved,
@@ -362,11 +413,17 @@ pub fn placed_page_tallies<'py>(
                 }
                 served.clear();
                 h.run_block_served(&physical, &mut served);
-                for (rec, &s) in buf.iter().zip(&served) {
+                for (i, (rec, &s)) in buf.iter().zip(&served).enumerate() {
                     if rec.kind == Kind::IFetch {
                         continue;
                     }
                     let vpn = rec.addr >> PAGE_SHIFT;
+                    if interval_records > 0 {
+                        let interval = (records + i as u64) / interval_records;
+                        series
+                            .entry((owner.object(vpn), interval))
+                            .or_insert_with(|| vec![0; levels + 1])[slot(s, levels)] += 1;
+                    }
                     let next = pages.len();
                     let row = *index.entry(vpn).or_insert(next);
                     if row == next {
@@ -395,5 +452,8 @@ pub fn placed_page_tallies<'py>(
     d.set_item("records", records)?;
     d.set_item("colors", colors)?;
     d.set_item("pages_per_color", per_color)?;
+    if interval_records > 0 {
+        set_series(py, &d, &series)?;
+    }
     Ok(d)
 }
