@@ -418,8 +418,8 @@ pub fn placed_page_tallies<'py>(
                         continue;
                     }
                     let vpn = rec.addr >> PAGE_SHIFT;
-                    if interval_records > 0 {
-                        let interval = (records + i as u64) / interval_records;
+                    // interval_records 0: no series asked for.
+                    if let Some(interval) = (records + i as u64).checked_div(interval_records) {
                         series
                             .entry((owner.object(vpn), interval))
                             .or_insert_with(|| vec![0; levels + 1])[slot(s, levels)] += 1;
