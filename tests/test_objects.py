@@ -214,8 +214,19 @@ def test_a_pure_stream_is_not_searched(tmp_path):
     assert log["skipped"].startswith("no reference hit in LL") and log["chosen"] == 0 and log["steps"] == []
     assert not frame["pollute"].any()
     assert (frame["LL_misses_buffered"] == frame["LL_misses_reserved"]).all()
-    with pytest.raises(cachecolor.ConfigError, match="needs 1 to 3 of the 4 colors of LL"):
+    with pytest.raises(ValueError, match="buffer_colors=4: LL has 4 colors"):
         objects.pollute_search(trace, cfg, [], buffer_colors=4)
+
+
+def test_an_llc_of_one_color_skips_the_search_instead_of_failing_the_report(tmp_path):
+    # 32 KiB 8-way: 4 KiB a way, one color. No buffer fits beside the other pages; the objects'
+    # other columns must still come out (this failed the whole report on the first try).
+    trace = write(tmp_path, mixed_addresses(n=2000))
+    cfg = {"hierarchy": {"line_size": LINE, "levels": [{"name": "LL", "size": "32KiB", "ways": 8, "policy": "lru"}]}}
+    frame, log = objects.pollute_search(trace, cfg, RANGES)
+    assert log["colors"] == 1 and log["buffer_colors"] == 0 and "one color" in log["skipped"]
+    assert not frame["pollute"].any()
+    assert (frame["LL_misses_buffered"] == frame["LL_misses_shared"]).all()
 
 
 @needs_tools

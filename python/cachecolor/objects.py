@@ -318,13 +318,13 @@ def pollute_search(
                                          colors, mode, progress=wrap, objects=len(ranges), interval_records=every,
                                          **own)
 
-    shared = run("shared", colors=max(1, int(buffer_colors or 1)))
+    shared = run("shared", colors=0)
     colors = int(shared["colors"])
     if buffer_colors is None:
-        buffer_colors = max(1, colors // 16)
-    if not 1 <= buffer_colors < colors:
-        raise ValueError(f"buffer_colors={buffer_colors}: {llc} has {colors} colors of 4 KiB pages; the buffer "
-                         f"takes 1 to {colors - 1} of them")
+        buffer_colors = max(1, colors // 16) if colors > 1 else 0
+    elif not 1 <= buffer_colors < colors:
+        raise ValueError(f"buffer_colors={buffer_colors}: {llc} has {colors} colors of 4 KiB pages (size / ways / "
+                         f"4 KiB); the buffer takes 1 to {colors - 1} of them, leaving the others to the other pages")
     pages, reach, miss = _page_llc(shared, path)
     prof = reach > 0
     # ROCS 5.2: the miss-rate stack, highest miss rate first (ties: more accesses, then page).
@@ -336,9 +336,12 @@ def pollute_search(
     search: dict[str, Any] = {"colors": colors, "buffer_colors": buffer_colors, "stack_pages": len(stack),
                               "step_pages": step, "min_pages": min_pages, "steps": [], "chosen": 0,
                               "skipped": None, "pages": [], "level": llc}
-    reserved = run("reserved", colors=buffer_colors)
+    # An LLC of one color has no room for a buffer beside the other pages (ROCS 4: a partition).
+    reserved = run("reserved", colors=buffer_colors) if buffer_colors else shared
     best_raw = reserved
-    if len(stack) <= min_pages:
+    if not buffer_colors:
+        search["skipped"] = f"{llc} has one color (size / ways / 4 KiB): no room for a pollute buffer"
+    elif len(stack) <= min_pages:
         search["skipped"] = f"the stack has {len(stack)} pages, no more than min_pages"
     elif (miss[prof] == reach[prof]).all():
         search["skipped"] = f"no reference hit in {llc}: nothing reused to protect"

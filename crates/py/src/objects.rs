@@ -307,7 +307,8 @@ impl PolluteBufferPlacement {
 }
 
 /// Run `trace` on `config_json`'s hierarchy with its 4 KiB pages placed in physical frames of
-/// the last level's colors: `mode` `"shared"` (every page any color), `"reserved"` (every page
+/// the last level's colors: `mode` `"shared"` (every page any color; `buffer_colors` ignored),
+/// `"reserved"` (every page
 /// outside the last `buffer_colors` colors) or `"confined"` (the pages of `pollute_vpns`, u64
 /// little-endian, in the last `buffer_colors` colors, the others outside them). Frames come from
 /// the `color-pool` allocator in order of first touch (`ram` bytes of RAM). Returns, per data
@@ -364,7 +365,14 @@ pub fn placed_page_tallies<'py>(
                 .expect("a hierarchy has levels");
             let page = 1u64 << PAGE_SHIFT;
             let colors = (llc.size.0 / (llc.ways as u64 * page)).max(1);
-            if buffer_colors == 0 || buffer_colors >= colors {
+            // The shared placement uses no buffer (any `buffer_colors` is ignored there), so an
+            // LLC of one color can still be measured before a buffer is asked for.
+            let buffer_colors = if mode == Mode::Shared {
+                0
+            } else {
+                buffer_colors
+            };
+            if mode != Mode::Shared && (buffer_colors == 0 || buffer_colors >= colors) {
                 return Err(Failure::Config(ConfigError::new(
                     "buffer_colors",
                     format!(
