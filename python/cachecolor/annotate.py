@@ -385,11 +385,10 @@ def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
 
 
 def run(args: Any) -> int:
+    from . import objects
     from ._output import check_output
     from .cli import EXIT_BAD_INPUT, CliError
     from .progress import ProgressLine
-
-    from . import objects
 
     if (args.plot or args.no_search) and not args.objects:
         raise CliError(f"{'--plot' if args.plot else '--no-search'}: applies to data objects; add --objects",
