@@ -53,6 +53,7 @@ from . import models
 from .placement import PhysicalSdp, physical_sdp, placement_sweep, read_pagemap
 from .pages import PageProfile, page_profile
 from .annotate import AnnotateError, annotate
+from . import objects
 from .config import load_config
 from .results import Result
 from .simulation import Progress, simulate

@@ -385,3 +385,49 @@ def attribute_trace(
     per (4 KiB data page, class): ``pc``, ``pc_class``, ``pc_counts``, ``page``, ``page_class``,
     ``page_counts`` (little-endian bytes; counts are rows of ``levels + 1``), ``levels``,
     ``records``, ``unknown_pc``."""
+
+def object_reuse(
+    config_json: str,
+    trace: _Path,
+    owner_vpns: bytes,
+    owner_ids: bytes,
+    span_first: bytes,
+    span_last: bytes,
+    span_ids: bytes,
+    objects: int,
+    interval_records: int,
+    reuse_level: int,
+    progress: Optional[Callable[..., Any]] = None,
+) -> dict[str, Any]:
+    """Issue 22 (``cachecolor.objects``): per object (pages ``owner_vpns`` -> ``owner_ids``, then
+    the disjoint sorted spans ``span_first..=span_last`` -> ``span_ids``, the rest object
+    ``objects``), exact LRU stack distances of its data references reaching level
+    ``reuse_level`` (``dist_object``, ``dist_value`` with 0 for a first reference,
+    ``dist_count``) and where its data references were served per ``interval_records`` records
+    (``series_object``, ``series_interval``, ``series_counts`` rows of ``levels + 1``);
+    ``levels``, ``level_lines``, ``records``, ``intervals``."""
+
+def placed_page_tallies(
+    config_json: str,
+    trace: _Path,
+    pollute_vpns: bytes,
+    buffer_colors: int,
+    mode: str,
+    ram: int = ...,
+    progress: Optional[Callable[..., Any]] = None,
+    owner_vpns: bytes = b"",
+    owner_ids: bytes = b"",
+    span_first: bytes = b"",
+    span_last: bytes = b"",
+    span_ids: bytes = b"",
+    objects: int = 0,
+    interval_records: int = 0,
+) -> dict[str, Any]:
+    """Issue 22 (``cachecolor.objects``): the trace with its 4 KiB pages placed by the color-pool
+    allocator under a pollute buffer of the last level's last ``buffer_colors`` colors (``mode``
+    ``"shared"``, ``"reserved"`` or ``"confined"`` for ``pollute_vpns``); per data page where it
+    was served: ``page``, ``page_counts`` (rows of ``levels + 1``), ``levels``, ``records``,
+    ``colors``, ``pages_per_color``; with ``interval_records`` > 0 also the series per object
+    (the owners as ``object_reuse`` takes them): ``series_object``, ``series_interval``,
+    ``series_counts``."""
+

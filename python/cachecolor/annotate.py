@@ -148,7 +148,9 @@ def annotate(
     import pandas as pd
 
     if by == "object":
-        return annotate_objects(trace, config, binary=binary, progress=progress)
+        from .objects import object_report  # reuse and the pollute buffer (objects.py)
+
+        return object_report(trace, config, binary=binary, progress=progress)
     if by not in ("line", "function", "pc"):
         raise ValueError(f"by={by!r}: expected 'line', 'function', 'pc' or 'object'")
     head = _trace_header(trace)
@@ -339,6 +341,9 @@ def add_parser(sub: Any) -> None:
                    help="source lines shown around each of the top lines (default 3; 0: none)")
     p.add_argument("--objects", action="store_true", help="per data object instead (global and static arrays "
                    "by symbol, the rest in one row): accesses, misses and miss rate at every data level")
+    p.add_argument("--no-search", action="store_true", help="with --objects: leave out the pollute-buffer "
+                   "search (it re-runs the trace about 18 times)")
+    p.add_argument("--plot", metavar="PATH", help="with --objects: a plot of misses per object over time (PNG)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the per-line table as JSON records on stdout")
     fmt.add_argument("--csv", action="store_true", help="the per-line table as CSV on stdout")
@@ -380,14 +385,22 @@ def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
 
 
 def run(args: Any) -> int:
+    from . import objects
+    from ._output import check_output
     from .cli import EXIT_BAD_INPUT, CliError
     from .progress import ProgressLine
 
+    if (args.plot or args.no_search) and not args.objects:
+        raise CliError(f"{'--plot' if args.plot else '--no-search'}: applies to data objects; add --objects",
+                       EXIT_BAD_INPUT)
     progress = ProgressLine("annotate", quiet=getattr(args, "quiet", False))
     try:
         sort = args.sort.split(",") if args.sort else None
+        if args.plot:
+            check_output(args.plot, [args.trace])
         if args.objects:
-            lines = annotate_objects(args.trace, args.config, binary=args.binary, progress=progress)
+            lines = objects.object_report(args.trace, args.config, binary=args.binary, search=not args.no_search,
+                                          progress=progress)
         else:
             lines = annotate(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
     except (AnnotateError, ValueError) as e:
@@ -400,6 +413,8 @@ def run(args: Any) -> int:
         raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
     finally:
         progress.close()
+    if args.plot:
+        objects.plot_misses_over_time(lines, args.plot)
     if args.json:
         print(lines.to_json(orient="records"))
         return 0
@@ -408,8 +423,7 @@ def run(args: Any) -> int:
         return 0
     if args.objects:
         print(f"{lines.attrs['records']:,} records; data objects of {lines.attrs['binary']} (per 4 KiB page)")
-        print(lines.head(args.top).to_string(index=False, formatters={
-            "start": hex, **{c: (lambda v: f"{v:.4f}") for c in lines.columns if c.endswith("_miss_rate")}}))
+        print(objects.format_report(lines, args.top))
         return 0
     names = lines.attrs["levels"]
     value_cols = [c for c in lines.columns if c not in ("function", "file", "line")]

@@ -22,6 +22,7 @@ mod bench;
 mod capture;
 mod capture_system;
 mod errors;
+mod objects;
 mod offload;
 mod oscache;
 mod policy;
@@ -96,6 +97,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::page_profile, m)?)?;
     m.add_function(wrap_pyfunction!(annotate::attribute_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(objects::object_reuse, m)?)?;
+    m.add_function(wrap_pyfunction!(objects::placed_page_tallies, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::expected_conflicts, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_sweep, m)?)?;
