@@ -443,7 +443,7 @@ def _global_symbols(path: str) -> list[tuple[int, int, str]]:
         if len(f) == 4 and f[2] in "bBdDrRvuV" and len(f[2]) == 1:
             start, size = int(f[0], 16), int(f[1], 16)
             if size > 0:
-                res.append((start, start + size, f[3]))
+                res.append((start, start + size, f[3].split("@")[0]))
     return sorted(res)
 
 

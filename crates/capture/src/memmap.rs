@@ -324,3 +324,311 @@ mod tests {
         assert!(build(LOG, &HashMap::new(), 0, std::path::Path::new("/other")).is_none());
     }
 }
+
+/// Valgrind's `-v -v` messages about the objects it reads symbols of, noted as lackey's text
+/// streams past (the lackey back end's memory map): `--PID-- Reading syms from PATH` then
+/// `--PID--    svma 0x..., avma 0x...` (the object's load bias is avma - svma), and
+/// `--PID-- Discarding syms at 0x...-0x... in PATH` when it is unmapped. Each is tagged with
+/// the number of records (lackey `I`/`L`/`S`/`M` lines) before it. At that verbosity valgrind
+/// also prints call-frame summaries without its `--PID--` prefix (lines starting `0x`, e.g.
+/// `0x30a: [0]={ 56(r3) { u u ...`), which the lackey parser would take for bad records: they
+/// are removed from the stream here.
+pub(crate) struct ValgrindObjects<R> {
+    inner: R,
+    /// The current line so far, when it is one of valgrind's (`--`); record lines are only
+    /// counted.
+    line: Vec<u8>,
+    at_line_start: bool,
+    in_message: bool,
+    in_blank_or_banner: bool,
+    /// What `read` takes from `inner` before filtering.
+    raw: Vec<u8>,
+    /// Bytes of the current line seen so far and whether it is being dropped (`0x` lines).
+    col: usize,
+    first: u8,
+    dropping: bool,
+    records: u64,
+    reading: Option<(String, u64)>,
+    /// (path, bias, record index loaded at, record index discarded at), shared with whoever
+    /// holds a `handle` (the reader that owns this adapter does not give it back).
+    objects: std::sync::Arc<std::sync::Mutex<Vec<LoadedObject>>>,
+}
+
+/// An object valgrind loaded: path, load bias, records before it, records before its unload.
+pub(crate) type LoadedObject = (String, u64, u64, Option<u64>);
+
+impl<R> ValgrindObjects<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        ValgrindObjects {
+            inner,
+            line: Vec::new(),
+            at_line_start: true,
+            in_message: false,
+            in_blank_or_banner: false,
+            raw: Vec::new(),
+            col: 0,
+            first: 0,
+            dropping: false,
+            records: 0,
+            reading: None,
+            objects: Default::default(),
+        }
+    }
+
+    /// The objects noted so far (and later), readable after the adapter has been moved away.
+    pub(crate) fn handle(&self) -> std::sync::Arc<std::sync::Mutex<Vec<LoadedObject>>> {
+        self.objects.clone()
+    }
+
+    fn message(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        // "--1234-- Reading syms from /path"
+        let body = text
+            .trim_start_matches('-')
+            .split_once("--")
+            .map_or("", |(_, b)| b)
+            .trim();
+        if let Some(path) = body.strip_prefix("Reading syms from ") {
+            self.reading = Some((path.trim().to_string(), self.records));
+        } else if let Some(rest) = body.strip_prefix("svma ") {
+            // "svma 0x0000001070, avma 0x0000109070"
+            let mut it = rest.split(", avma ");
+            let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok();
+            if let (Some(s), Some(a), Some((path, at))) = (
+                it.next().and_then(hex),
+                it.next().and_then(hex),
+                self.reading.take(),
+            ) {
+                self.objects
+                    .lock()
+                    .unwrap()
+                    .push((path, a.wrapping_sub(s), at, None));
+            }
+        } else if let Some(rest) = body.strip_prefix("Discarding syms at ") {
+            if let Some((_, path)) = rest.split_once(" in ") {
+                let path = path.split(" (").next().unwrap_or(path).trim();
+                let records = self.records;
+                if let Some(o) = self
+                    .objects
+                    .lock()
+                    .unwrap()
+                    .iter_mut()
+                    .rev()
+                    .find(|o| o.0 == path && o.3.is_none())
+                {
+                    o.3 = Some(records);
+                }
+            }
+        }
+    }
+
+    /// Note the messages in `input` and copy it to `buf` without valgrind's unprefixed `0x`
+    /// lines; returns the bytes written (at most `input.len() + 1`: a `0` held back from the
+    /// previous read may come first).
+    fn scan(&mut self, input: &[u8], buf: &mut [u8]) -> usize {
+        let mut kept = 0;
+        for &b in input {
+            if self.at_line_start {
+                self.at_line_start = false;
+                self.in_message = b == b'-';
+                self.in_blank_or_banner = b == b'=' || b == b'\n';
+                self.col = 0;
+                self.first = b;
+                self.dropping = false;
+                if self.in_message {
+                    self.line.clear();
+                }
+            }
+            if self.col == 0 && b == b'0' {
+                // held back until the next byte tells whether the line is a `0x` one
+                self.col = 1;
+                continue;
+            }
+            if self.col == 1 && self.first == b'0' {
+                if b == b'x' {
+                    self.dropping = true;
+                } else {
+                    buf[kept] = b'0';
+                    kept += 1;
+                }
+            }
+            self.col += 1;
+            if b == b'\n' {
+                if self.in_message {
+                    self.message();
+                } else if !self.in_blank_or_banner && !self.dropping {
+                    self.records += 1;
+                }
+                self.at_line_start = true;
+                if self.dropping {
+                    continue;
+                }
+            } else if self.in_message && self.line.len() < 4096 {
+                self.line.push(b);
+            }
+            if !self.dropping {
+                buf[kept] = b;
+                kept += 1;
+            }
+        }
+        kept
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for ValgrindObjects<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.len() < 2 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "ValgrindObjects needs a buffer of 2 bytes or more",
+            ));
+        }
+        loop {
+            self.raw.resize(buf.len() - 1, 0);
+            let n = self.inner.read(&mut self.raw)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let raw = std::mem::take(&mut self.raw);
+            let kept = self.scan(&raw[..n], buf);
+            self.raw = raw;
+            if kept > 0 {
+                return Ok(kept);
+            }
+        }
+    }
+}
+
+/// `(p_offset, p_vaddr, p_memsz, p_flags)` of each PT_LOAD of a 64-bit little-endian ELF file.
+fn elf_loads(path: &str) -> Vec<(u64, u64, u64, u32)> {
+    let Ok(data) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        data.get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    };
+    let u64_at = |o: usize| {
+        data.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    };
+    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
+        return Vec::new();
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in 0..phnum as usize {
+        let o = phoff as usize + i * phentsize as usize;
+        if let (Some(1), Some(flags), Some(off), Some(vaddr), Some(memsz)) = (
+            u32_at(o),
+            u32_at(o + 4),
+            u64_at(o + 8),
+            u64_at(o + 16),
+            u64_at(o + 40),
+        ) {
+            out.push((off, vaddr, memsz, flags));
+        }
+    }
+    out
+}
+
+/// The `memory_map` metadata object of a lackey capture: the mappings of each object valgrind
+/// read symbols of (its `PT_LOAD` segments at its load bias), with the records during which it
+/// was loaded; valgrind's own tool binary left out. No heap, stacks or anonymous mappings:
+/// valgrind says nothing about them at this verbosity.
+pub(crate) fn build_from_valgrind(
+    objects: &[LoadedObject],
+    records: u64,
+    program: &std::path::Path,
+) -> Option<Value> {
+    let prog = program.to_string_lossy();
+    if !objects.iter().any(|o| o.0 == prog) {
+        return None;
+    }
+    const PAGE: u64 = 4096;
+    let mut maps = Vec::new();
+    for (path, bias, from, to) in objects {
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with("lackey-") {
+            continue; // the tool itself, not the client
+        }
+        for (off, vaddr, memsz, flags) in elf_loads(path) {
+            let lo = bias.wrapping_add(vaddr) & !(PAGE - 1);
+            let hi = (bias.wrapping_add(vaddr).wrapping_add(memsz) + PAGE - 1) & !(PAGE - 1);
+            let perms = format!(
+                "{}{}{}p",
+                if flags & 4 != 0 { 'r' } else { '-' },
+                if flags & 2 != 0 { 'w' } else { '-' },
+                if flags & 1 != 0 { 'x' } else { '-' }
+            );
+            maps.push(json!({
+                "start": lo, "end": hi, "perms": perms, "offset": off & !(PAGE - 1),
+                "path": path, "kind": "file",
+                "live": [[(*from).min(records), to.map(|t| t.min(records))]],
+            }));
+        }
+    }
+    Some(json!({
+        "version": MEMORY_MAP_VERSION,
+        "source": "valgrind -v -v: the objects whose symbols valgrind read (program, loader, \
+                   libraries), each PT_LOAD segment at the object's load bias; no heap, stack \
+                   or anonymous mappings",
+        "events": objects.len(),
+        "heap": null,
+        "mappings": maps,
+        "spans_only": false,
+        "truncated": false,
+    }))
+}
+
+#[cfg(test)]
+mod valgrind_tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn valgrind_messages_are_noted_with_the_records_before_them() {
+        let text = "==1== Lackey\n\
+                    --1-- Reading syms from /bin/true\n\
+                    --1--    svma 0x0000001070, avma 0x0000109070\n\
+                    I  04001000,3\n\
+                    \x20L 04002000,8\n\
+                    --1-- Reading syms from /lib/libc.so.6\n\
+                    0x30a: [0]={ 56(r3) { u  u  c-56 }\n\
+                    --1--    svma 0x0000026380, avma 0x000486c380\n\
+                    I  04001003,3\n\
+                    --1-- Discarding syms at 0x486c380-0x49c0000 in /lib/libc.so.6 (have_dinfo 1)\n";
+        // in pieces of every small size, as a pipe may deliver them
+        for size in 2..16 {
+            let mut r = ValgrindObjects::new(text.as_bytes());
+            let objects = r.handle();
+            let mut sink = Vec::new();
+            let mut buf = vec![0u8; size];
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                sink.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(
+                String::from_utf8(sink).unwrap(),
+                text.replace("0x30a: [0]={ 56(r3) { u  u  c-56 }\n", ""),
+                "pieces of {size}"
+            );
+            assert_eq!(
+                *objects.lock().unwrap(),
+                vec![
+                    ("/bin/true".to_string(), 0x108000, 0, None),
+                    ("/lib/libc.so.6".to_string(), 0x4846000, 2, Some(3)),
+                ]
+            );
+        }
+    }
+}
