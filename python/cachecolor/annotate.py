@@ -198,20 +198,37 @@ def _nearest_symbols(path: str, addrs: Sequence[int]) -> list[Optional[str]]:
     return res
 
 
+def _code_rank(m: dict[str, Any], elf: dict[str, bool]) -> int:
+    """How likely a mapping holds code: an ELF file's (2), anonymous memory (1: a JIT), another
+    file's (0: data mapped from a file)."""
+    if m.get("kind") == "file":
+        path = m["path"]
+        if path not in elf:
+            elf[path] = bool(_elf_loads(path))
+        return 2 if elf[path] else 0
+    return 1
+
+
 def _covering(maps: Sequence[dict[str, Any]], addrs: np.ndarray) -> list[Optional[dict[str, Any]]]:
-    """For each address, the mapping holding it (one that was ever there: the tallies are over
-    the whole trace); a file mapping is preferred to an anonymous one over the same address."""
-    order = sorted(maps, key=lambda m: (m["start"], m.get("kind") != "file"))
+    """For each code address, the mapping holding it. The tallies are over the whole trace, so
+    when several mappings held the address over time, the likeliest to hold code wins
+    (``_code_rank``)."""
+    order = sorted(maps, key=lambda m: m["start"])
     starts = np.array([m["start"] for m in order], dtype=np.uint64)
+    ends = np.maximum.accumulate(np.array([m["end"] for m in order], dtype=np.uint64)) if order else starts
+    elf: dict[str, bool] = {}
     res: list[Optional[dict[str, Any]]] = []
     for a in addrs:
         i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
-        best = None
-        # mappings over one address may differ in start (re-mapped, merged): look back a few
-        for j in range(i, max(-1, i - 64), -1):
-            m = order[j]
-            if m["start"] <= a < m["end"] and (best is None or (m.get("kind") == "file" and best.get("kind") != "file")):
-                best = m
+        best, best_rank = None, -1
+        # every mapping starting at or below `a` whose end may still reach it
+        while i >= 0 and ends[i] > a:
+            m = order[i]
+            if a < m["end"]:
+                r = _code_rank(m, elf)
+                if r > best_rank:
+                    best, best_rank = m, r
+            i -= 1
         res.append(best)
     return res
 

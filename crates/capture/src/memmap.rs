@@ -185,7 +185,12 @@ pub(crate) fn build(
     });
     let kind_of = |l: &Life| -> &'static str {
         let line = &l.line;
-        if !line.path.is_empty() {
+        // shared anonymous memory (MAP_SHARED|MAP_ANONYMOUS, memfd, System V segments) shows as
+        // a deleted file; it is anonymous memory all the same
+        let shared_anon = ["/dev/zero", "/memfd:", "/SYSV"]
+            .iter()
+            .any(|p| line.path.starts_with(p));
+        if !line.path.is_empty() && !shared_anon {
             return if line.path.starts_with('/') {
                 "file"
             } else {
@@ -291,6 +296,7 @@ mod tests {
 -4002900000-4002a00000 rw-p 00000000 00:00 0
 @ 5 mmap 274920099840 0
 +4002900000-4002a00000 rw-p 00000000 00:00 0
++4002a00000-4002a01000 rw-s 00000000 00:01 7 /dev/zero (deleted)
 @ 6 brk 274878058496 0
 +4000004000-4000025000 rw-p 00000000 00:00 0
 ";
@@ -306,6 +312,7 @@ mod tests {
             .all(|m| m["start"].as_u64().unwrap() < 0x5555000000));
         let by_start = |s: u64| maps.iter().find(|m| m["start"] == s).unwrap();
         assert_eq!(by_start(0x4000000000)["kind"], "file");
+        assert_eq!(by_start(0x4002a00000)["kind"], "anon");
         assert_eq!(by_start(0x4000000000)["live"], json!([[0, null]]));
         assert_eq!(by_start(0x4002006000)["kind"], "stack");
         assert_eq!(by_start(0x4000004000)["kind"], "heap");
