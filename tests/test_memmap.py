@@ -233,3 +233,25 @@ def test_trace_without_a_map_annotates_as_before(pie, monkeypatch, capsys):
     cfg.write_text(json.dumps(CONFIG))
     assert main(["annotate", str(trace), "--config", str(cfg), "-q", "--top", "3", "--context", "0"]) == 0
     assert "(no memory map)" in capsys.readouterr().out
+
+
+@needs_qemu
+def test_profile_and_rocs_report_name_the_objects(pie, capsys):
+    """Issue 22 item 3: with a map, ``cachecolor profile``'s regions and the rocs report's
+    arrays are the program's objects, not bare address ranges."""
+    from cachecolor.reports.rocs import arrays
+
+    cfg = pie["dir"] / "cg-profile.json"
+    cfg.write_text(json.dumps(CONFIG))
+    assert main(["profile", "--config", str(cfg), str(pie["qemu"]), "-q", "--min-share", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert "objects" in out and "stream" in out and "reused" in out
+    arrs = arrays({"processes": [{"name": "p", "threads": [{"trace": str(pie["qemu"])}]}]})
+    byname = {a["name"]: a for a in arrs}
+    ranges = {n: (lo, hi) for lo, hi, n, _k in cachecolor.object_ranges(pie["qemu"])}
+    for name in ("reused", "stream"):
+        assert (byname[name]["lo"], byname[name]["hi"]) == ranges[name]
+        assert byname[name]["streaming"] is None
+    assert not any(n.startswith("libc.so.6:") for n in byname)
+    # a config without traces: the mix arrays only, as before
+    assert arrays({"processes": [{"name": "p", "threads": [{}]}]}) == []

@@ -513,6 +513,27 @@ def object_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] 
     return sorted(out)
 
 
+def name_range(ranges: Sequence[tuple[int, int, str, str]], lo: int, hi: int, top: int = 2) -> str:
+    """The objects of ``ranges`` (``object_ranges``) that make up most of the address range
+    ``[lo, hi)``, most first, as ``"name, name (+N more)"``: what ``cachecolor profile`` and the
+    ``rocs`` report print instead of bare addresses. The narrowest ranges are the objects (a
+    symbol within its file's mapping), so bytes a narrower range covers are not counted again
+    for the wider one holding it. Empty when none overlaps."""
+    overlap: dict[str, int] = {}
+    claimed: list[tuple[int, int]] = []
+    for a, b, name, _kind in sorted(ranges, key=lambda r: r[1] - r[0]):
+        a, b = max(a, lo), min(b, hi)
+        if a >= b:
+            continue
+        own = b - a - sum(max(0, min(b, cb) - max(a, ca)) for ca, cb in claimed)
+        if own > 0:
+            overlap[name] = overlap.get(name, 0) + own
+            claimed.append((a, b))
+    names = sorted(overlap, key=lambda n: -overlap[n])
+    more = f" (+{len(names) - top} more)" if len(names) > top else ""
+    return ", ".join(names[:top]) + more
+
+
 def annotate_objects(
     trace: os.PathLike | str,
     config: ConfigSource,
