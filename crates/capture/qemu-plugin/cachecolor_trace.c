@@ -28,7 +28,8 @@
  *                 addresses), so the host's view of the process covers the guest's mappings.
  *                 The log (text, one event then its lines):
  *                     @ SEQ EVENT RET ARG      EVENT install, start or a system call's name;
- *                                              RET its return value, ARG clone's stack (hex)
+ *                                              RET its return value, ARG (hex) clone's stack
+ *                                              or start's first guest block address
  *                     -LINE / +LINE            a /proc/self/maps line gone / new
  *   skip=N        fast-forward: send nothing about execution until the guest (all threads
  *                 together) has executed N instructions, counted per executed block (so the
@@ -439,12 +440,13 @@ static uint64_t maps_log_locked(const char *event, int64_t ret, uint64_t arg, in
 }
 
 /* The guest's first block is being translated: QEMU has loaded the program, its loader and its
- * stack. Log them (event 1, `start`; the install-time read was event 0). */
-static void maps_start(void)
+ * stack. Log them (event 1, `start`, with the block's guest address, which the reader checks
+ * lies in one of them: guest addresses are host addresses; the install-time read was event 0). */
+static void maps_start(uint64_t first_pc)
 {
     pthread_mutex_lock(&maps_lock);
     if (!maps_started) {
-        maps_log_locked("start", 0, 0, 1);
+        maps_log_locked("start", 0, first_pc, 1);
         maps_started = 1;
     }
     pthread_mutex_unlock(&maps_lock);
@@ -588,7 +590,7 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         return;
     }
     if (unlikely(!maps_started) && maps_fd >= 0) {
-        maps_start();
+        maps_start(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0)));
     }
     if (!describe_blocks) {
         on_tb_trans_count(tb, n);

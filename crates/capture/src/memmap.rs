@@ -89,6 +89,7 @@ pub(crate) fn build(
     let mut heap: Option<(u64, u64)> = None;
     let mut stacks: Vec<(u64, u64)> = Vec::new(); // (stack pointer, record) from clone
     let mut events = 0u64;
+    let mut start_pc: Option<u64> = None;
     let is_host_name =
         |p: &str| matches!(p, "[heap]" | "[stack]" | "[vdso]" | "[vvar]" | "[vsyscall]");
     for raw in text.lines() {
@@ -109,6 +110,7 @@ pub(crate) fn build(
                         Some((lo, hi)) => (lo.min(b), hi.max(b)),
                     });
                 }
+                "start" => start_pc = u64::from_str_radix(f[3], 16).ok(),
                 "clone" => {
                     if let Ok(sp) = u64::from_str_radix(f[3], 16) {
                         if sp != 0 {
@@ -157,7 +159,15 @@ pub(crate) fn build(
         .map(|l| &l.line)
         .chain(live.values().map(|(l, _)| l))
         .any(|l| l.path == prog);
-    if !has_program {
+    // guest_base 0 (guest addresses are host addresses): the guest's first block lies in one
+    // of the mappings it started with
+    let first_block_mapped = start_pc.is_some_and(|pc| {
+        done.iter()
+            .map(|l| (&l.line, l.from))
+            .chain(live.values().map(|(l, f)| (l, *f)))
+            .any(|(l, from)| from == 0 && l.start <= pc && pc < l.end)
+    });
+    if !has_program || !first_block_mapped {
         return None;
     }
     let mut lives: Vec<Life> = done;
@@ -283,7 +293,8 @@ mod tests {
 @ 0 install 0 0
 +5555000000-5555001000 r--p 00000000 fe:00 1 /usr/bin/qemu-x86_64
 +7f0000000000-7f0000001000 rw-p 00000000 00:00 0
-@ 1 start 0 0
+@ 1 start 0 4002806010
++4002806000-4002837000 r--p 00000000 fe:00 8 /lib/ld.so
 +4000000000-4000003000 r--p 00000000 fe:00 9 /tmp/prog
 +4000003000-4000004000 rw-p 00002000 fe:00 9 /tmp/prog
 +4002005000-4002006000 ---p 00000000 00:00 0
@@ -329,6 +340,15 @@ mod tests {
     #[test]
     fn no_map_when_the_program_is_not_among_the_guest_mappings() {
         assert!(build(LOG, &HashMap::new(), 0, std::path::Path::new("/other")).is_none());
+    }
+
+    #[test]
+    fn no_map_when_the_first_block_is_outside_every_mapping() {
+        // a QEMU that moved the guest (guest_base not 0): its addresses are not the host's
+        let moved = LOG.replace("@ 1 start 0 4002806010", "@ 1 start 0 7000");
+        let p = std::path::Path::new("/tmp/prog");
+        assert!(build(&moved, &HashMap::new(), 0, p).is_none());
+        assert!(build(LOG, &HashMap::new(), 0, p).is_some());
     }
 }
 
