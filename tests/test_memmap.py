@@ -255,3 +255,12 @@ def test_profile_and_rocs_report_name_the_objects(pie, capsys):
     assert not any(n.startswith("libc.so.6:") for n in byname)
     # a config without traces: the mix arrays only, as before
     assert arrays({"processes": [{"name": "p", "threads": [{}]}]}) == []
+
+
+@needs_qemu
+def test_trace_info_summarises_the_map_in_one_line(pie, capsys):
+    assert main(["trace", "info", str(pie["qemu"])]) == 0
+    out = capsys.readouterr().out
+    line = [ln for ln in out.splitlines() if ln.startswith("memory map")]
+    assert len(line) == 1 and "version 1:" in line[0] and "file" in line[0]
+    assert '"mappings"' not in out  # not dumped whole into the metadata line
