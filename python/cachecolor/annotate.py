@@ -640,15 +640,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="native trace with PCs (version 3)")
     p.add_argument("--config", required=True, metavar="CONFIG", help="simulation config with the [hierarchy]")
     p.add_argument("--binary", metavar="FILE", help="program whose debug info resolves PCs "
-                   "(default: the program the trace's metadata names)")
+                   "(default: the program the trace's metadata names; with a memory map, it stands in "
+                   "for that program's file, e.g. the unstripped build of a stripped program)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or status messages on stderr")
     p.add_argument("--sort", metavar="COL[,COL...]", help="columns to sort by, most first, as cg_annotate's "
                    "--sort (e.g. LL_misses,D1_misses; default: misses at each data level, then the others)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
     p.add_argument("--context", type=int, default=3, metavar="N",
                    help="source lines shown around each of the top lines (default 3; 0: none)")
-    p.add_argument("--objects", action="store_true", help="per data object instead (global and static arrays "
-                   "by symbol, the rest in one row): accesses, misses and miss rate at every data level")
+    p.add_argument("--objects", action="store_true", help="per data object instead (with the trace's memory "
+                   "map: every mapping, heap and stack, and each mapped file's globals by symbol; without it: the "
+                   "program's globals, the rest in one row): accesses, misses and miss rate at every data level")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the per-line table as JSON records on stdout")
     fmt.add_argument("--csv", action="store_true", help="the per-line table as CSV on stdout")
