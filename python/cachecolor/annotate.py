@@ -313,8 +313,11 @@ def annotate(
     path has ``L``), ``L_data_misses``, ``L_ifetch_misses``. ``sort`` names the columns to sort
     by, most first, as cg_annotate's ``--sort`` does (default: the misses at each level that
     serves data, in hierarchy order, then at the others). ``binary`` is the program whose
-    DWARF resolves PCs (default: the ``program`` the trace's metadata names). ``frame.attrs``
-    has ``levels``, ``records``, ``binary`` and ``unresolved`` (references outside the binary).
+    DWARF resolves PCs (default: the ``program`` the trace's metadata names; with the trace's
+    memory map, every mapped file resolves its own PCs and ``binary`` stands in for the
+    program's). ``frame.attrs`` has ``levels``, ``records``, ``binary``, ``memory_map`` (whether
+    the trace has one) and ``unresolved`` (references without a source line with a map; outside
+    the binary without one).
     """
     import pandas as pd
 
