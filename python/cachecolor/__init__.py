@@ -52,7 +52,7 @@ from .analysis import MissRateCurve, RapidMrc, SetProfile, mrc, rapid_mrc, set_p
 from . import models
 from .placement import PhysicalSdp, physical_sdp, placement_sweep, read_pagemap
 from .pages import PageProfile, page_profile
-from .annotate import AnnotateError, annotate
+from .annotate import AnnotateError, annotate, memory_map, object_ranges
 from . import objects
 from .config import load_config
 from .results import Result
@@ -90,6 +90,8 @@ __version__: str = _core.__version__
 __all__ = [
     "AnnotateError",
     "annotate",
+    "memory_map",
+    "object_ranges",
     "CachecolorError",
     "CaptureError",
     "ConfigError",

@@ -15,10 +15,15 @@ counted as cachegrind counts it: ``D1`` misses are the data references L1D did n
 Resolving PCs: the binutils ``addr2line`` (``-f -C``, one call for all addresses) reads the
 program's DWARF line table; chosen over pyelftools because it is installed wherever a compiler
 is, handles every DWARF version the compiler emits, and demangles; a binary without debug
-information still gets function names from its symbol table. Without a memory map in the trace
-(not captured yet), only the program's own code can be placed, and only when it is linked at a
-fixed address (not PIE): every other PC (shared libraries, the dynamic loader, a JIT, a PIE
-program) is attributed to ``(outside PROGRAM: no memory map)``, never dropped.
+information still gets function names from its symbol table. With the memory map a capture
+records (``memory_map`` in the trace's metadata, docs/trace-format.md), every PC is placed by
+its mapping: in a file (the program, PIE or not, a shared library, the loader) it becomes the
+file's link-time address (``pc - mapping start + file offset``, then the ``PT_LOAD`` segment's
+``p_vaddr``) and ``addr2line`` reads that file; a file without symbols gives the nearest
+dynamic symbol or the mapping; anonymous code (a JIT) is attributed to its mapping. Without a
+map (older traces), only the program's own code can be placed, and only when it is linked at a
+fixed address (not PIE): every other PC is attributed to ``(outside PROGRAM: no memory map)``,
+never dropped.
 """
 from __future__ import annotations
 
@@ -101,6 +106,172 @@ def _elf_text(binary: Path) -> tuple[Optional[str], list[tuple[int, int]]]:
     return {2: "exec", 3: "dyn"}.get(e_type), segs
 
 
+def _elf_loads(path: os.PathLike | str) -> list[tuple[int, int, int, int, int]]:
+    """``(p_offset, p_vaddr, p_filesz, p_memsz, p_flags)`` of each ``PT_LOAD`` segment of a
+    64-bit ELF file (empty if it is not one or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return []
+            end = "<" if head[5] == 1 else ">"
+            e_phoff, = struct.unpack_from(end + "Q", head, 32)
+            e_phentsize, e_phnum = struct.unpack_from(end + "HH", head, 54)
+            f.seek(e_phoff)
+            table = f.read(e_phentsize * e_phnum)
+    except OSError:
+        return []
+    out = []
+    for i in range(e_phnum):
+        if (i + 1) * e_phentsize > len(table):
+            break
+        p_type, p_flags, p_off, p_vaddr, _pa, p_filesz, p_memsz, _al = struct.unpack_from(
+            end + "IIQQQQQQ", table, i * e_phentsize)
+        if p_type == 1:
+            out.append((p_off, p_vaddr, p_filesz, p_memsz, p_flags))
+    return out
+
+
+def memory_map(trace: os.PathLike | str) -> Optional[dict[str, Any]]:
+    """The memory map a capture recorded in ``trace``'s metadata (``memory_map``, version 1,
+    docs/trace-format.md), or None for a trace without one (older captures, other tools)."""
+    return _map_of(_trace_header(trace))
+
+
+def _map_of(head: dict[str, Any]) -> Optional[dict[str, Any]]:
+    m = head["metadata"].get("memory_map")
+    if isinstance(m, dict) and m.get("version") == 1 and isinstance(m.get("mappings"), list):
+        return m
+    return None
+
+
+def _mapping_name(m: dict[str, Any]) -> str:
+    """A short name for a mapping: the file's name with the segment, or what it holds."""
+    kind = m.get("kind", "anon")
+    if kind == "file":
+        return os.path.basename(m["path"])
+    if kind == "heap":
+        return "[heap]"
+    if kind == "stack":
+        return "[stack]"
+    if kind == "thread stack":
+        return f"[thread stack {m['start']:#x}]"
+    if kind == "special":
+        return m["path"]
+    return f"[anon {m['start']:#x}-{m['end']:#x}]"
+
+
+def _link_address(m: dict[str, Any], loads: list[tuple[int, int, int, int, int]], addr: int) -> Optional[int]:
+    """The link-time address in ``m``'s file of the run-time address ``addr`` (None if no
+    segment holds it): its file offset, ``addr - start + offset``, in the ``PT_LOAD`` that maps it."""
+    off = addr - m["start"] + m["offset"]
+    for p_off, p_vaddr, p_filesz, p_memsz, _fl in loads:
+        if p_off <= off < p_off + max(p_filesz, 1):
+            return off - p_off + p_vaddr
+    return None
+
+
+def _nearest_symbols(path: str, addrs: Sequence[int]) -> list[Optional[str]]:
+    """The nearest symbol at or below each link-time address (``nm``, then ``nm -D`` for a
+    stripped file that still has its dynamic symbols), or None."""
+    tool = shutil.which("nm")
+    if tool is None:
+        return [None] * len(addrs)
+    syms: list[tuple[int, str]] = []
+    for extra in ([], ["-D"]):
+        out = subprocess.run([tool, *extra, "-C", "--defined-only", path], capture_output=True,
+                             text=True, check=False).stdout
+        for line in out.splitlines():
+            f = line.split(maxsplit=2)
+            if len(f) == 3 and f[1] in "tTwWiI" and len(f[1]) == 1:
+                syms.append((int(f[0], 16), f[2]))
+        if syms:
+            break
+    if not syms:
+        return [None] * len(addrs)
+    syms.sort()
+    starts = np.array([a for a, _ in syms], dtype=np.uint64)
+    res: list[Optional[str]] = []
+    for a in addrs:
+        i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
+        res.append(syms[i][1] if i >= 0 else None)
+    return res
+
+
+def _code_rank(m: dict[str, Any], elf: dict[str, bool]) -> int:
+    """How likely a mapping holds code: an ELF file's (2), anonymous memory (1: a JIT), another
+    file's (0: data mapped from a file)."""
+    if m.get("kind") == "file":
+        path = m["path"]
+        if path not in elf:
+            elf[path] = bool(_elf_loads(path))
+        return 2 if elf[path] else 0
+    return 1
+
+
+def _covering(maps: Sequence[dict[str, Any]], addrs: np.ndarray) -> list[Optional[dict[str, Any]]]:
+    """For each code address, the mapping holding it. The tallies are over the whole trace, so
+    when several mappings held the address over time, the likeliest to hold code wins
+    (``_code_rank``)."""
+    order = sorted(maps, key=lambda m: m["start"])
+    starts = np.array([m["start"] for m in order], dtype=np.uint64)
+    ends = np.maximum.accumulate(np.array([m["end"] for m in order], dtype=np.uint64)) if order else starts
+    elf: dict[str, bool] = {}
+    res: list[Optional[dict[str, Any]]] = []
+    for a in addrs:
+        i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
+        best, best_rank = None, -1
+        # every mapping starting at or below `a` whose end may still reach it
+        while i >= 0 and ends[i] > a:
+            m = order[i]
+            if a < m["end"]:
+                r = _code_rank(m, elf)
+                if r > best_rank:
+                    best, best_rank = m, r
+            i -= 1
+        res.append(best)
+    return res
+
+
+def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], list[str], list[int]]:
+    """(function, file, line) of each PC through the trace's memory map (module docstring)."""
+    maps = mmap["mappings"]
+    owner = _covering(maps, pcs)
+    fn: list[str] = ["(unmapped code)"] * len(pcs)
+    fl: list[str] = ["??"] * len(pcs)
+    ln: list[int] = [0] * len(pcs)
+    by_file: dict[str, list[tuple[int, int]]] = {}
+    loads_of: dict[str, list[tuple[int, int, int, int, int]]] = {}
+    for j, m in enumerate(owner):
+        if m is None:
+            continue
+        if m.get("kind") != "file":
+            fn[j] = f"(code in {_mapping_name(m)})"
+            continue
+        path = m["path"]
+        if path not in loads_of:
+            loads_of[path] = _elf_loads(path)
+        link = _link_address(m, loads_of[path], int(pcs[j])) if loads_of[path] else None
+        if link is None:
+            fn[j] = f"(code in {os.path.basename(path)})"
+            fl[j] = path
+            continue
+        by_file.setdefault(path, []).append((j, link))
+    for path, items in by_file.items():
+        links = np.array([a for _, a in items], dtype=np.uint64)
+        where = _addr2line(Path(path), links)
+        unknown = [k for k, (f_, _file, _line) in enumerate(where) if f_ == "??"]
+        near = _nearest_symbols(path, [int(links[k]) for k in unknown]) if unknown else []
+        near_of = dict(zip(unknown, near))
+        for k, ((j, _), (f_, file_, line_)) in enumerate(zip(items, where)):
+            if f_ == "??":
+                sym = near_of.get(k)
+                f_ = f"{sym} (nearest symbol, {os.path.basename(path)})" if sym else f"(code in {os.path.basename(path)})"
+                file_ = path if file_ == "??" else file_
+            fn[j], fl[j], ln[j] = f_, file_, line_
+    return fn, fl, ln
+
+
 def _addr2line(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
     """(function, file, line) of each PC in ``binary`` (link-time addresses), by addr2line."""
     tool = shutil.which("addr2line")
@@ -142,8 +313,11 @@ def annotate(
     path has ``L``), ``L_data_misses``, ``L_ifetch_misses``. ``sort`` names the columns to sort
     by, most first, as cg_annotate's ``--sort`` does (default: the misses at each level that
     serves data, in hierarchy order, then at the others). ``binary`` is the program whose
-    DWARF resolves PCs (default: the ``program`` the trace's metadata names). ``frame.attrs``
-    has ``levels``, ``records``, ``binary`` and ``unresolved`` (references outside the binary).
+    DWARF resolves PCs (default: the ``program`` the trace's metadata names; with the trace's
+    memory map, every mapped file resolves its own PCs and ``binary`` stands in for the
+    program's). ``frame.attrs`` has ``levels``, ``records``, ``binary``, ``memory_map`` (whether
+    the trace has one) and ``unresolved`` (references without a source line with a map; outside
+    the binary without one).
     """
     import pandas as pd
 
@@ -195,18 +369,26 @@ def annotate(
 
     program = binary or head["metadata"].get("program")
     binpath = Path(program) if program else None
-    kind, segs = _elf_text(binpath) if binpath else (None, [])
-    label = OUTSIDE.format(binpath.name if binpath else "the program")
-    inside = np.zeros(len(frame), dtype=bool)
-    if kind == "exec":
-        for lo, hi in segs:
-            inside |= (frame["pc"].to_numpy() >= lo) & (frame["pc"].to_numpy() < hi)
-    where = _addr2line(binpath, frame["pc"].to_numpy()[inside]) if binpath is not None else []
-    fn = np.full(len(frame), label, dtype=object)
-    fl = np.full(len(frame), "??", dtype=object)
-    ln = np.zeros(len(frame), dtype=np.int64)
-    for j, (f_, file_, line_) in zip(np.flatnonzero(inside), where):
-        fn[j], fl[j], ln[j] = f_, file_, line_
+    mmap = _map_of(head)
+    if mmap is not None:
+        fn_, fl_, ln_ = _resolve_by_map(_with_binary(mmap, binary, head), frame["pc"].to_numpy())
+        fn = np.array(fn_, dtype=object)
+        fl = np.array(fl_, dtype=object)
+        ln = np.array(ln_, dtype=np.int64)
+        inside = ln > 0
+    else:
+        kind, segs = _elf_text(binpath) if binpath else (None, [])
+        label = OUTSIDE.format(binpath.name if binpath else "the program")
+        inside = np.zeros(len(frame), dtype=bool)
+        if kind == "exec":
+            for lo, hi in segs:
+                inside |= (frame["pc"].to_numpy() >= lo) & (frame["pc"].to_numpy() < hi)
+        where = _addr2line(binpath, frame["pc"].to_numpy()[inside]) if binpath is not None else []
+        fn = np.full(len(frame), label, dtype=object)
+        fl = np.full(len(frame), "??", dtype=object)
+        ln = np.zeros(len(frame), dtype=np.int64)
+        for j, (f_, file_, line_) in zip(np.flatnonzero(inside), where):
+            fn[j], fl[j], ln[j] = f_, file_, line_
     frame.insert(1, "function", fn)
     frame.insert(2, "file", fl)
     frame.insert(3, "line", ln)
@@ -231,8 +413,21 @@ def annotate(
     frame = frame.sort_values(list(sort), ascending=False, kind="stable").reset_index(drop=True)
     frame.attrs.update(levels=names, sort=list(sort), records=int(raw["records"]),
                        binary=os.fspath(binpath) if binpath else None,
-                       unresolved=unresolved, unknown_pc=int(raw["unknown_pc"]))
+                       unresolved=unresolved, unknown_pc=int(raw["unknown_pc"]),
+                       memory_map=mmap is not None)
     return frame
+
+
+def _with_binary(mmap: dict[str, Any], binary: Optional[os.PathLike | str], head: dict[str, Any]) -> dict[str, Any]:
+    """The map with the program's mappings read from ``binary`` instead (``--binary``: e.g. the
+    unstripped build of the stripped program that ran)."""
+    program = head["metadata"].get("program")
+    if binary is None or not program:
+        return mmap
+    real = os.path.realpath(program)
+    maps = [dict(m, path=os.fspath(binary)) if m.get("path") in (real, program) else m
+            for m in mmap["mappings"]]
+    return dict(mmap, mappings=maps)
 
 
 def _data_symbols(binary: Path) -> list[tuple[int, int, str]]:
@@ -253,6 +448,97 @@ def _data_symbols(binary: Path) -> list[tuple[int, int, str]]:
     return sorted(syms)
 
 
+def _global_symbols(path: str) -> list[tuple[int, int, str]]:
+    """``(start, end, name)`` at link-time addresses of ``path``'s data objects: ``nm -S`` on
+    its symbol table, else on its dynamic symbols (a stripped library still exports some)."""
+    syms = _data_symbols(Path(path))
+    if syms:
+        return syms
+    tool = shutil.which("nm")
+    if tool is None:
+        return []
+    out = subprocess.run([tool, "-D", "-S", "-C", "--defined-only", path], capture_output=True,
+                         text=True, check=False).stdout
+    res = []
+    for line in out.splitlines():
+        f = line.split(maxsplit=3)
+        if len(f) == 4 and f[2] in "bBdDrRvuV" and len(f[2]) == 1:
+            start, size = int(f[0], 16), int(f[1], 16)
+            if size > 0:
+                res.append((start, start + size, f[3].split("@")[0]))
+    return sorted(res)
+
+
+def object_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] = None
+                  ) -> list[tuple[int, int, str, str]]:
+    """The data objects of ``trace`` as ``(start, end, name, kind)`` run-time address ranges,
+    ``end`` exclusive, sorted by start; ranges may nest (a global inside its file's mapping):
+    the narrower one is the object.
+
+    With the capture's memory map (docs/trace-format.md): every mapping (kind ``file`` named by
+    its file, ``heap``, ``stack``, ``thread stack``, ``anon`` named by its addresses) and the
+    global and static data objects of every mapped ELF file (``symbol``: the program's by their
+    own names, a library's as ``LIB:NAME``), placed at their load address. A region that several
+    mappings held over time is listed once per distinct mapping. Without a map (older traces):
+    the global and static data objects of ``binary`` (default: the trace's ``program``) when it
+    is linked at a fixed address, else nothing. Heap objects by allocation site are not
+    recorded (issue 22: not done)."""
+    head = _trace_header(trace)
+    mmap = _map_of(head)
+    program = binary or head["metadata"].get("program")
+    if mmap is None:
+        binpath = Path(program) if program else None
+        kind, _ = _elf_text(binpath) if binpath else (None, [])
+        syms = _data_symbols(binpath) if binpath is not None and kind == "exec" else []
+        return [(lo, hi, name, "symbol") for lo, hi, name in syms]
+    mmap = _with_binary(mmap, binary, head)
+    prog_paths = {os.fspath(binary)} if binary else set()
+    if head["metadata"].get("program"):
+        prog_paths |= {head["metadata"]["program"], os.path.realpath(head["metadata"]["program"])}
+    out: set[tuple[int, int, str, str]] = set()
+    files: dict[str, list[dict[str, Any]]] = {}
+    for m in mmap["mappings"]:
+        out.add((int(m["start"]), int(m["end"]), _mapping_name(m), m.get("kind", "anon")))
+        if m.get("kind") == "file":
+            files.setdefault(m["path"], []).append(m)
+    for path, maps in files.items():
+        loads = _elf_loads(path)
+        if not loads:
+            continue
+        syms = _global_symbols(path)
+        lib = None if path in prog_paths else os.path.basename(path)
+        # each time the file is loaded, its load bias: the mapping of file offset 0 holds the
+        # segment that starts there (other segments may share a file page with their
+        # neighbour, so only offset 0 is unambiguous)
+        first = [p_vaddr for p_off, p_vaddr, _fs, _ms, _fl in loads if p_off == 0]
+        biases = {m["start"] - (first[0] & ~0xFFF) for m in maps if first and m["offset"] == 0}
+        for bias in biases:
+            for lo, hi, name in syms:
+                out.add((lo + bias, hi + bias, name if lib is None else f"{lib}:{name}", "symbol"))
+    return sorted(out)
+
+
+def name_range(ranges: Sequence[tuple[int, int, str, str]], lo: int, hi: int, top: int = 2) -> str:
+    """The objects of ``ranges`` (``object_ranges``) that make up most of the address range
+    ``[lo, hi)``, most first, as ``"name, name (+N more)"``: what ``cachecolor profile`` and the
+    ``rocs`` report print instead of bare addresses. The narrowest ranges are the objects (a
+    symbol within its file's mapping), so bytes a narrower range covers are not counted again
+    for the wider one holding it. Empty when none overlaps."""
+    overlap: dict[str, int] = {}
+    claimed: list[tuple[int, int]] = []
+    for a, b, name, _kind in sorted(ranges, key=lambda r: r[1] - r[0]):
+        a, b = max(a, lo), min(b, hi)
+        if a >= b:
+            continue
+        own = b - a - sum(max(0, min(b, cb) - max(a, ca)) for ca, cb in claimed)
+        if own > 0:
+            overlap[name] = overlap.get(name, 0) + own
+            claimed.append((a, b))
+    names = sorted(overlap, key=lambda n: -overlap[n])
+    more = f" (+{len(names) - top} more)" if len(names) > top else ""
+    return ", ".join(names[:top]) + more
+
+
 def annotate_objects(
     trace: os.PathLike | str,
     config: ConfigSource,
@@ -260,14 +546,16 @@ def annotate_objects(
     binary: Optional[os.PathLike | str] = None,
     progress: Optional[Callable[[Progress], Any]] = None,
 ) -> Any:
-    """Data accesses and misses per data object of ``trace`` (``annotate(..., by="object")``): the
-    program's global and static arrays by their symbols (``nm``; a binary linked at a fixed
-    address, as for code), everything else (heap, stacks, libraries' data, mappings) in one row
-    ``(heap, stack or other: no memory map)``. Tallied per 4 KiB page and each page given to the
-    object that covers most of it, so an object's first and last pages may be shared with its
-    neighbours. Columns: ``object``, ``start``, ``size``, ``reads``, ``writes``, and per level
-    ``L`` that data goes through: ``L_accesses`` (reaching ``L``), ``L_misses``, ``L_miss_rate``;
-    sorted like ``annotate``'s default."""
+    """Data accesses and misses per data object of ``trace`` (``annotate(..., by="object")``):
+    the objects of ``object_ranges`` (with the capture's memory map: every mapping, heap and
+    stacks, and the global and static data of the program and each library; without it, the
+    program's globals when it is linked at a fixed address), everything else in one row
+    (``(unmapped)``, or ``(heap, stack or other: no memory map)`` without a map). Tallied per
+    4 KiB page and each page given to the object that covers most of it (the narrower of two
+    that cover it alike), so an object's first and last pages may be shared with its neighbours.
+    Columns: ``object``, ``start``, ``size``, ``reads``, ``writes``, and per level ``L`` that
+    data goes through: ``L_accesses`` (reaching ``L``), ``L_misses``, ``L_miss_rate``; sorted
+    like ``annotate``'s default. ``frame.attrs["kinds"]`` maps each object to its kind."""
     import pandas as pd
 
     head = _trace_header(trace)
@@ -284,17 +572,37 @@ def annotate_objects(
     counts = np.frombuffer(raw["page_counts"], dtype="<u8").reshape(-1, n_slots).astype(np.int64)
     program = binary or head["metadata"].get("program")
     binpath = Path(program) if program else None
-    kind, _ = _elf_text(binpath) if binpath else (None, [])
-    syms = _data_symbols(binpath) if binpath is not None and kind == "exec" else []
-    other = "(heap, stack or other: no memory map)"
+    ranges = object_ranges(trace, binary)
+    has_map = _map_of(head) is not None
+    other = "(unmapped)" if has_map else "(heap, stack or other: no memory map)"
     owner = np.full(len(pages), other, dtype=object)
-    for lo, hi, name in syms:
-        p_lo, p_hi = lo >> 12, (hi - 1) >> 12
-        for pg in range(p_lo, p_hi + 1):
-            cover = min(hi, (pg + 1) << 12) - max(lo, pg << 12)
-            sel = pages == pg
-            if sel.any() and cover >= 2048:
-                owner[sel] = name
+    # best (symbol, cover, -size) so far per tallied page: a page goes to the symbol covering
+    # most of it (at least half a page), else to the mapping covering most of it, the narrower
+    # on a tie
+    best_rank = np.zeros(len(pages), dtype=np.int64)  # 1: a symbol (finer than any mapping)
+    best_cover = np.zeros(len(pages), dtype=np.int64)
+    best_size = np.full(len(pages), np.iinfo(np.int64).max, dtype=np.int64)
+    order = np.argsort(pages, kind="stable")
+    sorted_pages = pages[order]
+    for lo, hi, name, kind in ranges:
+        a = int(np.searchsorted(sorted_pages, np.uint64(lo >> 12), side="left"))
+        b = int(np.searchsorted(sorted_pages, np.uint64((hi - 1) >> 12), side="right"))
+        if a >= b:
+            continue
+        idx = order[a:b]
+        pg = pages[idx].astype(np.int64)
+        cover = np.minimum(hi, (pg + 1) << 12) - np.maximum(lo, pg << 12)
+        if kind == "symbol":
+            cover = np.where(cover >= 2048, cover, 0)
+        size = hi - lo
+        rank = 1 if kind == "symbol" else 0
+        better = (cover > 0) & ((rank > best_rank[idx]) | ((rank == best_rank[idx]) & (
+            (cover > best_cover[idx]) | ((cover == best_cover[idx]) & (size < best_size[idx])))))
+        sel = idx[better]
+        owner[sel] = name
+        best_rank[sel] = rank
+        best_cover[sel] = cover[better]
+        best_size[sel] = size
     total = counts.sum(axis=1)
     path = _path(levels, 0)
     cols: dict[str, Any] = {"object": owner, "reads": np.where(cls == 0, total, 0),
@@ -307,13 +615,18 @@ def annotate_objects(
     for li in path:
         acc = frame[f"{names[li]}_accesses"]
         frame[f"{names[li]}_miss_rate"] = np.where(acc > 0, frame[f"{names[li]}_misses"] / acc.where(acc > 0, 1), 0.0)
-    where = {name: (lo, hi - lo) for lo, hi, name in syms}
+    where: dict[str, tuple[int, int]] = {}
+    kinds: dict[str, str] = {other: "other"}
+    for lo, hi, name, kind in ranges:
+        where.setdefault(name, (lo, hi - lo))
+        kinds.setdefault(name, kind)
     frame.insert(1, "start", [where.get(o, (0, 0))[0] for o in frame["object"]])
     frame.insert(2, "size", [where.get(o, (0, 0))[1] for o in frame["object"]])
     frame = frame.sort_values([f"{names[i]}_misses" for i in path], ascending=False,
                               kind="stable").reset_index(drop=True)
     frame.attrs.update(levels=[names[i] for i in path], records=int(raw["records"]),
-                       binary=os.fspath(binpath) if binpath else None)
+                       binary=os.fspath(binpath) if binpath else None, memory_map=has_map,
+                       kinds={o: kinds.get(o, "other") for o in frame["object"]})
     return frame
 
 
@@ -332,15 +645,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="native trace with PCs (version 3)")
     p.add_argument("--config", required=True, metavar="CONFIG", help="simulation config with the [hierarchy]")
     p.add_argument("--binary", metavar="FILE", help="program whose debug info resolves PCs "
-                   "(default: the program the trace's metadata names)")
+                   "(default: the program the trace's metadata names; with a memory map, it stands in "
+                   "for that program's file, e.g. the unstripped build of a stripped program)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or status messages on stderr")
     p.add_argument("--sort", metavar="COL[,COL...]", help="columns to sort by, most first, as cg_annotate's "
                    "--sort (e.g. LL_misses,D1_misses; default: misses at each data level, then the others)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
     p.add_argument("--context", type=int, default=3, metavar="N",
                    help="source lines shown around each of the top lines (default 3; 0: none)")
-    p.add_argument("--objects", action="store_true", help="per data object instead (global and static arrays "
-                   "by symbol, the rest in one row): accesses, misses and miss rate at every data level")
+    p.add_argument("--objects", action="store_true", help="per data object instead (with the trace's memory "
+                   "map: every mapping, heap and stack, and each mapped file's globals by symbol; without it: the "
+                   "program's globals, the rest in one row): accesses, misses, miss rate at every data level, reuse, "
+                   "and the objects the ROCS search would put in the pollute buffer with the predicted effect")
     p.add_argument("--no-search", action="store_true", help="with --objects: leave out the pollute-buffer "
                    "search (it re-runs the trace about 18 times)")
     p.add_argument("--plot", metavar="PATH", help="with --objects: a plot of misses per object over time (PNG)")
@@ -422,7 +738,8 @@ def run(args: Any) -> int:
         print(lines.to_csv(index=False), end="")
         return 0
     if args.objects:
-        print(f"{lines.attrs['records']:,} records; data objects of {lines.attrs['binary']} (per 4 KiB page)")
+        what = "the trace's memory map" if lines.attrs.get("memory_map") else lines.attrs["binary"]
+        print(f"{lines.attrs['records']:,} records; data objects of {what} (per 4 KiB page)")
         print(objects.format_report(lines, args.top))
         return 0
     names = lines.attrs["levels"]
@@ -430,8 +747,12 @@ def run(args: Any) -> int:
     funcs = lines.groupby("function", as_index=False, sort=False)[value_cols].sum()
     funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable")
     tot = lines[value_cols].sum()
-    print(f"{lines.attrs['records']:,} records; binary {lines.attrs['binary']}; "
-          f"{lines.attrs['unresolved']:,} references outside it (no memory map)")
+    if lines.attrs.get("memory_map"):
+        print(f"{lines.attrs['records']:,} records; code resolved through the trace's memory map; "
+              f"{lines.attrs['unresolved']:,} references without a source line (by mapping or symbol)")
+    else:
+        print(f"{lines.attrs['records']:,} records; binary {lines.attrs['binary']}; "
+              f"{lines.attrs['unresolved']:,} references outside it (no memory map)")
     print("totals: " + "  ".join(f"{c}={int(tot[c]):,}" for c in list(ACCESS_COLUMNS) + [f"{n}_misses" for n in names]))
     print(f"\nper function (sorted by {', '.join(lines.attrs['sort'])}):")
     print(_table(funcs, ["function"], names, args.top))

@@ -51,7 +51,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core
-from .annotate import AnnotateError, _data_symbols, _elf_text, _levels, _path, _trace_header, annotate_objects
+from .annotate import (AnnotateError, _data_symbols, _elf_text, _levels, _map_of, _path, _trace_header, annotate_objects,
+                       object_ranges)
 from .config import ConfigSource, load_config
 from .simulation import Progress, _wrap_progress
 from .traces import trace_info
@@ -60,23 +61,36 @@ from .traces import trace_info
 ObjectRange = tuple[int, int, str, str]
 #: The row of every data page no range covers (``annotate_objects`` uses the same label).
 OTHER = "(heap, stack or other: no memory map)"
+#: The same row for a trace with a memory map: the pages no mapping covers.
+UNMAPPED = "(unmapped)"
 PAGE_SHIFT = 12
 
 
 def symbol_ranges(binary: os.PathLike | str) -> list[ObjectRange]:
-    """The global and static data objects of ``binary`` (``nm -S``) as ranges of kind ``global``;
+    """The global and static data objects of ``binary`` (``nm -S``) as ranges of kind ``symbol``
+    (``annotate.object_ranges``' kind for them);
     none unless it is linked at a fixed address (its symbols' addresses are then its run-time
     ones)."""
     path = Path(binary)
     kind, _ = _elf_text(path)
     if kind != "exec":
         return []
-    return [(lo, hi, name, "global") for lo, hi, name in _data_symbols(path)]
+    return [(lo, hi, name, "symbol") for lo, hi, name in _data_symbols(path)]
+
+
+def other_label(trace: os.PathLike | str) -> str:
+    """The catch-all row's name for ``trace`` (``annotate_objects``' own): ``UNMAPPED`` with a
+    memory map, else ``OTHER``."""
+    return UNMAPPED if _map_of(_trace_header(trace)) is not None else OTHER
 
 
 def default_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] = None) -> list[ObjectRange]:
-    """The objects of ``trace`` when none are given: the symbols of ``binary`` or of the program
-    its metadata names."""
+    """The objects of ``trace`` when none are given: with the capture's memory map, its mappings
+    and every mapped file's globals (``annotate.object_ranges``), widest first so that a page
+    covered equally goes to the innermost range (``page_owners``); without one, the symbols of
+    ``binary`` or of the program its metadata names."""
+    if _map_of(_trace_header(trace)) is not None:
+        return sorted(object_ranges(trace, binary), key=lambda r: (-(r[1] - r[0]), r[0], r[2]))
     program = binary or _trace_header(trace)["metadata"].get("program")
     return symbol_ranges(program) if program else []
 
@@ -113,9 +127,10 @@ class PageOwners:
 
 
 def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
-    """The owner of every 4 KiB page: the range of ``ranges`` covering most of it, at least half
-    (``annotate_objects``' rule); of ranges covering it equally, the later one (so a list of
-    mappings followed by the objects inside them gives each page to the innermost)."""
+    """The owner of every 4 KiB page: a ``symbol`` range covering at least half of it, else the
+    range of ``ranges`` covering most of it, at least half (``annotate_objects``' rule); of
+    ranges covering it equally, the later one (so a list of mappings followed by the objects
+    inside them gives each page to the innermost)."""
     half = 1 << (PAGE_SHIFT - 1)
     page = 1 << PAGE_SHIFT
     edges: dict[int, list[tuple[int, int]]] = {}
@@ -157,14 +172,31 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
     ids = []
     for pg, within in zip(edges, inside.tolist()):
         cands = edges[pg] + ([(page, within)] if within >= 0 else [])
-        cover, idx = max(cands)
+        # A symbol covering at least half the page takes it before any mapping, however much
+        # of the page that covers (``annotate_objects``' rule: the symbol is the finer name).
+        _, cover, idx = max((int(ranges[i][3] == "symbol" and c >= half), c, i) for c, i in cands)
         ids.append(idx if cover >= half else -1)
     owners.vpns, owners.ids = pages, np.asarray(ids, dtype=np.int64)
     return owners
 
 
-def _names(ranges: Sequence[ObjectRange]) -> list[str]:
-    return [r[2] for r in ranges] + [OTHER]
+def _names(ranges: Sequence[ObjectRange], other: str = OTHER) -> list[str]:
+    return [r[2] for r in ranges] + [other]
+
+
+def _owners_by_name(ranges: Sequence[ObjectRange], other: str) -> tuple[PageOwners, list[str], int]:
+    """``page_owners`` with one id per distinct name (a memory map lists a file once per mapped
+    segment and a region once per mapping that held it, all under one name), the names (the
+    catch-all ``other`` last) and the number of named objects."""
+    owners = page_owners(ranges)
+    unique = list(dict.fromkeys(r[2] for r in ranges))
+    index = {name: i for i, name in enumerate(unique)}
+    remap = np.array([index[r[2]] for r in ranges], dtype=np.int64)
+    if len(owners.ids):
+        owners.ids = np.where(owners.ids >= 0, remap[np.maximum(owners.ids, 0)], -1)
+    if len(owners.span_ids):
+        owners.span_ids = remap[owners.span_ids]
+    return owners, unique + [other], len(unique)
 
 
 def object_reuse(
@@ -191,15 +223,14 @@ def object_reuse(
         raise ValueError(f"intervals={intervals}: give at least 1")
     cfg = load_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
-    names = _names(ranges)
-    owners = page_owners(ranges)
+    owners, names, n_objects = _owners_by_name(ranges, other_label(trace))
     records = int(trace_info(trace)["records"])
     every = max(1, -(-records // intervals))
     levels = _levels(cfg)
     path = _path(levels, 0)
-    o = _owner_args(owners, len(ranges))
+    o = _owner_args(owners, n_objects)
     raw = _core.object_reuse(json.dumps(cfg), os.fspath(trace), o["owner_vpns"], o["owner_ids"], o["span_first"],
-                             o["span_last"], o["span_ids"], len(ranges), every, path[-1], _wrap_progress(progress))
+                             o["span_last"], o["span_ids"], n_objects, every, path[-1], _wrap_progress(progress))
     level_names = [levels[i]["name"] for i in path]
     llc_lines = int(raw["level_lines"][path[-1]])
     obj = np.frombuffer(raw["dist_object"], dtype="<u8").astype(np.int64)
@@ -301,8 +332,7 @@ def pollute_search(
 
     cfg = load_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
-    names = _names(ranges)
-    owners = page_owners(ranges)
+    owners, names, n_objects = _owners_by_name(ranges, other_label(trace))
     path = _path(_levels(cfg), 0)
     llc = _levels(cfg)[path[-1]]["name"]
     cfg_json = json.dumps(cfg)
@@ -311,11 +341,11 @@ def pollute_search(
     records = int(trace_info(trace)["records"])
     every = max(1, -(-records // max(1, intervals)))
     level_names = [_levels(cfg)[i]["name"] for i in path]
-    own = _owner_args(owners, len(ranges))
+    own = _owner_args(owners, n_objects)
 
     def run(mode: str, pages: Sequence[int] = (), colors: int = 1) -> dict[str, Any]:
         return _core.placed_page_tallies(cfg_json, os.fspath(trace), np.asarray(pages, dtype="<u8").tobytes(),
-                                         colors, mode, progress=wrap, objects=len(ranges), interval_records=every,
+                                         colors, mode, progress=wrap, objects=n_objects, interval_records=every,
                                          **own)
 
     shared = run("shared", colors=0)
@@ -362,7 +392,7 @@ def pollute_search(
     def per_object(raw: dict[str, Any]) -> dict[str, int]:
         pg, _r, m = _page_llc(raw, path)
         out: dict[str, int] = {}
-        for o, v in zip(owners.lookup(pg, len(ranges)).tolist(), m.tolist()):
+        for o, v in zip(owners.lookup(pg, n_objects).tolist(), m.tolist()):
             out[names[o]] = out.get(names[o], 0) + int(v)
         return out
 
@@ -371,7 +401,7 @@ def pollute_search(
     buf_pages: dict[str, int] = {}
     reach_by: dict[str, int] = {}
     miss_by: dict[str, int] = {}
-    page_owner = owners.lookup(pages, len(ranges))
+    page_owner = owners.lookup(pages, n_objects)
     for i in np.flatnonzero(prof).tolist():
         p = int(pages[i])
         name = names[page_owner[i]]
@@ -533,5 +563,5 @@ def format_report(frame: Any, top: int = 20) -> str:
     return "\n".join(out)
 
 
-__all__ = ["OTHER", "ObjectRange", "AnnotateError", "default_ranges", "format_report", "object_report", "object_reuse",
+__all__ = ["OTHER", "UNMAPPED", "other_label", "ObjectRange", "AnnotateError", "default_ranges", "format_report", "object_report", "object_reuse",
            "PageOwners", "page_owners", "plot_misses_over_time", "pollute_search", "series_frame", "symbol_ranges"]

@@ -17,6 +17,20 @@
  *   syscalls=on|off  off (default): nothing about system calls is sent; on: every system call's
  *                 entry (number and its first three arguments) and return (its value) is sent
  *                 in the thread's stream (SYSCALL, SYSARG, SYSRET below)
+ *   maps=PATH     memory map log (issue 22): the process's /proc/self/maps is read at install
+ *                 (QEMU's own mappings, before the guest is loaded), at the first translated
+ *                 block (the guest's program, loader and stack) and after every successful
+ *                 mmap, munmap, mremap, mprotect, brk, shmat, shmdt and clone; each change is
+ *                 appended to PATH as a diff against the previous read and marked in the
+ *                 calling thread's stream by a MAPS record (below). Guest addresses are host
+ *                 addresses here: user-mode QEMU for a 64-bit guest on a 64-bit host runs with
+ *                 guest_base 0 (checked: the guest's emulated /proc/self/maps shows the host's
+ *                 addresses), so the host's view of the process covers the guest's mappings.
+ *                 The log (text, one event then its lines):
+ *                     @ SEQ EVENT RET ARG      EVENT install, start or a system call's name;
+ *                                              RET its return value, ARG (hex) clone's stack
+ *                                              or start's first guest block address
+ *                     -LINE / +LINE            a /proc/self/maps line gone / new
  *   skip=N        fast-forward: send nothing about execution until the guest (all threads
  *                 together) has executed N instructions, counted per executed block (so the
  *                 region starts within one block of N; a block left early by a fault counts
@@ -67,6 +81,8 @@
  *   SYSARG (0xF7)    argument number `idx` (1..3) of the vCPU's pending system call = `addr`
  *   SYSRET (0xF8)    the vCPU's pending system call returned `addr` (an int64 as u64); a call
  *                    that never returns (exit, a successful execve) has no SYSRET
+ *   MAPS   (0xF9)    vCPU `vcpu`'s system call just changed the memory map: the change is
+ *                    event number `addr` of the maps= log (written before this record)
  *   END    (0xFF)    last record, written at exit: addr = number of records before it (HELLO
  *                    included), so the reader can tell a complete stream from a cut one
  * TB numbers are dense (0, 1, 2, ...) in translation order; a TB's definition always precedes
@@ -112,6 +128,7 @@ enum {
     CC_SYSCALL = 0xF6,
     CC_SYSARG = 0xF7,
     CC_SYSRET = 0xF8,
+    CC_MAPS = 0xF9,
     CC_END = 0xFF,
 };
 
@@ -161,6 +178,22 @@ static int skipping = 0;
 static int64_t skip_left = 0;
 static volatile int skip_done = 0;
 static uint8_t vcpu_on[MAX_VCPUS];
+
+/* maps=PATH (issue 22): the memory-map log, the last /proc/self/maps read (its lines, sorted by
+ * address as the kernel gives them), the next event number and the guest's system call numbers
+ * that change the map. All under maps_lock. */
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static int maps_fd = -1;
+static char *maps_prev = NULL;
+static size_t maps_prev_len = 0;
+static uint64_t maps_seq = 0;
+static volatile int maps_started = 0;
+enum { M_MMAP, M_MUNMAP, M_MREMAP, M_MPROTECT, M_BRK, M_SHMAT, M_SHMDT, M_CLONE, M_N };
+static const char *const maps_call_name[M_N] = {
+    "mmap", "munmap", "mremap", "mprotect", "brk", "shmat", "shmdt", "clone",
+};
+static int64_t maps_call_num[M_N] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+static uint64_t clone_stack[MAX_VCPUS]; /* clone's child stack, from its entry to its return */
 
 /* Should `vcpu`'s execution be recorded now? (Always, without skip=.) */
 static inline int rec_on(unsigned int vcpu)
@@ -271,6 +304,152 @@ static void flush_vcpu(unsigned int vcpu)
             flush(b);
         }
     }
+}
+
+/* ---- memory map (maps=PATH) ---- */
+
+/* The whole of /proc/self/maps, NUL-terminated (malloc'd; NULL on failure). */
+static char *read_self_maps(size_t *len)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - n < 4096) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break;
+        }
+        n += (size_t)r;
+    }
+    close(fd);
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}
+
+static void maps_write(const char *p, size_t len)
+{
+    while (len > 0 && maps_fd >= 0) {
+        ssize_t w = write(maps_fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            close(maps_fd);
+            maps_fd = -1;
+            return;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+static void maps_line(char sign, const char *line, const char *end)
+{
+    maps_write(&sign, 1);
+    maps_write(line, (size_t)(end - line));
+    maps_write("\n", 1);
+}
+
+/* Read the map again and log what changed since the previous read, as event `event`; returns
+ * the event's number, or 0 when nothing changed (an event with no lines is logged only for brk
+ * and clone, whose values matter by themselves). Under maps_lock. */
+static uint64_t maps_log_locked(const char *event, int64_t ret, uint64_t arg, int always)
+{
+    size_t len = 0;
+    char *now = read_self_maps(&len);
+    if (!now || maps_fd < 0) {
+        free(now);
+        return 0;
+    }
+    const char *o = maps_prev ? maps_prev : "", *oe = o + maps_prev_len;
+    const char *c = now, *ce = now + len;
+    uint64_t seq = maps_seq;
+    int header = 0;
+    while (o < oe || c < ce) {
+        const char *ol = o < oe ? memchr(o, '\n', (size_t)(oe - o)) : NULL;
+        const char *cl = c < ce ? memchr(c, '\n', (size_t)(ce - c)) : NULL;
+        ol = o < oe ? (ol ? ol : oe) : NULL;
+        cl = c < ce ? (cl ? cl : ce) : NULL;
+        int cmp;
+        if (!ol) {
+            cmp = 1;
+        } else if (!cl) {
+            cmp = -1;
+        } else {
+            unsigned long long os = strtoull(o, NULL, 16), cs = strtoull(c, NULL, 16);
+            if (os != cs) {
+                cmp = os < cs ? -1 : 1;
+            } else if (ol - o == cl - c && !memcmp(o, c, (size_t)(ol - o))) {
+                cmp = 0;
+            } else {
+                cmp = 2; /* same start, changed */
+            }
+        }
+        if (cmp != 0 && !header) {
+            char h[160];
+            int hn = snprintf(h, sizeof h, "@ %llu %s %lld %llx\n", (unsigned long long)seq, event,
+                              (long long)ret, (unsigned long long)arg);
+            maps_write(h, (size_t)hn);
+            header = 1;
+        }
+        if (cmp == 0) {
+            o = ol + 1, c = cl + 1;
+        } else if (cmp == -1) {
+            maps_line('-', o, ol), o = ol + 1;
+        } else if (cmp == 1) {
+            maps_line('+', c, cl), c = cl + 1;
+        } else {
+            maps_line('-', o, ol), o = ol + 1;
+            maps_line('+', c, cl), c = cl + 1;
+        }
+    }
+    if (!header && always) {
+        char h[160];
+        int hn = snprintf(h, sizeof h, "@ %llu %s %lld %llx\n", (unsigned long long)seq, event,
+                          (long long)ret, (unsigned long long)arg);
+        maps_write(h, (size_t)hn);
+        header = 1;
+    }
+    free(maps_prev);
+    maps_prev = now;
+    maps_prev_len = len;
+    if (!header) {
+        return 0;
+    }
+    maps_seq++;
+    return seq;
+}
+
+/* The guest's first block is being translated: QEMU has loaded the program, its loader and its
+ * stack. Log them (event 1, `start`, with the block's guest address, which the reader checks
+ * lies in one of them: guest addresses are host addresses; the install-time read was event 0). */
+static void maps_start(uint64_t first_pc)
+{
+    pthread_mutex_lock(&maps_lock);
+    if (!maps_started) {
+        maps_log_locked("start", 0, first_pc, 1);
+        maps_started = 1;
+    }
+    pthread_mutex_unlock(&maps_lock);
 }
 
 /* ---- execution-time callbacks (hot) ---- */
@@ -410,6 +589,9 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     if (n == 0 || n > 0xFFFF || !active) {
         return;
     }
+    if (unlikely(!maps_started) && maps_fd >= 0) {
+        maps_start(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0)));
+    }
     if (!describe_blocks) {
         on_tb_trans_count(tb, n);
         return;
@@ -496,6 +678,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
                        uint64_t a7, uint64_t a8)
 {
     (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    if (maps_fd >= 0 && num == maps_call_num[M_CLONE] && vcpu < MAX_VCPUS) {
+        clone_stack[vcpu] = a2;
+    }
     if (send_syscalls && likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)num, CC_SYSCALL, 0, 0);
         emit(vcpu, a1, CC_SYSARG, 0, 1);
@@ -511,9 +696,24 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
 
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, int64_t ret)
 {
-    (void)id, (void)num;
-    if (likely(active) && rec_on(vcpu)) {
+    (void)id;
+    if (send_syscalls && likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)ret, CC_SYSRET, 0, 0);
+    }
+    if (maps_fd >= 0 && likely(active) && (ret >= 0 || ret < -4095)) {
+        for (int m = 0; m < M_N; m++) {
+            if (num == maps_call_num[m]) {
+                uint64_t arg = m == M_CLONE && vcpu < MAX_VCPUS ? clone_stack[vcpu] : 0;
+                pthread_mutex_lock(&maps_lock);
+                uint64_t seq = maps_log_locked(maps_call_name[m], ret, arg,
+                                               m == M_BRK || m == M_CLONE);
+                pthread_mutex_unlock(&maps_lock);
+                if (seq) {
+                    emit(vcpu, seq, CC_MAPS, 0, 0);
+                }
+                break;
+            }
+        }
     }
 }
 
@@ -557,6 +757,10 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     active = 0;
+    if (maps_fd >= 0) {
+        close(maps_fd);
+        maps_fd = -1;
+    }
     if (out_fd >= 0) {
         close(out_fd);
         out_fd = -1;
@@ -618,6 +822,12 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                 return -1;
             }
             buf_cap = (uint32_t)n;
+        } else if (klen == 4 && !strncmp(a, "maps", 4)) {
+            maps_fd = open(v, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
+            if (maps_fd < 0) {
+                fprintf(stderr, "cachecolor-trace: cannot open %s: %s\n", v, strerror(errno));
+                return -1;
+            }
         } else if (klen == 4 && !strncmp(a, "skip", 4)) {
             char *end = NULL;
             errno = 0;
@@ -657,9 +867,14 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (!strcmp(t, "x86_64")) {
         sys_exit = 60, sys_execve = 59, sys_execveat = 322;
         guest_arch = 1;
+        static const int64_t x86_64_maps[M_N] = { 9, 11, 25, 10, 12, 30, 67, 56 };
+        memcpy(maps_call_num, x86_64_maps, sizeof x86_64_maps);
     } else if (!strcmp(t, "aarch64") || !strcmp(t, "riscv64") || !strcmp(t, "loongarch64")) {
         sys_exit = 93, sys_execve = 221, sys_execveat = 281;
         guest_arch = !strcmp(t, "aarch64") ? 2 : 0;
+        /* the generic (asm-generic/unistd.h) numbering these three share */
+        static const int64_t generic_maps[M_N] = { 222, 215, 216, 226, 214, 196, 197, 220 };
+        memcpy(maps_call_num, generic_maps, sizeof generic_maps);
     } else if (!strcmp(t, "i386")) {
         sys_exit = 1, sys_execve = 11, sys_execveat = 358;
     }
@@ -679,7 +894,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
-    if (send_syscalls) {
+    if (maps_fd >= 0) {
+        /* event 0: QEMU's own mappings, before the guest is loaded */
+        pthread_mutex_lock(&maps_lock);
+        maps_log_locked("install", 0, 0, 1);
+        pthread_mutex_unlock(&maps_lock);
+    }
+    if (send_syscalls || maps_fd >= 0) {
         qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
     }
     qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);

@@ -28,6 +28,7 @@ use cachecolor_sim::trace::{Kind, Record, RecordSource};
 
 use crate::child::{self, exit_code};
 use crate::fifo::{self, FifoReader};
+use crate::memmap::{LoadedObject, ValgrindObjects};
 use crate::program::{find_executable, Program};
 use crate::sink::{drain, Drained, Sink};
 use crate::{metadata, Backend, CaptureError, CaptureOptions, RunOutcome};
@@ -54,20 +55,27 @@ pub(crate) fn locate_valgrind() -> Result<PathBuf, CaptureError> {
 
 /// Parse lackey's output from the FIFO, sending blocks to `tx`. Returns whether any record was
 /// parsed, or the parse error with that flag.
+/// What the reader thread leaves: whether any record came, and the objects valgrind loaded
+/// (`memmap::ValgrindObjects`).
+type ReaderResult = Result<(bool, Vec<LoadedObject>), (String, bool)>;
+
 fn reader_thread(
     reader: FifoReader,
     ifetch: bool,
     tx: mpsc::SyncSender<Vec<Record>>,
     free: mpsc::Receiver<Vec<Record>>,
-) -> Result<bool, (String, bool)> {
-    let mut src = LackeyReader::new(BufReader::with_capacity(1 << 20, reader));
+) -> ReaderResult {
+    let noted = ValgrindObjects::new(reader);
+    let objects = noted.handle();
+    let mut src = LackeyReader::new(BufReader::with_capacity(1 << 20, noted));
+    let objects = move || std::mem::take(&mut *objects.lock().unwrap());
     let mut block: Vec<Record> = Vec::new();
     let mut pending_icount: u32 = 0;
     let mut any = false;
     loop {
         match src.next_block(&mut block) {
             Ok(true) => {}
-            Ok(false) => return Ok(any),
+            Ok(false) => return Ok((any, objects())),
             Err(e) => return Err((e.to_string(), any)),
         }
         any = true;
@@ -86,7 +94,7 @@ fn reader_thread(
         }
         let next = free.try_recv().unwrap_or_default();
         if tx.send(std::mem::replace(&mut block, next)).is_err() {
-            return Ok(any);
+            return Ok((any, objects()));
         }
     }
 }
@@ -119,12 +127,18 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
+    // Issue 22: with `-v -v` valgrind says where it loads each object (memmap.rs), which is
+    // the map of a lackey capture; it is wanted with the PCs.
+    let want_map = opts.pcs && opts.ifetch;
     let mut argv: Vec<String> = vec![
         "--tool=lackey".into(),
         "--trace-mem=yes".into(),
         "--child-silent-after-fork=yes".into(),
         format!("--log-file={}", fifo_path.display()),
     ];
+    if want_map {
+        argv.extend(["-v".into(), "-v".into()]);
+    }
     let p = prog.path.to_string_lossy().into_owned();
     argv.push(if p.starts_with('-') {
         format!("./{p}")
@@ -172,19 +186,17 @@ pub(crate) fn run(
         progress,
     )?;
     let status = status.map_err(|e| CaptureError::io("waiting for valgrind", e))?;
-    if let Err((message, any)) = ended {
-        return Err(CaptureError::BackendFailed {
-            backend: Backend::Lackey,
-            message: if any {
-                format!("cannot parse lackey's output: {message}")
-            } else {
-                format!(
-                    "{} exited ({status}) before tracing started; see its messages above \
-                     ({message})",
-                    valgrind.display()
-                )
-            },
-        });
+    let objects = match ended {
+        Ok((_, objects)) => objects,
+        Err((message, any)) => {
+            return Err(lackey_failed(&valgrind, status, message, any));
+        }
+    };
+    if want_map {
+        if let Some(map) = crate::memmap::build_from_valgrind(&objects, sink.records(), &prog.path)
+        {
+            sink.add_metadata("memory_map", map);
+        }
     }
     Ok(RunOutcome {
         exit_code: exit_code(status),
@@ -193,4 +205,24 @@ pub(crate) fn run(
         // Valgrind writes each line as it goes: nothing is held back unless it was SIGKILLed.
         complete: !truncated && status.signal() != Some(libc::SIGKILL),
     })
+}
+
+fn lackey_failed(
+    valgrind: &std::path::Path,
+    status: std::process::ExitStatus,
+    message: String,
+    any: bool,
+) -> CaptureError {
+    CaptureError::BackendFailed {
+        backend: Backend::Lackey,
+        message: if any {
+            format!("cannot parse lackey's output: {message}")
+        } else {
+            format!(
+                "{} exited ({status}) before tracing started; see its messages above \
+                 ({message})",
+                valgrind.display()
+            )
+        },
+    }
 }

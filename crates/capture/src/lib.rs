@@ -45,6 +45,7 @@ mod child;
 mod fifo;
 mod initramfs;
 mod lackey;
+mod memmap;
 mod program;
 mod qemu;
 mod sink;

@@ -95,6 +95,7 @@ fn qemu_opt_escape(p: &Path) -> String {
 }
 
 /// The qemu arguments (after the binary) for `prog args`.
+#[allow(clippy::too_many_arguments)]
 fn qemu_argv(
     prog: &Program,
     args: &[String],
@@ -103,6 +104,7 @@ fn qemu_argv(
     ifetch: bool,
     syscalls: bool,
     skip: u64,
+    maps: Option<&Path>,
 ) -> Vec<String> {
     let mut v = Vec::new();
     if matches!(
@@ -113,11 +115,15 @@ fn qemu_argv(
     }
     v.push("-plugin".into());
     v.push(format!(
-        "{},out={},ifetch={}{}{}",
+        "{},out={},ifetch={}{}{}{}",
         qemu_opt_escape(so),
         qemu_opt_escape(fifo),
         if ifetch { "on" } else { "off" },
         if syscalls { ",syscalls=on" } else { "" },
+        match maps {
+            Some(m) => format!(",maps={}", qemu_opt_escape(m)),
+            None => String::new(),
+        },
         if skip > 0 {
             format!(",skip={skip}")
         } else {
@@ -154,6 +160,8 @@ fn path_arg(p: &Path) -> String {
 struct ReaderEnd {
     threads: u32,
     complete: bool,
+    /// MAPS marks: (event of the maps= log, index of the first trace record after it).
+    marks: Vec<(u64, u64)>,
 }
 
 enum ReaderError {
@@ -175,6 +183,16 @@ fn reader_thread(
     let mut have = 0usize;
     let mut block: Vec<Record> = Vec::with_capacity(BLOCK_RECORDS + 1024);
     let mut receiver_gone = false;
+    let mut marks: Vec<(u64, u64)> = Vec::new();
+    let mut emitted: u64 = 0;
+    let mut take_marks = |dec: &mut Decoder, block_len: usize| {
+        marks.extend(
+            dec.take_marks()
+                .into_iter()
+                .map(|(e, pos)| (e, emitted + pos as u64)),
+        );
+        emitted += block_len as u64;
+    };
     let send = |block: &mut Vec<Record>, counts: Counts| -> bool {
         let next = free
             .try_recv()
@@ -199,9 +217,12 @@ fn reader_thread(
             pos += dec
                 .decode(&buf[pos..whole], &mut block, BLOCK_RECORDS)
                 .map_err(ReaderError::Stream)?;
-            if block.len() >= BLOCK_RECORDS && !send(&mut block, dec.take_counts()) {
-                receiver_gone = true;
-                break;
+            if block.len() >= BLOCK_RECORDS {
+                take_marks(&mut dec, block.len());
+                if !send(&mut block, dec.take_counts()) {
+                    receiver_gone = true;
+                    break;
+                }
             }
         }
         if receiver_gone {
@@ -212,6 +233,7 @@ fn reader_thread(
     }
     if !receiver_gone {
         dec.finish(&mut block);
+        take_marks(&mut dec, block.len());
         if !block.is_empty() {
             send(&mut block, dec.take_counts());
         }
@@ -219,6 +241,7 @@ fn reader_thread(
     Ok(ReaderEnd {
         threads: dec.threads(),
         complete: have == 0 && dec.complete(),
+        marks,
     })
 }
 
@@ -249,6 +272,9 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
+    // Issue 22: the memory map comes with the PCs (both are for attribution).
+    let maps_path = dir.path().join("maps.log");
+    let want_map = opts.pcs && opts.ifetch;
     let argv = qemu_argv(
         prog,
         args,
@@ -257,6 +283,7 @@ pub(crate) fn run(
         opts.ifetch,
         opts.syscalls,
         opts.skip_instructions,
+        want_map.then_some(maps_path.as_path()),
     );
     sink.start(&metadata(
         Backend::Qemu,
@@ -320,6 +347,17 @@ pub(crate) fn run(
             })
         }
     };
+    if want_map {
+        if let Ok(text) = std::fs::read_to_string(&maps_path) {
+            let marks: std::collections::HashMap<u64, u64> = ended.marks.iter().copied().collect();
+            // The file QEMU loaded, as /proc/self/maps names it (symlinks resolved).
+            let loaded = prog.interpreter.as_ref().map_or(&prog.path, |(i, _)| i);
+            let loaded = std::fs::canonicalize(loaded).unwrap_or_else(|_| loaded.clone());
+            if let Some(map) = crate::memmap::build(&text, &marks, sink.records(), &loaded) {
+                sink.add_metadata("memory_map", map);
+            }
+        }
+    }
     Ok(RunOutcome {
         exit_code: exit_code(status),
         threads: ended.threads,
@@ -348,6 +386,7 @@ mod tests {
             false,
             false,
             0,
+            None,
         );
         assert_eq!(
             v,
@@ -376,8 +415,12 @@ mod tests {
             true,
             true,
             5000,
+            Some(Path::new("/t/m.log")),
         );
         assert_eq!(v[4..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
-        assert_eq!(v[3], "/p.so,out=/f,ifetch=on,syscalls=on,skip=5000");
+        assert_eq!(
+            v[3],
+            "/p.so,out=/f,ifetch=on,syscalls=on,maps=/t/m.log,skip=5000"
+        );
     }
 }

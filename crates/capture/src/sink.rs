@@ -179,6 +179,14 @@ impl Sink {
         Ok(self.full())
     }
 
+    /// Add `key` to the metadata written at `finish` (issue 22: the memory map, known only once
+    /// the program has run). Ignored when the metadata is not a JSON object.
+    pub(crate) fn add_metadata(&mut self, key: &str, value: serde_json::Value) {
+        if let Some((m, _)) = &mut self.metadata {
+            m.insert(key.into(), value);
+        }
+    }
+
     /// Write the end of the trace, record how the program ended in the header's metadata
     /// (`outcome`: exit code, complete, truncated; only for a regular-file output, which can be
     /// rewritten in place) and move it to `out`. Returns the record count.
@@ -191,6 +199,7 @@ impl Sink {
         let mut out = buf.into_inner().map_err(|e| {
             CaptureError::io(format!("writing {}", self.out.display()), e.into_error())
         })?;
+        let mut grown_out = None;
         if let (Some((exit_code, complete, truncated)), Some((mut m, len)), Some(file)) =
             (outcome, self.metadata.take(), out.file_mut())
         {
@@ -198,9 +207,10 @@ impl Sink {
             m.insert("complete".into(), complete.into());
             m.insert("truncated".into(), truncated.into());
             let mut text = serde_json::Value::Object(m).to_string();
+            use std::io::{Seek, Write};
+            let io_err = |e| CaptureError::io(format!("writing {}", self.out.display()), e);
             if text.len() <= len {
                 text.push_str(&" ".repeat(len - text.len()));
-                use std::io::{Seek, Write};
                 file.seek(std::io::SeekFrom::Start(0))
                     .and_then(|_| {
                         file.write_all(&cachecolor_sim::trace::native::file_header_with(
@@ -208,8 +218,29 @@ impl Sink {
                             self.pcs.is_some(),
                         ))
                     })
-                    .map_err(|e| CaptureError::io(format!("writing {}", self.out.display()), e))?;
+                    .map_err(io_err)?;
+            } else if text.len() <= cachecolor_sim::trace::native::MAX_METADATA_BYTES {
+                // The metadata outgrew the room kept for it (the memory map): write a new file
+                // with the longer header and the blocks copied after it (the blocks do not
+                // depend on the header), then commit that one; the first is deleted on drop.
+                let header =
+                    cachecolor_sim::trace::native::file_header_with(&text, self.pcs.is_some());
+                let mut grown = Output::create(&self.out, &[]).map_err(|e| {
+                    CaptureError::io(
+                        format!("cannot write the trace to {}", self.out.display()),
+                        e,
+                    )
+                })?;
+                let old_header = 16 + len as u64 + 8;
+                file.seek(std::io::SeekFrom::Start(old_header))
+                    .and_then(|_| grown.write_all(&header))
+                    .and_then(|_| std::io::copy(file, &mut grown).map(|_| ()))
+                    .map_err(io_err)?;
+                grown_out = Some(grown);
             }
+        }
+        if let Some(grown) = grown_out {
+            out = grown;
         }
         out.commit().map_err(|e| {
             CaptureError::io(

@@ -69,6 +69,8 @@ pub(crate) const K_CONFIRM: u8 = 0xF5;
 pub(crate) const K_SYSCALL: u8 = 0xF6;
 pub(crate) const K_SYSARG: u8 = 0xF7;
 pub(crate) const K_SYSRET: u8 = 0xF8;
+/// A system call changed the memory map: event `addr` of the plugin's maps= log (memmap.rs).
+pub(crate) const K_MAPS: u8 = 0xF9;
 pub(crate) const K_END: u8 = 0xFF;
 /// Largest vCPU index accepted (QEMU's are small and dense; a bigger one means corruption).
 const MAX_VCPU: u32 = 1 << 20;
@@ -137,6 +139,8 @@ pub(crate) struct Decoder {
     def_left: u32,
     /// Records emitted since the last `take_counts`, by kind.
     counts: Counts,
+    /// MAPS marks not yet taken: (event number, length of the output vector when it came).
+    marks: Vec<(u64, usize)>,
 }
 
 impl Decoder {
@@ -156,12 +160,19 @@ impl Decoder {
             insn_size: Vec::new(),
             def_left: 0,
             counts: Counts::default(),
+            marks: Vec::new(),
         }
     }
 
     /// The kinds of the records emitted since the previous call.
     pub(crate) fn take_counts(&mut self) -> Counts {
         std::mem::take(&mut self.counts)
+    }
+
+    /// The MAPS marks since the previous call: (event, position in the output vector `decode`
+    /// was filling: the index of the first record after the change).
+    pub(crate) fn take_marks(&mut self) -> Vec<(u64, usize)> {
+        std::mem::take(&mut self.marks)
     }
 
     /// True when the stream's END record arrived and its count matched.
@@ -340,6 +351,12 @@ impl Decoder {
                     syscalls::records(self.arch, st.sys, st.sys_args, addr as i64, thread, out);
                 self.counts.loads += l;
                 self.counts.stores += s;
+            }
+            K_MAPS => {
+                // After the system call's instruction, like its SYSRET's records.
+                let v = self.vcpu(vcpu, at)?;
+                self.finish_tb(v, out);
+                self.marks.push((addr, out.len()));
             }
             K_END => {
                 self.finish(out);

@@ -927,3 +927,137 @@ fn qemu_pcs_are_the_instructions_that_access() {
 fn lackey_pcs_are_the_instructions_that_access() {
     check_pcs_are_the_instructions_that_access(Backend::Lackey);
 }
+
+/// Maps, touches and unmaps a region `n` times (each at the address the kernel picks), writing
+/// each region's address to the file named by argv[2].
+const MAPS_PROG: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    FILE *f = fopen(argv[2], "w");
+    unsigned long s = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = (size_t)(i % 4 + 1) << 16;
+        volatile char *p = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return 1;
+        for (size_t k = 0; k < len; k += 4096) p[k] = (char)i;
+        s += p[len - 4096];
+        fprintf(f, "%lu %lu\n", (unsigned long)p, (unsigned long)len);
+        munmap((void *)p, len);
+    }
+    char *h = malloc(1 << 20);   /* above the mmap threshold: its own mapping */
+    for (int k = 0; k < (1 << 20); k += 4096) h[k] = 1;
+    fprintf(f, "%lu %lu\n", (unsigned long)h, 1ul << 20);
+    fclose(f);
+    printf("%lu\n", s + h[4096]);
+    return 0;
+}
+"#;
+
+/// Issue 22: the trace's memory map follows the program's mmap/munmap: every data record of
+/// the program lies in a mapping of the map that existed at that record, each region the
+/// program reports lies in an anonymous mapping alive while it was touched, and the program's
+/// own file (PIE, at QEMU's base) and the loader's stack are named.
+#[test]
+fn qemu_memory_map_follows_mmap_and_munmap() {
+    if !available(Backend::Qemu) {
+        return;
+    }
+    let dir = tmpdir();
+    let exe = compile(dir.path(), "maps", MAPS_PROG, &["-fPIE", "-pie"]);
+    let out = dir.path().join("maps.cctrace");
+    let rng = dir.path().join("regions.txt");
+    let n = 40u64;
+    capture(
+        exe.to_str().unwrap(),
+        &[n.to_string(), rng.display().to_string()],
+        &out,
+        &opts(Backend::Qemu, true),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (recs, meta) = read_trace(&out);
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    let map = &meta["memory_map"];
+    assert_eq!(map["version"], 1, "{map}");
+    let maps: Vec<(u64, u64, u64, Option<u64>, String, String)> = map["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| {
+            let (s, e) = (m["start"].as_u64().unwrap(), m["end"].as_u64().unwrap());
+            let (path, kind) = (
+                m["path"].as_str().unwrap().to_string(),
+                m["kind"].as_str().unwrap().to_string(),
+            );
+            m["live"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    (
+                        s,
+                        e,
+                        l[0].as_u64().unwrap(),
+                        l[1].as_u64(),
+                        path.clone(),
+                        kind.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let alive = |addr: u64, at: u64| {
+        maps.iter()
+            .filter(|m| m.0 <= addr && addr < m.1 && m.2 <= at && m.3.is_none_or(|t| at < t))
+            .collect::<Vec<_>>()
+    };
+    let canon = std::fs::canonicalize(&exe).unwrap();
+    let prog = maps
+        .iter()
+        .find(|m| m.4 == canon.to_str().unwrap())
+        .expect("the program is mapped");
+    assert!(prog.0 >= 0x4000000000, "PIE at QEMU's base: {:#x}", prog.0);
+    assert!(
+        maps.iter().any(|m| m.5 == "stack"),
+        "the main stack is named"
+    );
+    let mut outside = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        // code and data alike
+        if alive(r.addr, i as u64).is_empty() {
+            outside.push((i, r.addr));
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "{} references outside every live mapping, first {:x?}",
+        outside.len(),
+        &outside[..outside.len().min(5)]
+    );
+    // Every reported region: its stores fall in an anonymous mapping alive then.
+    let v = range_file(&rng);
+    for pair in v.chunks(2) {
+        let (lo, len) = (pair[0], pair[1]);
+        let touched: Vec<usize> = recs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == Kind::Store && in_range(r, lo, lo + len))
+            .map(|(i, _)| i)
+            .collect();
+        assert!(
+            touched.len() as u64 >= len / 4096,
+            "region {lo:#x}: {} stores",
+            touched.len()
+        );
+        for i in touched {
+            let m = alive(lo, i as u64);
+            assert!(
+                m.iter().any(|m| m.4.is_empty() && m.1 >= lo + len),
+                "region {lo:#x}+{len:#x} at record {i}: {m:?}"
+            );
+        }
+    }
+}

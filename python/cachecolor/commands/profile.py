@@ -37,7 +37,20 @@ def add_parser(sub: Any) -> None:
     pp.set_defaults(func=cmd_profile)
 
 
+def _object_ranges_of(args: argparse.Namespace) -> list:
+    """The data objects of the profiled trace, from its memory map (empty without one)."""
+    from ..annotate import memory_map, object_ranges
+
+    if not args.trace or args.format not in (None, "native"):
+        return []
+    try:
+        return object_ranges(args.trace) if memory_map(args.trace) else []
+    except (ValueError, OSError):
+        return []
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
+    from ..annotate import name_range
     from ..pages import page_profile
 
     progress = ProgressLine("profile", quiet=args.quiet)
@@ -65,6 +78,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print("\nregions (neighbouring pages with similar miss rates, ROCS 3.2.2):")
     regions = prof.regions
     regions = regions[regions["access_share"] >= args.min_share]
+    ranges = _object_ranges_of(args)
+    if ranges:  # issue 22: a trace with a memory map names what each region holds
+        regions = regions.assign(objects=[
+            name_range(ranges, int(r.first_vpn) * prof.page_size, (int(r.last_vpn) + 1) * prof.page_size)
+            for r in regions.itertuples(index=False)])
     print(regions.to_string(index=False, float_format=lambda v: f"{v:.4f}",
                             formatters={"first_vpn": hex, "last_vpn": hex}))
     print("\npages per miss rate (ROCS Figure 2):")

@@ -173,7 +173,27 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
     rows.append(("instructions", f"{info['instructions']:,}"))
     if info.get("metadata") not in (None, ""):
         meta = info["metadata"]
+        mmap = None
+        if isinstance(meta, str) and '"memory_map"' in meta:
+            try:
+                parsed = json.loads(meta)
+                mmap = parsed.pop("memory_map", None) if isinstance(parsed, dict) else None
+                meta = parsed
+            except ValueError:
+                pass
+        elif isinstance(meta, dict) and "memory_map" in meta:
+            meta = dict(meta)
+            mmap = meta.pop("memory_map")
         rows.append(("metadata", _safe(meta if isinstance(meta, str) else json.dumps(meta, sort_keys=True))))
+        if isinstance(mmap, dict) and isinstance(mmap.get("mappings"), list):
+            # issue 22: the map in one line (cachecolor.memory_map(trace) has it all)
+            from collections import Counter
+
+            kinds = Counter(m.get("kind", "?") for m in mmap["mappings"])
+            rows.append(("memory map", f"version {mmap.get('version')}: {len(mmap['mappings'])} mappings ("
+                         + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+                         + f"), {mmap.get('events', 0)} changes" + (", spans only" if mmap.get("spans_only") else "")
+                         + (", truncated" if mmap.get("truncated") else "")))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k.ljust(width)}  {v}")

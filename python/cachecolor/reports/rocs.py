@@ -19,6 +19,7 @@ runs the report spends on it (0: none).
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,10 +37,17 @@ def _section(policy: str) -> str:
 
 def arrays(config: dict[str, Any]) -> list[dict[str, Any]]:
     """The arrays of the config's ``mix`` workloads: ``process``, ``name`` (pattern@base),
-    ``lo``, ``hi`` (byte addresses) and ``streaming``."""
+    ``lo``, ``hi`` (byte addresses) and ``streaming``; and, for a thread that replays a
+    captured trace with a memory map (issue 22), its data objects of a page or more by name
+    (``object_ranges``: globals, heap, stacks, anonymous mappings), ``streaming`` None
+    (unknown)."""
     out = []
     for proc in config.get("processes", []):
         for th in proc.get("threads", []):
+            for lo, hi, name in _trace_objects(th):
+                entry = {"process": proc["name"], "name": name, "lo": lo, "hi": hi, "streaming": None}
+                if entry not in out:
+                    out.append(entry)
             for ph in (th.get("workload") or {}).get("phases", []):
                 for part in ph.get("parts") or []:
                     lo = int(part.get("base", 0x2_0000_0000))
@@ -54,6 +62,27 @@ def arrays(config: dict[str, Any]) -> list[dict[str, Any]]:
                     if entry not in out:
                         out.append(entry)
     return out
+
+
+def _trace_objects(thread: Any) -> list[tuple[int, int, str]]:
+    """``(lo, hi, name)`` of the data objects of a thread's native trace that carries a memory
+    map (none otherwise)."""
+    from ..annotate import memory_map, object_ranges
+
+    trace = thread.get("trace") if isinstance(thread, dict) else None
+    if not trace or thread.get("format", "native") != "native" or not os.path.exists(trace):
+        return []
+    try:
+        if memory_map(trace) is None:
+            return []
+        objs = object_ranges(trace)
+    except (ValueError, OSError):
+        return []
+    data = ("symbol", "heap", "stack", "thread stack", "anon")
+    # the program's own globals, not the libraries' (named LIB:NAME)
+    libs = tuple(f"{name}:" for _lo, _hi, name, kind in objs if kind == "file")
+    return [(lo, hi, name) for lo, hi, name, kind in objs
+            if kind in data and hi - lo >= 4096 and not name.startswith(libs)]
 
 
 def _bytes(v: Any) -> int:
@@ -110,7 +139,8 @@ def table3(runs: list[Run]) -> Any:
                     "pollute_pages": s["chosen"],
                     "pct_of_stack": 100.0 * s["chosen"] / max(s["stack_pages"], 1),
                     "pct_of_mapped": 100.0 * s["chosen"] / max(frames, 1),
-                    "from_streaming": streaming / max(len(picked), 1) if arrs else float("nan"),
+                    "from_streaming": streaming / max(len(picked), 1)
+                    if any(a["streaming"] is not None for a in arrs) else float("nan"),
                 }
             )
     return pd.DataFrame(rows)
