@@ -8,7 +8,7 @@ What runs:
 ```text
 qemu-system-x86_64 -M pc -cpu max -smp 1 -m MEM -icount shift=2,sleep=off -display none
     -no-reboot -serial file:$TMP/console -kernel VMLINUZ -initrd $TMP/initramfs.cpio
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr mitigations=off rdinit=/init"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init"
     -plugin $TMP/cachecolor-system.so,out=$TMP/trace.fifo
 ```
 - The kernel: `--kernel`, else `$CACHECOLOR_KERNEL`, else the newest `/boot/vmlinuz-*` (Debian's
@@ -503,7 +503,7 @@ pub fn capture_system(
         "-initrd".into(),
         image.to_string_lossy().into_owned(),
         "-append".into(),
-        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr mitigations=off rdinit=/init".into(),
+        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init".into(),
         "-plugin".into(),
         format!(
             "{},out={}",
@@ -744,7 +744,7 @@ pub fn capture_system(
         stores: counts.stores,
         ifetches: counts.ifetches,
         modifies: counts.modifies,
-        threads: 1,
+        threads: ended.tasks.as_ref().map_or(1, |t| t.tasks()),
         exit_code,
         seconds: started_at.elapsed().as_secs_f64(),
         truncated,
