@@ -503,7 +503,8 @@ pub fn capture_system(
         "-initrd".into(),
         image.to_string_lossy().into_owned(),
         "-append".into(),
-        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init".into(),
+        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init"
+            .into(),
         "-plugin".into(),
         format!(
             "{},out={}",
