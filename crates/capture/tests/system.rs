@@ -533,3 +533,70 @@ fn every_record_carries_its_guest_task() {
     drop(work);
     assert_clean(tmp, &[]);
 }
+
+/// Issue 27 item 3 in small: BusyBox httpd answers three BusyBox wget requests on loopback
+/// inside the guest (the shell, the server forking per connection, the clients: many
+/// short-lived processes, so reused task structs). Every task switch of the trace must match
+/// the guest's own scheduler events (pids labelled), every client and server process must be
+/// a descendant of the program with its own task, and each client ran user code.
+#[test]
+fn web_server_on_loopback_labels_every_task() {
+    let Some((_g, tmp)) = setup() else { return };
+    let work = tempfile::tempdir_in(tmp).unwrap();
+    let www = work.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            www.join(format!("p{i}.html")),
+            vec![b'a' + i as u8; 2000 * (i + 1)],
+        )
+        .unwrap();
+    }
+    let out = work.path().join("httpd.cctrace");
+    let script = format!(
+        "ifconfig lo 127.0.0.1 up || exit 2; httpd -f -p 127.0.0.1:8080 -h {} & sleep 0.2; n=0; \
+         for i in 0 1 2; do wget -q -O /dev/null http://127.0.0.1:8080/p$i.html && n=$((n+1)); done; \
+         kill $!; echo \"served $n of 3\"; test $n = 3",
+        www.display()
+    );
+    let opts = SystemOptions {
+        guest_files: vec![www.clone()],
+        ..SystemOptions::default()
+    };
+    let (summary, guest) =
+        capture_system("/bin/sh", &["-c".into(), script], &out, &opts, &mut |_| {}).unwrap();
+    assert!(summary.complete, "{summary:?}");
+    assert!(guest.output.contains("served 3 of 3"), "{:?}", guest.output);
+    let meta: serde_json::Value =
+        serde_json::from_str(TraceReader::open(&out).unwrap().metadata()).unwrap();
+    assert_eq!(
+        meta["task_identity"]["pids"], true,
+        "{}",
+        meta["task_identity"]
+    );
+    let tasks = meta["tasks"].as_array().unwrap();
+    assert_eq!(summary.threads as usize, tasks.len());
+    let shell = tasks[0]["pid"].clone();
+    let named = |c: &str| tasks.iter().filter(|t| t["comm"] == c).collect::<Vec<_>>();
+    let (wgets, httpds) = (named("wget"), named("httpd"));
+    assert_eq!(wgets.len(), 3, "{tasks:?}");
+    assert!(
+        httpds.len() >= 4,
+        "the server and a process per connection: {tasks:?}"
+    );
+    for t in wgets.iter().chain(&httpds) {
+        assert_eq!(t["program"], true, "{t}");
+    }
+    for w in &wgets {
+        assert_eq!(w["parent"], shell, "{w}");
+        assert!(w["user_instructions"].as_u64().unwrap() > 0, "{w}");
+    }
+    eprintln!(
+        "{} records, {} tasks, {} switches",
+        summary.records,
+        tasks.len(),
+        meta["task_identity"]["switches"]
+    );
+    drop(work);
+    assert_clean(tmp, &[]);
+}
