@@ -141,3 +141,29 @@ def test_whole_system_runs_a_trace_with_kernel_addresses(tmp_path, run_cli):
     write_trace(tmp_path / "t.cctrace", np.array([0x1000, 0xFFFE_0000_0000_0000], dtype=np.uint64))
     r = run_cli("simulate", cfg, "--json", tmp_path / "r2.json")
     assert r.returncode == 2 and "record 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_trace_threads_run_the_programs_tasks_apart(tmp_path, run_cli):
+    """`trace_threads` keeps a trace's chosen threads (a full-system trace's guest tasks): the
+    program's task alone retires exactly its records' instructions; the rest of the guest as a
+    second process retires the others'. Bad input is one line naming the field."""
+    _tasks_trace(tmp_path / "t.cctrace")
+    cfg = tmp_path / "sys.toml"
+    head = '[machine]\npreset = "xeon-e5506"\n[machine.hierarchy]\ncores = 1\n[memory]\nram = "256MiB"\n'
+    cfg.write_text(
+        head + '[[processes]]\nname = "program"\n[[processes.threads]]\ntrace = "t.cctrace"\ntrace_threads = [0]\n'
+        '[[processes]]\nname = "rest"\n[[processes.threads]]\ntrace = "t.cctrace"\ntrace_threads = [2, 1]\n'
+    )
+    r = run_cli("simulate", cfg, "--json", tmp_path / "r.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["invariants"] == []
+    assert [p["instructions"] for p in doc["processes"]] == [1000, 2000]
+    for bad, what in (("trace_threads = []", "trace_threads: an empty list"),):
+        cfg.write_text(head + f'[[processes]]\nname = "p"\n[[processes.threads]]\ntrace = "t.cctrace"\n{bad}\n')
+        r = run_cli("simulate", cfg)
+        assert r.returncode == 2 and what in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg.write_text(head + '[[processes]]\nname = "p"\n[[processes.threads]]\ntrace_threads = [0]\n'
+                   'workload = { seed = 1, phases = [{ pattern = "uniform", footprint = "64KiB", references = 1000 }] }\n')
+    r = run_cli("simulate", cfg)
+    assert r.returncode == 2 and "trace_threads: applies to a thread fed by a `trace`" in r.stderr, r.stderr

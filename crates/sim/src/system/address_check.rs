@@ -88,7 +88,10 @@ mod tests {
     use crate::trace::{Kind, VecSource};
 
     fn check(addrs: &[u64]) -> Result<Vec<u64>, TraceError> {
-        let recs = addrs.iter().map(|&a| Record::new(Kind::Load, a, 8)).collect();
+        let recs = addrs
+            .iter()
+            .map(|&a| Record::new(Kind::Load, a, 8))
+            .collect();
         let mut c = AddressCheck::new(Box::new(VecSource::new(recs)), "t".into(), 12, 4);
         let mut buf = Vec::new();
         let mut out = Vec::new();
