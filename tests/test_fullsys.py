@@ -167,3 +167,20 @@ def test_trace_threads_run_the_programs_tasks_apart(tmp_path, run_cli):
                    'workload = { seed = 1, phases = [{ pattern = "uniform", footprint = "64KiB", references = 1000 }] }\n')
     r = run_cli("simulate", cfg)
     assert r.returncode == 2 and "trace_threads: applies to a thread fed by a `trace`" in r.stderr, r.stderr
+
+
+def test_whole_system_report_says_a_user_mode_trace_holds_no_kernel_code(tmp_path, run_cli):
+    """Issue 27 item 4: the whole-system report (`simulate` on a system config) prints the one
+    honesty line for a user-mode capture, and none for a full-system trace."""
+    _trace(tmp_path / "u.cctrace", json.dumps({"source": "cachecolor-capture", "backend": "qemu", "syscalls": True}), some=True)
+    _tasks_trace(tmp_path / "s.cctrace")
+    cfg = tmp_path / "sys.toml"
+    cfg.write_text(
+        '[machine]\npreset = "xeon-e5506"\n[machine.hierarchy]\ncores = 2\n[memory]\nram = "256MiB"\n'
+        '[[processes]]\nname = "user"\n[[processes.threads]]\ntrace = "u.cctrace"\n'
+        '[[processes]]\nname = "full"\n[[processes.threads]]\ntrace = "s.cctrace"\n'
+    )
+    r = run_cli("simulate", cfg)
+    assert r.returncode == 0, r.stderr
+    notes = [x for x in r.stdout.splitlines() if "kernel code" in x]
+    assert len(notes) == 1 and notes[0].startswith("user: note: user-mode capture (qemu): this trace holds no kernel code"), r.stdout
