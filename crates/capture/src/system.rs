@@ -30,8 +30,11 @@ qemu-system-x86_64 -M pc -cpu max -smp 1 -m MEM -icount shift=2,sleep=off -displ
   maps the kernel and user code can never execute) is privileged, and every load or store takes
   the privilege of the instruction that made it, or is privileged if its address is in the
   upper half (interrupt delivery, which QEMU reports within the interrupted user instruction;
-  `mark_privilege`). Addresses are virtual, as
-  the instruction used them; the trace's thread 0 is the vCPU.
+  `mark_privilege`). Addresses are virtual, as the instruction used them.
+- Tasks (src/tasks.rs): each record's `thread` is the guest kernel task that made it, found
+  at the kernel's task switch as the records stream through the reader; the launcher prints
+  the symbols it needs before the region and the guest's scheduler events after it, from which
+  the tasks get their pids (the `tasks` metadata, set when the capture finishes).
 - Guest time: `-icount shift=2` makes guest time advance 4 ns per executed instruction (a
   250 MIPS machine), so the guest kernel's tick-based CPU accounting samples instructions: the
   program's utime/stime (reported by cc_run from /proc/PID/stat) is an independent measure of
