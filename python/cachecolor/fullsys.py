@@ -5,6 +5,10 @@ capture"; docs/oscache.md).
 minimal initramfs and traces the kernel's and the program's references from the program's start
 to its exit (``cachecolor trace capture --system``; Rust: ``cachecolor_capture::capture_system``).
 
+``tasks`` and ``task_summary`` read the guest tasks a full-system trace's metadata lists (issue
+27: the trace's ``thread`` is the kernel task; docs/trace-format.md "Full-system traces"), so a
+report can tell the traced program from the guest's other processes and its kernel threads.
+
 ``kernel_note`` is the honesty line every report prints for a trace that holds no kernel code:
 a user-mode capture (QEMU user mode, Valgrind lackey) runs no kernel, so its privileged records
 are at most the markers and implied user-buffer copies of ``--syscalls`` (Nellans et al.'s
@@ -94,3 +98,56 @@ def kernel_note(path: PathLike, format: str = "native") -> Optional[str]:
             "capture with --system for the kernel's own references"
         )
     return "note: this trace does not say it holds kernel code (not a full-system capture): its privileged records are only what its producer marked"
+
+
+def _metadata_doc(path: PathLike) -> Any:
+    meta = native_metadata(path)
+    try:
+        return json.loads(meta) if meta else None
+    except ValueError:
+        return None
+
+
+def tasks(path: PathLike, format: str = "native") -> Optional[list[dict[str, Any]]]:
+    """The guest tasks of a full-system trace (one dict per trace thread: ``thread``, ``pid``,
+    ``tgid``, ``comm``, ``parent``, ``program``, ``user_instructions``,
+    ``kernel_instructions``; the pid fields absent when the capture could not label them), or
+    None for a trace without task identity (user mode, or a full-system trace from before it)."""
+    if format != "native":
+        return None
+    doc = _metadata_doc(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), list):
+        return None
+    return [t for t in doc["tasks"] if isinstance(t, dict)]
+
+
+def task_groups(task_list: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Instructions by who ran them: ``program`` (the traced program and its descendants),
+    ``other`` (other guest processes), ``kernel-only`` (tasks that ran no user code in the
+    region: kernel threads, the idle task), each as ``{"user": N, "kernel": N, "tasks": N}``."""
+    groups = {g: {"user": 0, "kernel": 0, "tasks": 0} for g in ("program", "other", "kernel-only")}
+    for t in task_list:
+        user, kern = int(t.get("user_instructions", 0)), int(t.get("kernel_instructions", 0))
+        g = "program" if t.get("program") else ("kernel-only" if user == 0 else "other")
+        groups[g]["user"] += user
+        groups[g]["kernel"] += kern
+        groups[g]["tasks"] += 1
+    return groups
+
+
+def task_summary(path: PathLike, format: str = "native") -> Optional[str]:
+    """One line: who ran the trace's instructions (the program, other processes, kernel-only
+    tasks), user and kernel, or None for a trace without task identity."""
+    tl = tasks(path, format)
+    if not tl:
+        return None
+    g = task_groups(tl)
+    total = sum(v["user"] + v["kernel"] for v in g.values()) or 1
+    prog = [t for t in tl if t.get("program")]
+    names = ", ".join(f"{t.get('comm', '?')} {t['pid']}" if "pid" in t else f"thread {t['thread']}" for t in prog[:4])
+    more = ", ..." if len(prog) > 4 else ""
+    parts = []
+    for name, label in (("program", f"program ({names}{more})"), ("other", "other processes"), ("kernel-only", "kernel-only tasks")):
+        v = g[name]
+        parts.append(f"{label} {v['tasks']} task(s) {100 * (v['user'] + v['kernel']) / total:.1f}% (user {100 * v['user'] / total:.1f}%, kernel {100 * v['kernel'] / total:.1f}%)")
+    return f"{len(tl)} guest tasks; instructions: " + "; ".join(parts)

@@ -200,9 +200,10 @@ def run_report(
             reports[mname] = r
         out["sources"][sname] = {"characterisation": characterisation(reports[base_name]), "reports": reports}
         if trace is not None:
-            from .fullsys import kernel_note
+            from .fullsys import kernel_note, task_summary
 
             out["sources"][sname]["kernel_note"] = kernel_note(trace, trace_format)
+            out["sources"][sname]["tasks"] = task_summary(trace, trace_format)
     return out
 
 
@@ -224,6 +225,7 @@ def tables(res: dict[str, Any]) -> str:
     buckets = first["buckets"]
     lines += [f"## Characterisation on `{res['baseline']}` (section 3)", ""]
     notes = [f"{name}: {s['kernel_note']}" for name, s in srcs.items() if s.get("kernel_note")]
+    notes += [f"{name}: {s['tasks']}" for name, s in srcs.items() if s.get("tasks")]
     if notes:
         lines += notes + [""]
     lines += ["Figure 1 (privileged instructions) and Figure 2 (privileged runs by length, instructions):", ""]

@@ -28,8 +28,8 @@
  * addresses.
  *
  * Threads: the guest has one vCPU (-smp 1) and TCG runs it on one host thread, so one buffer
- * in stream order suffices and no lock is taken; records carry vCPU 0 (the trace's thread 0 is
- * "the CPU", not a guest process).
+ * in stream order suffices and no lock is taken; records carry vCPU 0, and the reader gives
+ * each its guest task (src/tasks.rs).
  *
  * Arguments: out=PATH (required), bufrecs=N (records per write, default 8192).
  */

@@ -52,6 +52,7 @@ mod sink;
 mod stream;
 mod syscalls;
 pub mod system;
+pub mod tasks;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -62,6 +62,9 @@ pub(crate) struct Sink {
     tmp: Option<Output>,
     /// The metadata object written by `start` and its length with the room left for the outcome.
     metadata: Option<(serde_json::Map<String, serde_json::Value>, usize)>,
+    /// Extra room for `late` (full-system capture's task table, known only at the end).
+    late_room: usize,
+    late: serde_json::Map<String, serde_json::Value>,
     writer: Option<TraceWriter<BufWriter<Output>>>,
     /// Issue 22: the PC of each data record, derived from the fetches (`keep_pcs`).
     pcs: Option<PcFromFetches>,
@@ -81,6 +84,8 @@ impl Sink {
             out: out.to_path_buf(),
             tmp: Some(tmp),
             metadata: None,
+            late_room: 0,
+            late: serde_json::Map::new(),
             writer: None,
             pcs: None,
             counts: Counts::default(),
@@ -98,6 +103,18 @@ impl Sink {
         self.pcs = on.then(PcFromFetches::default);
     }
 
+    /// Leave `bytes` more room in the header for metadata set at the end (`set_late`); call
+    /// before `start`.
+    pub(crate) fn reserve_metadata(&mut self, bytes: usize) {
+        self.late_room = bytes;
+    }
+
+    /// Add `key` to the metadata written at `finish` (the room `reserve_metadata` left usually
+    /// holds it; if not, `finish` grows the header and moves the records behind it).
+    pub(crate) fn set_late(&mut self, key: &str, value: serde_json::Value) {
+        self.late.insert(key.into(), value);
+    }
+
     /// Write the trace header with `metadata`; must precede `push`. A JSON object gets
     /// `complete`, `exit_code` and `truncated` set to null and room to fill them in at `finish`
     /// (defect 8: a trace kept from a crashed program must say so in its own metadata).
@@ -108,7 +125,7 @@ impl Sink {
                     m.insert(k.into(), serde_json::Value::Null);
                 }
                 let mut text = serde_json::Value::Object(m.clone()).to_string();
-                text.push_str(&" ".repeat(OUTCOME_ROOM));
+                text.push_str(&" ".repeat(OUTCOME_ROOM + self.late_room));
                 self.metadata = Some((m, text.len()));
                 text
             }
@@ -206,6 +223,9 @@ impl Sink {
             m.insert("exit_code".into(), exit_code.into());
             m.insert("complete".into(), complete.into());
             m.insert("truncated".into(), truncated.into());
+            // Metadata known only at the end (fullsys's task table) goes in with the rest; a
+            // header that no longer fits its reserved room is grown below (memmap).
+            m.extend(std::mem::take(&mut self.late));
             let mut text = serde_json::Value::Object(m).to_string();
             use std::io::{Seek, Write};
             let io_err = |e| CaptureError::io(format!("writing {}", self.out.display()), e);

@@ -8,7 +8,7 @@ What runs:
 ```text
 qemu-system-x86_64 -M pc -cpu max -smp 1 -m MEM -icount shift=2,sleep=off -display none
     -no-reboot -serial file:$TMP/console -kernel VMLINUZ -initrd $TMP/initramfs.cpio
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr mitigations=off rdinit=/init"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init"
     -plugin $TMP/cachecolor-system.so,out=$TMP/trace.fifo
 ```
 - The kernel: `--kernel`, else `$CACHECOLOR_KERNEL`, else the newest `/boot/vmlinuz-*` (Debian's
@@ -30,8 +30,11 @@ qemu-system-x86_64 -M pc -cpu max -smp 1 -m MEM -icount shift=2,sleep=off -displ
   maps the kernel and user code can never execute) is privileged, and every load or store takes
   the privilege of the instruction that made it, or is privileged if its address is in the
   upper half (interrupt delivery, which QEMU reports within the interrupted user instruction;
-  `mark_privilege`). Addresses are virtual, as
-  the instruction used them; the trace's thread 0 is the vCPU.
+  `mark_privilege`). Addresses are virtual, as the instruction used them.
+- Tasks (src/tasks.rs): each record's `thread` is the guest kernel task that made it, found
+  at the kernel's task switch as the records stream through the reader; the launcher prints
+  the symbols it needs before the region and the guest's scheduler events after it, from which
+  the tasks get their pids (the `tasks` metadata, set when the capture finishes).
 - Guest time: `-icount shift=2` makes guest time advance 4 ns per executed instruction (a
   250 MIPS machine), so the guest kernel's tick-based CPU accounting samples instructions: the
   program's utime/stime (reported by cc_run from /proc/PID/stat) is an independent measure of
@@ -61,6 +64,7 @@ use crate::initramfs::Image;
 use crate::program::{find_executable, Program};
 use crate::sink::{drain, Counts, Drained, Sink};
 use crate::stream::{Decoder, REC_BYTES};
+use crate::tasks::{self, SwitchSymbols, TaskTracker};
 use crate::{Backend, CaptureError, CaptureSummary};
 
 static SYSTEM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cachecolor_system.so"));
@@ -73,6 +77,9 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Guest time per instruction, as `-icount shift=ICOUNT_SHIFT` (2^shift ns).
 pub const ICOUNT_SHIFT: u32 = 2;
 const BLOCKS_IN_FLIGHT: usize = 4;
+/// Header bytes left for the task table (about 1000 tasks; more and the table is left out,
+/// saying so).
+const TASK_METADATA_ROOM: usize = 128 << 10;
 
 /// Options of a full-system capture.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,6 +214,13 @@ fn init_script(cwd: &Path, argv: &[String]) -> String {
          /bin/busybox mount -t sysfs sys /sys\n\
          /bin/busybox mount -t devtmpfs dev /dev\n\
          /bin/busybox --install -s /bb\n\
+         # The scheduler's events label the trace's tasks with pids (src/tasks.rs).\n\
+         if /bin/busybox mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then\n\
+         echo 16384 > /sys/kernel/tracing/buffer_size_kb\n\
+         echo 1 > /sys/kernel/tracing/options/record-tgid\n\
+         echo 0 > /sys/kernel/tracing/options/overwrite\n\
+         echo 'sched:sched_switch sched:sched_process_fork' > /sys/kernel/tracing/set_event\n\
+         fi 2>/dev/null\n\
          export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/bb\n\
          export HOME=/root TERM=dumb LANG=C.UTF-8\n\
          cd {} || exit 1\n\
@@ -291,6 +305,20 @@ enum ReaderError {
 
 struct ReaderEnd {
     complete: bool,
+    /// The task tracker, `None` when the guest did not name `__switch_to_asm`.
+    tasks: Option<TaskTracker>,
+}
+
+/// The kernel symbols of the console's `@@CC KTEXT ...@@` line (printed, and sent, before the
+/// region begins: guest/cc_run.c).
+fn switch_symbols(console: &Path) -> Option<SwitchSymbols> {
+    let text = read_console(console);
+    let line = text.lines().find(|l| l.contains("@@CC KTEXT"))?;
+    let syms = SwitchSymbols {
+        switch_to: stat_field(line, "switch")?,
+        task_dead: stat_field(line, "dead")?,
+    };
+    (syms.switch_to != 0 && syms.task_dead != 0).then_some(syms)
 }
 
 fn reader_thread(
@@ -298,9 +326,12 @@ fn reader_thread(
     tx: mpsc::SyncSender<(Vec<Record>, Counts)>,
     free: mpsc::Receiver<Vec<Record>>,
     started: Arc<AtomicBool>,
+    console: PathBuf,
 ) -> Result<ReaderEnd, ReaderError> {
     let mut dec = Decoder::new(true);
     let mut mode = false;
+    let mut tasks: Option<TaskTracker> = None;
+    let mut looked = false;
     let mut buf = vec![0u8; 4 << 20];
     let mut have = 0usize;
     let mut block: Vec<Record> = Vec::with_capacity(BLOCK_RECORDS + 1024);
@@ -330,9 +361,19 @@ fn reader_thread(
             mark_privilege(&mut block[mark..], &mut mode);
             if block.len() > mark {
                 started.store(true, Ordering::Relaxed);
+                if !looked {
+                    looked = true;
+                    tasks = switch_symbols(&console).map(TaskTracker::new);
+                }
+            }
+            if let Some(t) = &mut tasks {
+                t.assign(&mut block[mark..]);
             }
             if block.len() >= BLOCK_RECORDS && !send(&mut block, dec.take_counts()) {
-                return Ok(ReaderEnd { complete: false });
+                return Ok(ReaderEnd {
+                    complete: false,
+                    tasks,
+                });
             }
         }
         buf.copy_within(whole..have, 0);
@@ -341,11 +382,15 @@ fn reader_thread(
     let mark = block.len();
     dec.finish(&mut block);
     mark_privilege(&mut block[mark..], &mut mode);
+    if let Some(t) = &mut tasks {
+        t.assign(&mut block[mark..]);
+    }
     if !block.is_empty() {
         send(&mut block, dec.take_counts());
     }
     Ok(ReaderEnd {
         complete: have == 0 && dec.complete(),
+        tasks,
     })
 }
 
@@ -461,7 +506,8 @@ pub fn capture_system(
         "-initrd".into(),
         image.to_string_lossy().into_owned(),
         "-append".into(),
-        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr mitigations=off rdinit=/init".into(),
+        "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr no5lvl mitigations=off rdinit=/init"
+            .into(),
         "-plugin".into(),
         format!(
             "{},out={}",
@@ -499,6 +545,8 @@ pub fn capture_system(
     .to_string();
 
     let mut sink = Sink::create(out, opts.max_records)?;
+    // Room for the task table, known only at the end (src/tasks.rs).
+    sink.reserve_metadata(TASK_METADATA_ROOM);
     sink.start(&meta)?;
     let log = std::fs::File::create(&qemu_log)
         .map_err(|e| CaptureError::io(format!("cannot write {}", qemu_log.display()), e))?;
@@ -563,7 +611,10 @@ pub fn capture_system(
     let region_flag = region.clone();
     let handle = std::thread::Builder::new()
         .name("cachecolor-system-reader".into())
-        .spawn(move || reader_thread(reader, tx, free_rx, region_flag))
+        .spawn({
+            let console = console.clone();
+            move || reader_thread(reader, tx, free_rx, region_flag, console)
+        })
         .map_err(|e| CaptureError::io("cannot start the reader thread", e))?;
     let drained = drain(
         &mut sink,
@@ -644,14 +695,45 @@ pub fn capture_system(
             )
         }));
     }
-    let output = match (text.find("@@CC BOOTED@@\n"), text.find("@@CC KTEXT")) {
-        (Some(a), Some(b)) if b >= a + 14 => text[a + 14..b].to_string(),
-        (Some(a), None) => text[a + 14..].to_string(),
-        _ => String::new(),
-    };
+    // What the program printed: from the launcher's BOOTED line to its next line.
+    let output = text
+        .find("@@CC BOOTED@@\n")
+        .map(|a| {
+            let rest = &text[a + 14..];
+            rest[..rest.find("@@CC ").unwrap_or(rest.len())].to_string()
+        })
+        .unwrap_or_default();
     let exit_code = stat
         .and_then(|l| stat_field(l, "status"))
         .map_or(0, |c| c as i32);
+    if let Some(tracker) = &ended.tasks {
+        let guest_trace = match (
+            text.find("@@CC TASKS BEGIN@@"),
+            text.find("@@CC TASKS END@@"),
+        ) {
+            (Some(a), Some(b)) if b > a => Some(&text[a..b]),
+            _ => None,
+        };
+        let mut m = tasks::metadata(tracker, if truncated { None } else { guest_trace });
+        if truncated {
+            m["task_identity"]["pids_missing_because"] =
+                "the capture stopped before the guest listed its scheduler events".into();
+        }
+        let fits = serde_json::Value::Object(m.clone()).to_string().len() < TASK_METADATA_ROOM;
+        if !fits {
+            m.remove("tasks");
+            m["task_identity"]["tasks_left_out"] = "more tasks than the header has room for".into();
+        }
+        for (k, v) in m {
+            sink.set_late(&k, v);
+        }
+    } else {
+        sink.set_late(
+            "task_identity",
+            serde_json::json!({"version": 1, "tasks": null, "pids": false,
+                "pids_missing_because": "the guest did not name __switch_to_asm and do_task_dead"}),
+        );
+    }
     let counts = sink.counts();
     // The trace's own metadata says how the program ended (issue 25 defect 8), as user-mode
     // captures' do.
@@ -666,7 +748,7 @@ pub fn capture_system(
         stores: counts.stores,
         ifetches: counts.ifetches,
         modifies: counts.modifies,
-        threads: 1,
+        threads: ended.tasks.as_ref().map_or(1, |t| t.tasks()),
         exit_code,
         seconds: started_at.elapsed().as_secs_f64(),
         truncated,

@@ -360,3 +360,243 @@ fn the_newest_boot_kernel_is_found() {
     let k = locate_kernel(None).unwrap();
     assert!(k.to_string_lossy().contains("vmlinuz-"), "{}", k.display());
 }
+
+const FORK_PROG: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile unsigned long sink;
+/* Each process runs its own function, so the test knows whose user code a fetch is. */
+__attribute__((noinline)) void parent_work(void) {
+    for (unsigned long i = 0; i < 300000; i++) sink += i * 7;
+    for (int k = 0; k < 200; k++) getppid();
+}
+__attribute__((noinline)) void child_work(void) {
+    for (unsigned long i = 0; i < 300000; i++) sink += i * 5;
+    for (int k = 0; k < 200; k++) getppid();
+}
+int main(void) {
+    fflush(stdout);
+    pid_t c = fork();
+    if (c == 0) {
+        child_work();
+        printf("child pid=%d\n", getpid());
+        return 0;
+    }
+    parent_work();
+    waitpid(c, NULL, 0);
+    printf("parent pid=%d child=%d\n", getpid(), c);
+    return 0;
+}
+"#;
+
+/// `[start, end)` of function `name` in `exe` (a non-PIE program), from `nm -S`.
+fn symbol_range(exe: &Path, name: &str) -> (u64, u64) {
+    let out = Command::new("nm")
+        .arg("-S")
+        .arg(exe)
+        .output()
+        .expect("nm (binutils) must be installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let l = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some(name))
+        .unwrap_or_else(|| panic!("{name} not in nm's output: {text}"));
+    let f: Vec<u64> = l
+        .split_whitespace()
+        .take(2)
+        .map(|h| u64::from_str_radix(h, 16).unwrap())
+        .collect();
+    (f[0], f[0] + f[1])
+}
+
+/// Issue 27: every record carries its guest task. A program forks; each process runs its own
+/// function. The trace's thread numbers must separate them exactly (every user fetch of
+/// `parent_work` in one task, of `child_work` in another), the pids the metadata gives them
+/// must be the ones the program itself printed (getpid in the guest), the child's parent the
+/// program, both marked as the program, and the per-task instruction counts the trace's own.
+/// Then the whole-system simulator runs the trace, kernel references included.
+#[test]
+fn every_record_carries_its_guest_task() {
+    let Some((_g, tmp)) = setup() else { return };
+    let work = tempfile::tempdir_in(tmp).unwrap();
+    let prog = compile(work.path(), "forky", FORK_PROG, &["-no-pie"]);
+    let out = work.path().join("forky.cctrace");
+    let (summary, guest) = capture_system(
+        &prog.to_string_lossy(),
+        &[],
+        &out,
+        &SystemOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(summary.complete, "{summary:?}");
+    let num = |key: &str| -> u32 {
+        let at = guest
+            .output
+            .find(key)
+            .unwrap_or_else(|| panic!("{key} in {:?}", guest.output));
+        guest.output[at + key.len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (parent_pid, child_pid) = (num("parent pid="), num("child="));
+    assert_eq!(num("child pid="), child_pid);
+
+    let reader = TraceReader::open(&out).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(reader.metadata()).unwrap();
+    let recs = collect(&mut TraceReader::open(&out).unwrap()).unwrap();
+    let ident = &meta["task_identity"];
+    assert_eq!(ident["pids"], true, "{ident}");
+    let tasks = meta["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len() as u64, ident["tasks"].as_u64().unwrap());
+    let by_pid = |pid: u32| {
+        tasks
+            .iter()
+            .find(|t| t["pid"] == pid)
+            .unwrap_or_else(|| panic!("pid {pid} in {tasks:?}"))
+    };
+    let (parent, child) = (by_pid(parent_pid), by_pid(child_pid));
+    assert_eq!(parent["thread"], 0, "the program is task 0");
+    assert_eq!(parent["comm"], "forky");
+    assert_eq!(child["parent"], parent_pid);
+    assert_eq!(child["tgid"], child_pid);
+    assert!(parent["program"] == true && child["program"] == true);
+    let (pt, ct) = (
+        parent["thread"].as_u64().unwrap() as u32,
+        child["thread"].as_u64().unwrap() as u32,
+    );
+
+    let (p0, p1) = symbol_range(&prog, "parent_work");
+    let (c0, c1) = symbol_range(&prog, "child_work");
+    let mut insns = vec![[0u64; 2]; tasks.len()];
+    let (mut in_parent, mut in_child) = (0u64, 0u64);
+    for r in &recs {
+        insns[r.thread as usize][usize::from(r.privileged)] += u64::from(r.icount);
+        if r.kind == Kind::IFetch && !r.privileged {
+            if (p0..p1).contains(&r.addr) {
+                assert_eq!(r.thread, pt, "parent_work fetched by task {}", r.thread);
+                in_parent += 1;
+            } else if (c0..c1).contains(&r.addr) {
+                assert_eq!(r.thread, ct, "child_work fetched by task {}", r.thread);
+                in_child += 1;
+            }
+        }
+    }
+    assert!(
+        in_parent > 300_000 && in_child > 300_000,
+        "{in_parent} {in_child}"
+    );
+    for (n, t) in tasks.iter().enumerate() {
+        assert_eq!(t["thread"], n);
+        assert_eq!(t["user_instructions"], insns[n][0], "task {n}");
+        assert_eq!(t["kernel_instructions"], insns[n][1], "task {n}");
+        // Kernel threads and the idle task never run user code and are not the program.
+        if t["user_instructions"] == 0 {
+            assert_eq!(t["program"], false, "{t}");
+        }
+    }
+    eprintln!(
+        "{} records, {} tasks, {} switches: {}",
+        recs.len(),
+        tasks.len(),
+        ident["switches"],
+        serde_json::to_string(tasks).unwrap()
+    );
+
+    // The whole-system simulator runs the trace as one process whose privileged references are
+    // the kernel's: the kernel's upper-half addresses are translated (address_check.rs), every
+    // invariant holds (each page keeps its contents, frames owned once), and it retires the
+    // trace's instructions and references.
+    let config = cachecolor_sim::system::system_config_from_toml(&format!(
+        "[machine]\npreset = \"xeon-e5506\"\n[machine.hierarchy]\ncores = 1\n\
+         [memory]\nram = \"1GiB\"\n[[processes]]\nname = \"forky\"\n\
+         [[processes.threads]]\ntrace = {:?}\n",
+        out.to_string_lossy()
+    ))
+    .unwrap();
+    let mut sys = cachecolor_sim::system::System::new(&config).unwrap();
+    sys.run().unwrap();
+    let rep = sys.report();
+    assert!(
+        rep.invariants.is_empty(),
+        "{:?}",
+        &rep.invariants[..rep.invariants.len().min(5)]
+    );
+    let instructions: u64 = recs.iter().map(|r| u64::from(r.icount)).sum();
+    assert_eq!(rep.processes[0].instructions, instructions);
+    assert_eq!(rep.processes[0].references, recs.len() as u64);
+    drop(work);
+    assert_clean(tmp, &[]);
+}
+
+/// Issue 27 item 3 in small: BusyBox httpd answers three BusyBox wget requests on loopback
+/// inside the guest (the shell, the server forking per connection, the clients: many
+/// short-lived processes, so reused task structs). Every task switch of the trace must match
+/// the guest's own scheduler events (pids labelled), every client and server process must be
+/// a descendant of the program with its own task, and each client ran user code.
+#[test]
+fn web_server_on_loopback_labels_every_task() {
+    let Some((_g, tmp)) = setup() else { return };
+    let work = tempfile::tempdir_in(tmp).unwrap();
+    let www = work.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            www.join(format!("p{i}.html")),
+            vec![b'a' + i as u8; 2000 * (i + 1)],
+        )
+        .unwrap();
+    }
+    let out = work.path().join("httpd.cctrace");
+    let script = format!(
+        "ifconfig lo 127.0.0.1 up || exit 2; httpd -f -p 127.0.0.1:8080 -h {} & sleep 0.2; n=0; \
+         for i in 0 1 2; do wget -q -O /dev/null http://127.0.0.1:8080/p$i.html && n=$((n+1)); done; \
+         kill $!; echo \"served $n of 3\"; test $n = 3",
+        www.display()
+    );
+    let opts = SystemOptions {
+        guest_files: vec![www.clone()],
+        ..SystemOptions::default()
+    };
+    let (summary, guest) =
+        capture_system("/bin/sh", &["-c".into(), script], &out, &opts, &mut |_| {}).unwrap();
+    assert!(summary.complete, "{summary:?}");
+    assert!(guest.output.contains("served 3 of 3"), "{:?}", guest.output);
+    let meta: serde_json::Value =
+        serde_json::from_str(TraceReader::open(&out).unwrap().metadata()).unwrap();
+    assert_eq!(
+        meta["task_identity"]["pids"], true,
+        "{}",
+        meta["task_identity"]
+    );
+    let tasks = meta["tasks"].as_array().unwrap();
+    assert_eq!(summary.threads as usize, tasks.len());
+    let shell = tasks[0]["pid"].clone();
+    let named = |c: &str| tasks.iter().filter(|t| t["comm"] == c).collect::<Vec<_>>();
+    let (wgets, httpds) = (named("wget"), named("httpd"));
+    assert_eq!(wgets.len(), 3, "{tasks:?}");
+    assert!(
+        httpds.len() >= 4,
+        "the server and a process per connection: {tasks:?}"
+    );
+    for t in wgets.iter().chain(&httpds) {
+        assert_eq!(t["program"], true, "{t}");
+    }
+    for w in &wgets {
+        assert_eq!(w["parent"], shell, "{w}");
+        assert!(w["user_instructions"].as_u64().unwrap() > 0, "{w}");
+    }
+    eprintln!(
+        "{} records, {} tasks, {} switches",
+        summary.records,
+        tasks.len(),
+        meta["task_identity"]["switches"]
+    );
+    drop(work);
+    assert_clean(tmp, &[]);
+}

@@ -66,8 +66,9 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
 
 
 def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
-    """The one-line honesty note for each trace-fed thread whose trace holds no kernel code."""
-    from ..fullsys import kernel_note
+    """The one-line honesty note for each trace-fed thread whose trace holds no kernel code,
+    and for a full-system trace with task identity, who ran its instructions."""
+    from ..fullsys import kernel_note, task_summary
 
     base = Path(config_path).parent
     for p in config.get("processes", []):
@@ -77,6 +78,9 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
                 note = kernel_note(path, t.get("format", "native"))
                 if note:
                     print(f"{p.get('name', '?')}: {note}")
+                tasks_line = task_summary(path, t.get("format", "native"))
+                if tasks_line:
+                    print(f"{p.get('name', '?')}: {tasks_line}")
 
 
 def _policy_warnings(result: Any) -> None:

@@ -169,6 +169,11 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
 
     note = kernel_note(args.file, args.format)
     rows.append(("kernel code", note if note else "yes: full-system capture (kernel and user references)"))
+    from ..fullsys import task_summary
+
+    tasks_line = task_summary(args.file, args.format)
+    if tasks_line:
+        rows.append(("guest tasks", tasks_line))
     rows.append(("bytes accessed", f"{info['bytes_accessed']:,}"))
     rows.append(("instructions", f"{info['instructions']:,}"))
     if info.get("metadata") not in (None, ""):

@@ -293,32 +293,49 @@ impl System {
         }
         let mut sources = Vec::with_capacity(p.threads.len());
         for (t, tc) in p.threads.iter().enumerate() {
-            let (source, icount_floor): (Box<dyn RecordSource + Send>, u64) =
-                match (&tc.workload, &tc.trace) {
-                    (Some(w), None) => (
-                        Box::new(Workload::new(w).map_err(|e| {
-                            ConfigError::new(
-                                format!("processes[{pid}].threads[{t}].workload.{}", e.field),
-                                e.message,
-                            )
-                        })?),
-                        w.instruction_floor(),
-                    ),
-                    (None, Some(path)) => {
-                        let format = Format::parse(&tc.format)?;
-                        (
-                            trace::open(path, format)?,
-                            trace_instruction_floor(path, format)?,
+            let (source, icount_floor): (Box<dyn RecordSource + Send>, u64) = match (
+                &tc.workload,
+                &tc.trace,
+            ) {
+                (Some(_), None) if tc.trace_threads.is_some() => {
+                    return Err(ConfigError::new(
+                        format!("processes[{pid}].threads[{t}].trace_threads"),
+                        "applies to a thread fed by a `trace`, not a `workload`",
+                    )
+                    .into())
+                }
+                (Some(w), None) => (
+                    Box::new(Workload::new(w).map_err(|e| {
+                        ConfigError::new(
+                            format!("processes[{pid}].threads[{t}].workload.{}", e.field),
+                            e.message,
                         )
+                    })?),
+                    w.instruction_floor(),
+                ),
+                (None, Some(path)) => {
+                    let format = Format::parse(&tc.format)?;
+                    let mut source = trace::open(path, format)?;
+                    if let Some(keep) = &tc.trace_threads {
+                        if keep.is_empty() {
+                            return Err(ConfigError::new(
+                                    format!("processes[{pid}].threads[{t}].trace_threads"),
+                                    "an empty list keeps no record: name the trace threads to run, or leave it out for all",
+                                )
+                                .into());
+                        }
+                        source = Box::new(thread_filter::ThreadFilter::new(source, keep));
                     }
-                    _ => {
-                        return Err(ConfigError::new(
-                            format!("processes[{pid}].threads[{t}]"),
-                            "give exactly one of `workload` or `trace`",
-                        )
-                        .into())
-                    }
-                };
+                    (source, trace_instruction_floor(path, format)?)
+                }
+                _ => {
+                    return Err(ConfigError::new(
+                        format!("processes[{pid}].threads[{t}]"),
+                        "give exactly one of `workload` or `trace`",
+                    )
+                    .into())
+                }
+            };
             // Addresses the page tables cannot translate are bad input (address_check.rs).
             let what = match &tc.trace {
                 Some(path) => format!("processes[{pid}].threads[{t}] (trace {})", path.display()),

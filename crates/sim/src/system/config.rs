@@ -71,6 +71,10 @@ pub struct ThreadConfig {
     pub trace: Option<PathBuf>,
     #[serde(default = "native")]
     pub format: String,
+    /// Only the records of these threads of the trace (a full-system trace's guest tasks, issue
+    /// 27: the traced program's apart from the guest's other processes); all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_threads: Option<Vec<u32>>,
 }
 
 fn native() -> String {

@@ -43,6 +43,7 @@ mod report;
 mod schedule;
 #[cfg(test)]
 pub(crate) mod testing;
+mod thread_filter;
 mod ticks;
 mod translate;
 
