@@ -322,6 +322,48 @@ def test_kernel_actions_are_carried_out_and_counted():
         cachecolor.simulate_system(_sampled(), policy=Refused)
 
 
+def test_policy_cycles_is_the_kernels_accounting_of_policy_work():
+    """``Kernel.policy_cycles(pid)`` (the Rust ``Kernel::policy_cycles`` rocs budgets its moves
+    with) in a Python policy: what each tick's scan of pid 0 added to it sums to what the report's
+    kernel table (its own path, ``KernelReport``) charges pid 0 for scans and the shootdowns they
+    set off; a process the policy never acts on, and a pid that does not exist, read 0."""
+
+    class Scans(cachecolor.Policy):
+        def setup(self, machine):
+            super().setup(machine)
+            self.added: list[int] = []
+            self.untouched: set[int] = set()
+            self.after_exit = None
+
+        def tick(self, kernel, tick):
+            if self.after_exit is not None:
+                return
+            self.untouched |= {kernel.policy_cycles(1), kernel.policy_cycles(10**6)}
+            before = kernel.policy_cycles(0)
+            try:
+                kernel.scan_accessed(0)
+            except cachecolor.KernelError:  # process 0 has exited: its accounting stays
+                self.after_exit = kernel.policy_cycles(0)
+                return
+            self.added.append(kernel.policy_cycles(0) - before)
+
+    cfg = _sampled()
+    cfg.pop("pmu")  # no sample interrupts: the scans are the only policy work
+    # Costs of the two paths a scan takes (0 in this example), odd so no two sum alike.
+    cfg["machine"]["timing"].update(scan_cycles_per_entry=7, shootdown_cycles=301)
+    p = Scans()
+    doc = cachecolor.simulate_system(cfg, policy=p).to_dict()
+    k = doc["processes"][0]["kernel"]
+    assert len(p.added) > 1 and all(a > 0 for a in p.added)
+    assert all(k[path]["cycles"] == 0 for path in ("recolor", "interrupt", "migration"))
+    # Whole cycles (the kernel keeps milli-cycles): each reading is floored, so the sum of the
+    # differences is within one cycle per tick of the report's.
+    charged = k["scan"]["cycles"] + k["shootdown"]["cycles"]
+    assert charged > 0 and abs(sum(p.added) - charged) < len(p.added)
+    assert p.after_exit == sum(p.added)  # nothing else was charged to it, before or after
+    assert p.untouched == {0}
+
+
 def test_policies_are_found_by_registered_name_and_config(tmp_path):
     port = _port()
     cachecolor.register_policy("py-static-test", port)

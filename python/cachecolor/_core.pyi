@@ -190,6 +190,8 @@ class Kernel:
         """Lazy move: the page's next fault asks ``allowed_colors`` again."""
     def scan_accessed(self, pid: int) -> list[int]:
         """Clear every accessed bit of ``pid``; the vpns that had it set."""
+    def policy_cycles(self, pid: int) -> int:
+        """Cycles the kernel has spent on ``pid`` for policies so far (moves, shootdowns, sample interrupts, scans, migrations; not faults)."""
     def migrate(self, tid: int, core: int) -> None:
         """Move thread ``tid`` to ``core``'s run queue and pin it there."""
     def set_sampling(self, core: Optional[int] = None, sampling: Optional[dict[str, Any]] = None) -> None:

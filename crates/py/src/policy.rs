@@ -443,6 +443,14 @@ impl PyKernel {
         self.get()?.scan_accessed(pid).map_err(kernel_err)
     }
 
+    /// Cycles the kernel has spent so far on process `pid` doing a policy's work: page moves and
+    /// their TLB shootdowns, sample interrupts, accessed-bit scans, migrations (every kernel
+    /// path but the page faults any process pays); 0 for an unknown pid. The OS's own
+    /// accounting, as Linux keeps a task's system time (rocs weighs its moves with it).
+    fn policy_cycles(&mut self, pid: usize) -> PyResult<u64> {
+        Ok(self.get()?.policy_cycles(pid))
+    }
+
     /// Move thread `tid` to `core`'s run queue (and pin it there).
     fn migrate(&mut self, tid: usize, core: usize) -> PyResult<()> {
         self.get()?.migrate(tid, core).map_err(kernel_err)

@@ -18,6 +18,7 @@ regions, each with its own uniform cache behavior").
 */
 use crate::cache::{Hierarchy, Serves};
 use crate::error::ConfigError;
+use crate::pmu::{Event, Sampler, SamplingConfig};
 use crate::trace::{Kind, Record};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -123,8 +124,9 @@ pub struct PageProfiler {
     l1d: usize,
     page_shift: u32,
     line_shift: u32,
-    /// Per thread: L1D load misses until the next sample.
-    countdown: Vec<u64>,
+    /// Per thread: the PMU's data-address sampler on L1D load misses (a per-thread virtualised
+    /// counter), as a whole-system run's.
+    samplers: Vec<Sampler>,
     lines: Vec<Record>,
     pages: HashMap<u64, PageCounts>,
     served: Vec<u8>,
@@ -203,7 +205,7 @@ impl PageProfiler {
             ));
         }
         Ok(PageProfiler {
-            countdown: Vec::new(),
+            samplers: Vec::new(),
             lines: Vec::new(),
             line_shift: hc.line_size.trailing_zeros(),
             level,
@@ -265,12 +267,19 @@ impl PageProfiler {
                 continue;
             }
             let t = r.thread as usize;
-            if t >= self.countdown.len() {
-                self.countdown.resize(t + 1, period);
+            while t >= self.samplers.len() {
+                let config = SamplingConfig {
+                    event: Event::L1dMisses,
+                    period,
+                    cost_cycles: 0,
+                    pollute_l1_lines: 0,
+                };
+                // The occurrences are the L1D load misses filtered above (ROCS 3.1 targets
+                // loads); `period` was checked (>= 1) in `new`.
+                self.samplers
+                    .push(Sampler::new(config).expect("sample_period checked"));
             }
-            self.countdown[t] -= 1;
-            if self.countdown[t] == 0 {
-                self.countdown[t] = period;
+            if self.samplers[t].occurrence() {
                 page.samples += 1;
                 if s >= self.level {
                     page.sampled_accesses += 1;

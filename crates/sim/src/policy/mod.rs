@@ -270,6 +270,27 @@ pub struct MachineInfo {
     pub page_move_cycles: u64,
 }
 
+#[cfg(test)]
+impl MachineInfo {
+    /// The policies' unit tests' machine: `cores` on `chips`, a 1 MiB 16-way LLC of 16 colors,
+    /// 64-byte lines, 4 KiB pages, no inner colors, no miss penalty or move cost (a test sets
+    /// what it needs otherwise with `..MachineInfo::for_tests(..)`).
+    pub(crate) fn for_tests(cores: usize, chips: usize) -> MachineInfo {
+        MachineInfo {
+            cores,
+            chips,
+            colors: 16,
+            llc_size: 1 << 20,
+            llc_ways: 16,
+            line_size: 64,
+            page_size: 4096,
+            inner_colors: 1,
+            llc_miss_penalty: 0,
+            page_move_cycles: 0,
+        }
+    }
+}
+
 impl MachineInfo {
     /// `inner_colors` of a hierarchy (see the field).
     pub fn inner_colors_of(h: &crate::cache::Hierarchy) -> u64 {

@@ -123,29 +123,38 @@ struct Arrival {
 }
 
 struct Core {
+    // Where it is.
     chip: usize,
     /// Index of the core within its chip's hierarchy.
     local: u32,
+
+    // Time and scheduling.
     clock_milli: u64,
     current: Option<usize>,
     slice_end: u64,
     queue: VecDeque<usize>,
-    tlbs: [Tlb; 3],
-    tally: Tally,
-    /// The tally when the running thread's counts were last saved.
-    burst_start: Tally,
+    context_switches: u64,
     /// Kernel work done with no thread to charge it to, and time spent with nothing to run.
     idle_kernel_milli: u64,
     idle_milli: u64,
+
+    // Translation.
+    tlbs: [Tlb; 3],
+    tlb_l1_misses: u64,
+    tlb_l2_misses: u64,
+
+    // Exact counts.
+    tally: Tally,
+    /// The tally when the running thread's counts were last saved.
+    burst_start: Tally,
+
+    // The PMU: counters (multiplexed) and the data-address sampler.
     counters: CounterSet,
     observed: EventCounts,
     observed_at: u64,
     next_mux: u64,
     sampler: Option<Sampler>,
     samples: u64,
-    context_switches: u64,
-    tlb_l1_misses: u64,
-    tlb_l2_misses: u64,
     /// Physical address of the sample handler's own data (allocated at its first use).
     handler_data: Option<u64>,
 }

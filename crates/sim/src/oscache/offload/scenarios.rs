@@ -3,6 +3,7 @@
 //! section 4.2 predictor accuracy, Figure 5 shape, section 6 scalability). References are cut
 //! to keep each test well under 20 s in --release; every run's invariants must be empty.
 use super::*;
+use crate::oscache::predictor::PredictorConfig;
 
 const WEB: (&str, &str) = (
     include_str!("../../../../../examples/oscache/offload-web-server.toml"),

@@ -2,6 +2,7 @@
 //! comment (migration and return cost, coherence misses, the OS core's FIFO queue, the
 //! accounting invariants, the section 4.4 controller) and the bad-input errors.
 use super::*;
+use crate::oscache::predictor::PredictorConfig;
 use crate::trace::VecSource;
 
 /// AState = the first record's address (tests choose it).

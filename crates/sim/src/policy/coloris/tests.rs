@@ -3,18 +3,7 @@
 use super::*;
 
 fn machine() -> MachineInfo {
-    MachineInfo {
-        cores: 4,
-        chips: 1,
-        colors: 16,
-        llc_size: 1 << 20,
-        llc_ways: 16,
-        line_size: 64,
-        page_size: 4096,
-        inner_colors: 1,
-        llc_miss_penalty: 0,
-        page_move_cycles: 0,
-    }
+    MachineInfo::for_tests(4, 1)
 }
 
 fn info(pid: usize, name: &str) -> ProcessInfo {

@@ -608,18 +608,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        let m = MachineInfo {
-            cores: 4,
-            chips: 2,
-            colors: 16,
-            llc_size: 1 << 20,
-            llc_ways: 16,
-            line_size: 64,
-            page_size: 4096,
-            inner_colors: 1,
-            llc_miss_penalty: 0,
-            page_move_cycles: 0,
-        };
+        let m = MachineInfo::for_tests(4, 2);
         let bad = |f: fn(&mut ThreadClusterConfig)| {
             let mut c = ThreadClusterConfig::default();
             f(&mut c);

@@ -1,0 +1,345 @@
+//! The demand path of one line access through the hierarchy: lookups down the core's path,
+//! fills deepest first, evictions and write-backs (inclusive back-invalidation, the exclusive
+//! victim cache), stores, and the prefetches a miss or a tagged hit sets off. The semantics are
+//! those of the module's header (`hierarchy.rs`).
+
+use super::*;
+
+impl Hierarchy {
+    /// One demand access to one line.
+    #[inline]
+    pub(super) fn access_line(
+        &mut self,
+        core: usize,
+        kind: Kind,
+        line: u64,
+        privileged: bool,
+    ) -> u8 {
+        self.line_accesses += 1;
+        let path = self.paths[core][kind.is_instruction() as usize];
+        let n = path.len as usize;
+        if n == 0 {
+            self.unserved += 1;
+            return SERVED_BY_MEMORY;
+        }
+        let class = kind.is_instruction() as usize;
+        let mut one = [0u64; 4];
+        one[kind as usize] = 1;
+        if self.hit_last_line(core, class, line, &one, privileged as u64) {
+            return path.get(0).level;
+        }
+        let mut first_slot = None;
+        let mut first_touched = false;
+        let mut first_epoch = 0;
+        let mut hit_depth = n;
+        let mut moved_dirty = false;
+        // Where each missing level would put the line. Fills go deepest first, and without
+        // back-invalidation nothing a deeper fill does (evictions, write-backs further down)
+        // changes a shallower set, so the lookup's scan is reused instead of repeated.
+        let mut misses = [Miss {
+            set: 0,
+            base: 0,
+            free: 0,
+        }; MAX_DEPTH];
+        #[allow(clippy::needless_range_loop)] // `d` also indexes the path
+        for d in 0..n {
+            let h = path.get(d);
+            let lv = h.level as usize;
+            let level = &mut self.levels[lv];
+            let cache = &mut level.caches[h.instance as usize];
+            let counters = &mut level.counters[h.instance as usize];
+            let slot = match cache.lookup(line) {
+                Lookup::Hit(slot) => Some(slot),
+                Lookup::Miss(m) => {
+                    misses[d] = m;
+                    None
+                }
+            };
+            counters.privileged.accesses += privileged as u64;
+            if let Some(slot) = slot {
+                counters.access(kind, true);
+                cache.touch(slot);
+                if d == 0 {
+                    first_epoch = cache.epoch();
+                }
+                let m = cache.meta_mut(slot);
+                let mut prefetched_hit = false;
+                if m.flags & flags::PREFETCHED != 0 {
+                    m.flags &= !flags::PREFETCHED;
+                    counters.prefetches_useful += 1;
+                    prefetched_hit = true;
+                }
+                if prefetched_hit
+                    && self.prefetch_enabled
+                    && level.prefetchers[h.instance as usize].kind() != PrefetcherKind::None
+                {
+                    let flags = if privileged { flags::PRIVILEGED } else { 0 };
+                    self.prefetch(&path, d, line, flags);
+                }
+                hit_depth = d;
+                if d == 0 {
+                    first_slot = Some(slot);
+                    first_touched = true;
+                }
+                if d > 0 && self.inclusion == Inclusion::Exclusive && lv == self.levels.len() - 1 {
+                    // A victim-cache hit moves the line up (it is filled above, below).
+                    let m = self.levels[lv].caches[h.instance as usize]
+                        .invalidate(line)
+                        .unwrap_or_default();
+                    moved_dirty = m.dirty();
+                }
+                break;
+            }
+            counters.access(kind, false);
+            counters.privileged.misses += privileged as u64;
+        }
+        if hit_depth == n {
+            self.memory.reads += 1;
+        }
+        let base_flags = if privileged { flags::PRIVILEGED } else { 0 };
+        let mut deepest_filled = true;
+        for d in (0..hit_depth).rev() {
+            let h = path.get(d);
+            let lv = h.level as usize;
+            if self.is_exclusive_last(lv) {
+                continue;
+            }
+            if kind.is_write() && !self.levels[lv].write_allocate {
+                continue;
+            }
+            let mut f = base_flags;
+            if deepest_filled && moved_dirty {
+                f |= flags::DIRTY;
+            }
+            deepest_filled = false;
+            let meta = LineMeta {
+                asid: 0,
+                flags: f,
+                reuse: 0,
+            };
+            let slot = if self.inclusion == Inclusion::Inclusive {
+                self.fill(&path, d, line, meta, privileged)
+            } else {
+                let (slot, ev) =
+                    self.levels[lv].caches[h.instance as usize].fill_at(misses[d], line, meta);
+                if let Some(ev) = ev {
+                    self.evicted(&path, d, ev, privileged);
+                }
+                slot
+            };
+            if d == 0 {
+                first_slot = Some(slot);
+            }
+            if self.prefetch_enabled
+                && self.levels[lv].prefetchers[h.instance as usize].kind() != PrefetcherKind::None
+            {
+                self.prefetch(&path, d, line, base_flags);
+            }
+        }
+        if kind.is_write() {
+            self.write(&path, 0, line);
+        }
+        self.last[core][class] = match first_slot {
+            Some(slot) => LastLine {
+                line,
+                slot,
+                touched: first_touched,
+                epoch: first_epoch,
+            },
+            None => LastLine::default(),
+        };
+        if hit_depth == n {
+            SERVED_BY_MEMORY
+        } else {
+            path.get(hit_depth).level
+        }
+    }
+
+    /// Apply a store's data at the first level (from depth `from`) holding the line.
+    pub(super) fn write(&mut self, path: &Path, from: usize, line: u64) {
+        for d in from..path.len as usize {
+            let h = path.get(d);
+            let level = &mut self.levels[h.level as usize];
+            let cache = &mut level.caches[h.instance as usize];
+            if let Some(slot) = cache.find(line) {
+                if level.write_back {
+                    cache.meta_mut(slot).flags |= flags::DIRTY;
+                    return;
+                }
+                level.counters[h.instance as usize].write_throughs += 1;
+            }
+        }
+        self.memory.writes += 1;
+    }
+
+    /// Fill `line` into the cache at depth `d` of `path` and deal with what it evicts.
+    /// `privileged`: the mode of the demand access that started this fill (directly, or by a
+    /// write-back, victim fill or prefetch it set off), to which any eviction is attributed.
+    pub(super) fn fill(
+        &mut self,
+        path: &Path,
+        d: usize,
+        line: u64,
+        meta: LineMeta,
+        privileged: bool,
+    ) -> Slot {
+        let h = path.get(d);
+        let (slot, ev) = self.levels[h.level as usize].caches[h.instance as usize].fill(line, meta);
+        if let Some(ev) = ev {
+            self.evicted(path, d, ev, privileged);
+        }
+        slot
+    }
+
+    /// A valid line left the cache at depth `d` of `path`, pushed out by a fill that an access
+    /// of mode `privileged` started.
+    pub(super) fn evicted(&mut self, path: &Path, d: usize, mut ev: Evicted, privileged: bool) {
+        let h = path.get(d);
+        let lv = h.level as usize;
+        let c = &mut self.levels[lv].counters[h.instance as usize];
+        c.evictions += 1;
+        c.privileged.evictions += privileged as u64;
+        if self.inclusion == Inclusion::Inclusive {
+            for i in 0..self.uppers[lv][h.instance as usize].len() {
+                let up = self.uppers[lv][h.instance as usize][i];
+                if let Some(m) =
+                    self.levels[up.level as usize].caches[up.instance as usize].invalidate(ev.line)
+                {
+                    self.levels[lv].counters[h.instance as usize].back_invalidations += 1;
+                    if m.dirty() {
+                        // The copy above is newer than this one; it leaves with the victim.
+                        ev.meta.flags |= flags::DIRTY;
+                    }
+                }
+            }
+        }
+        let below = d + 1;
+        if below < path.len as usize && self.is_exclusive_last(path.get(below).level as usize) {
+            // Exclusive: every line leaving the level above the victim cache goes into it.
+            let vh = path.get(below);
+            if ev.meta.dirty() {
+                self.levels[lv].counters[h.instance as usize].writebacks += 1;
+            }
+            let vc = &mut self.levels[vh.level as usize];
+            vc.counters[vh.instance as usize].victim_fills += 1;
+            let cache = &mut vc.caches[vh.instance as usize];
+            if let Some(slot) = cache.find(ev.line) {
+                // Another core's path may have left a copy there.
+                cache.meta_mut(slot).flags |= ev.meta.flags & flags::DIRTY;
+            } else {
+                let meta = LineMeta {
+                    reuse: 0,
+                    flags: ev.meta.flags & !flags::PREFETCHED,
+                    ..ev.meta
+                };
+                self.fill(path, below, ev.line, meta, privileged);
+            }
+            return;
+        }
+        if ev.meta.dirty() {
+            self.levels[lv].counters[h.instance as usize].writebacks += 1;
+            self.write_back(path, below, ev.line, ev.meta, privileged);
+        }
+    }
+
+    /// A dirty line arrives at depth `d` of `path` (or memory past the end); `privileged` is
+    /// the mode of the access whose fill evicted it.
+    pub(super) fn write_back(
+        &mut self,
+        path: &Path,
+        d: usize,
+        line: u64,
+        meta: LineMeta,
+        privileged: bool,
+    ) {
+        if d >= path.len as usize {
+            self.memory.writes += 1;
+            return;
+        }
+        let h = path.get(d);
+        let level = &mut self.levels[h.level as usize];
+        let c = &mut level.counters[h.instance as usize];
+        c.writebacks_received += 1;
+        let cache = &mut level.caches[h.instance as usize];
+        if let Some(slot) = cache.find(line) {
+            cache.meta_mut(slot).flags |= flags::DIRTY;
+            return;
+        }
+        let below = d + 1;
+        if below < path.len as usize && self.is_exclusive_last(path.get(below).level as usize) {
+            let vh = path.get(below);
+            let victim_cache = &mut self.levels[vh.level as usize];
+            if let Some(slot) = victim_cache.caches[vh.instance as usize].find(line) {
+                victim_cache.counters[vh.instance as usize].writebacks_received += 1;
+                victim_cache.caches[vh.instance as usize]
+                    .meta_mut(slot)
+                    .flags |= flags::DIRTY;
+                return;
+            }
+        }
+        let c = &mut self.levels[h.level as usize].counters[h.instance as usize];
+        c.writeback_fills += 1;
+        let meta = LineMeta {
+            flags: (meta.flags & flags::PRIVILEGED) | flags::DIRTY,
+            reuse: 0,
+            ..meta
+        };
+        self.fill(path, d, line, meta, privileged);
+    }
+
+    /// The prefetcher at depth `d` saw a demand miss to `line`, or a first hit on a line it
+    /// prefetched. `base_flags` carries the triggering access's mode (`flags::PRIVILEGED`):
+    /// the prefetched lines are marked with it and the evictions their fills cause are
+    /// attributed to it (a prefetch is part of the chain its demand access started).
+    pub(super) fn prefetch(&mut self, path: &Path, d: usize, line: u64, base_flags: u8) {
+        let h = path.get(d);
+        let privileged = base_flags & flags::PRIVILEGED != 0;
+        let mut cand = [0u64; MAX_DEGREE as usize];
+        let k =
+            self.levels[h.level as usize].prefetchers[h.instance as usize].on_miss(line, &mut cand);
+        for &p in &cand[..k] {
+            if self.levels[h.level as usize].caches[h.instance as usize].contains(p) {
+                continue;
+            }
+            self.levels[h.level as usize].counters[h.instance as usize].prefetches_issued += 1;
+            // Look the line up below; fill every level from the one that found it up to `d`.
+            let n = path.len as usize;
+            let mut found = n;
+            for e in d + 1..n {
+                let hh = path.get(e);
+                let level = &mut self.levels[hh.level as usize];
+                let c = &mut level.counters[hh.instance as usize];
+                c.prefetch_accesses += 1;
+                if level.caches[hh.instance as usize].contains(p) {
+                    found = e;
+                    break;
+                }
+                c.prefetch_misses += 1;
+            }
+            if found == n {
+                self.memory.reads += 1;
+            }
+            for e in (d..found).rev() {
+                if self.is_exclusive_last(path.get(e).level as usize) {
+                    continue;
+                }
+                let f = if e == d {
+                    base_flags | flags::PREFETCHED
+                } else {
+                    base_flags
+                };
+                self.fill(
+                    path,
+                    e,
+                    p,
+                    LineMeta {
+                        asid: 0,
+                        flags: f,
+                        reuse: 0,
+                    },
+                    privileged,
+                );
+            }
+        }
+    }
+}

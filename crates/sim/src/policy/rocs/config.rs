@@ -1,0 +1,211 @@
+//! `[policy.rocs]` / `[policy.global-pollute]`: the pollute engine's settings and their checks
+//! against the machine.
+
+use super::MachineInfo;
+use crate::config::Size;
+use crate::error::ConfigError;
+use serde::{Deserialize, Serialize};
+
+/// What decides a phase change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseMetric {
+    Ipc,
+    LlcMpki,
+}
+
+/// `[policy.rocs]` and `[policy.global-pollute]`: defaults are the papers' values, scaled
+/// (ticks stand for the paper's billions of cycles: set `[scheduler] tick` to match).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolluteConfig {
+    /// Size of the pollute buffer, a whole number of LLC colors below the LLC's size
+    /// (default: 1/16 of the LLC, ROCS section 6; Azimi 4.2.2).
+    pub buffer_size: Option<Size>,
+    /// At most one sample interrupt per this many cycles (ROCS 3.1, 5.1: 5 K).
+    pub throttle_cycles: u64,
+    /// Cycles one sample interrupt costs (ROCS Figure 6's overheads of 15-65% at one per 5-10 K
+    /// cycles put it at about 1-3 K).
+    pub sample_cost_cycles: u64,
+    /// L1 lines the sample handler touches (ROCS 3.1's handler pollution).
+    pub handler_lines: u32,
+    /// Ticks a profile lasts.
+    pub profile_ticks: u32,
+    /// Ticks before the first profile (ROCS 6.2: "after the first 4 billion cycles").
+    pub warmup_ticks: u32,
+    /// A unit is profiled once its LLC miss rate over a tick exceeds this (ROCS Table 2: 25%).
+    pub target_miss_rate: f64,
+    /// Pages mapped per search step (0: a sixteenth of the stack, at least 1).
+    pub step_pages: u64,
+    /// Pages at the bottom of the stack the search never maps (Algorithm 1's `minPages`).
+    pub min_pages: u64,
+    /// Ticks left out after each step before measuring.
+    pub settle_ticks: u32,
+    /// Ticks each step's IPC is measured over.
+    pub measure_ticks: u32,
+    /// Ticks the baseline (nothing mapped) is measured over. Their tick-to-tick spread of IPC
+    /// is the search's noise (issue 19, defect 8: one tick's IPC swings +-50% on a phased
+    /// program). Default 3, the fewest ticks whose spread has more than one degree of freedom.
+    pub baseline_ticks: u32,
+    /// A step counts as a gain only when its IPC exceeds the baseline's by this many standard
+    /// errors of the difference (`noise x sqrt(1/step ticks + 1/baseline ticks)`); the best of
+    /// those is kept. Default 2, the usual ~95% bar; with no step above it Algorithm 1 keeps
+    /// no page (its minimal set).
+    pub significance: f64,
+    /// Most the search's page moves (into the buffer and, reserved in advance, back out) may
+    /// cost, as a fraction of the unit's cycles so far, while no step has shown a significant
+    /// gain. The search buys its next pages the way ski rental is played: only once the unit
+    /// has run long enough that they cost at most this share (the moves' cost is the kernel's
+    /// own accounting, `Kernel::policy_cycles`). Default 0.01, issue 19's do-no-harm bar, the
+    /// same as `mrc-partition`'s window budget; fitted to no config. Once a step gains
+    /// significantly the gain pays for the rest of the walk and the budget no longer binds.
+    pub max_search_overhead: f64,
+    /// Phase-detection window in ticks (ROCS 5.1: 1 billion cycles).
+    pub phase_ticks: u32,
+    pub phase_metric: PhaseMetric,
+    /// Relative change of the metric that counts as a new phase.
+    pub phase_threshold: f64,
+    /// Profile with the prefetcher on (ROCS Figure 8's third bar).
+    pub profile_prefetch: bool,
+    /// Best-offline runs: map exactly the top N pages of the stack, no search.
+    pub offline_pages: Option<u64>,
+    /// Ticks of a second profile after the search, with the buffer in place (0: none).
+    pub verify_ticks: u32,
+}
+
+impl Default for PolluteConfig {
+    fn default() -> Self {
+        PolluteConfig {
+            buffer_size: None,
+            throttle_cycles: 5000,
+            sample_cost_cycles: 1000,
+            handler_lines: 16,
+            profile_ticks: 4,
+            warmup_ticks: 2,
+            target_miss_rate: 0.25,
+            step_pages: 0,
+            min_pages: 0,
+            settle_ticks: 1,
+            measure_ticks: 1,
+            baseline_ticks: 3,
+            significance: 2.0,
+            max_search_overhead: 0.01,
+            phase_ticks: 10,
+            phase_metric: PhaseMetric::Ipc,
+            phase_threshold: 0.25,
+            profile_prefetch: false,
+            offline_pages: None,
+            verify_ticks: 0,
+        }
+    }
+}
+
+impl PolluteConfig {
+    /// Check the fields (`at` is `policy.rocs` or `policy.global-pollute`); returns the number of
+    /// pollute colors.
+    pub fn validate(&self, at: &str, m: &MachineInfo) -> Result<u64, ConfigError> {
+        let f = |name: &str| format!("{at}.{name}");
+        let color_bytes = (m.llc_size / m.colors.max(1)).max(1);
+        let colors = match self.buffer_size {
+            None => (m.colors / 16).max(1),
+            Some(s) => {
+                let b = s.bytes();
+                if b >= m.llc_size {
+                    return Err(ConfigError::new(
+                        f("buffer_size"),
+                        format!(
+                            "{s} is not smaller than the LLC ({}): the pollute buffer must leave \
+                             at least one color ({color_bytes} bytes) to the other pages",
+                            Size(m.llc_size)
+                        ),
+                    ));
+                }
+                if b == 0 || b % color_bytes != 0 {
+                    return Err(ConfigError::new(
+                        f("buffer_size"),
+                        format!(
+                            "{s} is not a whole number of LLC colors: give a positive multiple \
+                             of {color_bytes} bytes (one color of {} colors)",
+                            m.colors
+                        ),
+                    ));
+                }
+                b / color_bytes
+            }
+        };
+        if colors >= m.colors {
+            return Err(ConfigError::new(
+                f("buffer_size"),
+                format!(
+                    "the LLC has {} color(s): too few for a pollute buffer beside the other pages",
+                    m.colors
+                ),
+            ));
+        }
+        let positive = |name: &str, v: u64| {
+            if v == 0 {
+                Err(ConfigError::new(
+                    f(name),
+                    "0 is not allowed: give at least 1".to_string(),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        positive("throttle_cycles", self.throttle_cycles)?;
+        positive("profile_ticks", self.profile_ticks as u64)?;
+        positive("measure_ticks", self.measure_ticks as u64)?;
+        positive("baseline_ticks", self.baseline_ticks as u64)?;
+        if !(self.significance.is_finite() && self.significance >= 0.0) {
+            return Err(ConfigError::new(
+                f("significance"),
+                format!(
+                    "{} is not allowed: a number of standard errors >= 0 (2 = about 95%)",
+                    self.significance
+                ),
+            ));
+        }
+        if !(self.max_search_overhead.is_finite()
+            && self.max_search_overhead > 0.0
+            && self.max_search_overhead <= 1.0)
+        {
+            return Err(ConfigError::new(
+                f("max_search_overhead"),
+                format!(
+                    "{} is outside (0, 1]: a share of the unit's cycles (0.01 = 1%)",
+                    self.max_search_overhead
+                ),
+            ));
+        }
+        positive("phase_ticks", self.phase_ticks as u64)?;
+        if !(0.0..=1.0).contains(&self.target_miss_rate) {
+            return Err(ConfigError::new(
+                f("target_miss_rate"),
+                format!(
+                    "{} is outside [0, 1]: it is an LLC miss rate (misses / accesses)",
+                    self.target_miss_rate
+                ),
+            ));
+        }
+        if !(self.phase_threshold.is_finite() && self.phase_threshold > 0.0) {
+            return Err(ConfigError::new(
+                f("phase_threshold"),
+                format!(
+                    "{} is not allowed: a relative change > 0 (0.25 = 25%)",
+                    self.phase_threshold
+                ),
+            ));
+        }
+        let max_lines = (m.page_size / m.line_size.max(1)) as u32;
+        if self.handler_lines > max_lines {
+            return Err(ConfigError::new(
+                f("handler_lines"),
+                format!(
+                    "{} is more than one page of lines: at most {max_lines}",
+                    self.handler_lines
+                ),
+            ));
+        }
+        Ok(colors)
+    }
+}

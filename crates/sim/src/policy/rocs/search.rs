@@ -1,0 +1,348 @@
+//! The search of one unit (a chip, or the machine under `global-pollute`), tick by tick: the
+//! stages of a phase (baseline, profile, stack of candidate pages, moves into the pollute buffer
+//! and out again, each against the baseline IPC with its noise), and the moves that carry them
+//! out within the overhead budget (section 4 of the paper, docs/rocs.md).
+
+use super::*;
+
+impl PolluteEngine {
+    pub(super) fn step_unit(&mut self, k: &mut dyn Kernel, u: usize, interval: Acc, now: u64) {
+        let cfg = self.cfg.clone();
+        let stage = self.units[u].stage;
+        match stage {
+            Stage::Done => {}
+            Stage::Warmup(n) => {
+                self.units[u].stage = if n + 1 >= cfg.warmup_ticks {
+                    Stage::Waiting
+                } else {
+                    Stage::Warmup(n + 1)
+                };
+            }
+            Stage::Waiting => {
+                let rate = ratio(interval.llc_misses, interval.llc_accesses);
+                if interval.llc_accesses > 0 && rate > cfg.target_miss_rate {
+                    // Targeted (ROCS 5.1): profiled. The buffer's colors leave normal use only
+                    // when a search is about to map pages (below): a profile that finds nothing
+                    // to search moves no co-runner's pages (issue 19: a fitting co-runner lost
+                    // 4% to pages moved off the buffer's colors for a search that never ran).
+                    self.start_profile(u, false, cfg.profile_ticks);
+                }
+            }
+            Stage::Profiling { left, verify } => {
+                if left > 1 {
+                    self.units[u].stage = Stage::Profiling {
+                        left: left - 1,
+                        verify,
+                    };
+                    return;
+                }
+                let profile = self.profile_rows(u);
+                let unit = &mut self.units[u];
+                if verify {
+                    if let Some(s) = unit.searches.last_mut() {
+                        s.verify_profile = profile;
+                    }
+                    unit.stage = Stage::Stable {
+                        reference: None,
+                        discard: false,
+                    };
+                    unit.acc = Acc::default();
+                    return;
+                }
+                self.build_stack(k, u);
+                let unit = &mut self.units[u];
+                let size = unit.stack.len() as u64;
+                unit.step = if cfg.step_pages > 0 {
+                    cfg.step_pages
+                } else {
+                    size.div_ceil(16).max(1)
+                };
+                unit.searches.push(SearchLog {
+                    time: now,
+                    stack_pages: size,
+                    step_pages: unit.step,
+                    baseline_ipc: 0.0,
+                    noise: 0.0,
+                    steps: Vec::new(),
+                    move_cycles: 0,
+                    unit_cycles: 0,
+                    chosen: 0,
+                    skipped: None,
+                    pages: Vec::new(),
+                    profile,
+                    verify_profile: Vec::new(),
+                });
+                unit.mapped = 0;
+                unit.best_n = 0;
+                unit.tick_ipcs.clear();
+                unit.noise_ss = 0.0;
+                unit.noise_df = 0;
+                unit.gained = false;
+                unit.waited = 0;
+                unit.acc = Acc::default();
+                if let Some(n) = cfg.offline_pages {
+                    let n = n.min(size);
+                    self.reserve(k, now, u);
+                    self.map_to(k, u, n, false);
+                    self.units[u].best_n = n;
+                    self.finish_search(k, u);
+                } else if size <= cfg.min_pages {
+                    self.finish_search(k, u);
+                } else if unit.profile.values().all(|&(n, m)| n == m) {
+                    // Issue 19: no sampled reference hit in a cache, so every page sits at
+                    // miss rate 1 and the stack (ROCS 5.2: pages by miss rate) has no order:
+                    // nothing is reused that the buffer could protect (a pure stream). The
+                    // search would only move pages (it cost a pure stream 10%): leave it.
+                    if let Some(log) = unit.searches.last_mut() {
+                        log.skipped = Some("no sampled reference hit: nothing reused to protect");
+                    }
+                    self.finish_search(k, u);
+                } else {
+                    unit.stage = Stage::Baseline {
+                        settle: cfg.settle_ticks,
+                    };
+                    // The search begins: the buffer's colors leave normal use (ROCS 5.1).
+                    self.reserve(k, now, u);
+                }
+            }
+            Stage::Baseline { settle } | Stage::Search { settle } => {
+                let unit = &mut self.units[u];
+                if settle > 0 {
+                    unit.stage = match stage {
+                        Stage::Baseline { .. } => Stage::Baseline { settle: settle - 1 },
+                        _ => Stage::Search { settle: settle - 1 },
+                    };
+                    return;
+                }
+                add(&mut unit.acc, &interval);
+                unit.tick_ipcs.push(interval.ipc());
+                let baseline = matches!(stage, Stage::Baseline { .. });
+                let want = if baseline {
+                    cfg.baseline_ticks
+                } else {
+                    cfg.measure_ticks
+                };
+                if unit.acc.ticks < want {
+                    return;
+                }
+                let perf = unit.acc.ipc();
+                let ticks = unit.acc.ticks;
+                unit.acc = Acc::default();
+                // Issue 19, defect 8: the spread of the measurement's own ticks is the noise a
+                // step must rise above (pooled over the search's measurements).
+                let ipcs = std::mem::take(&mut unit.tick_ipcs);
+                if ipcs.len() > 1 {
+                    let mean = ipcs.iter().sum::<f64>() / ipcs.len() as f64;
+                    unit.noise_ss += ipcs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+                    unit.noise_df += ipcs.len() as u32 - 1;
+                }
+                let sd = if unit.noise_df > 0 {
+                    (unit.noise_ss / unit.noise_df as f64).sqrt()
+                } else {
+                    0.0
+                };
+                let log = unit.searches.last_mut().expect("a search runs");
+                if baseline {
+                    log.baseline_ipc = perf;
+                    unit.best = perf;
+                    unit.best_n = 0;
+                } else {
+                    // Algorithm 1 keeps the best configuration. A step counts only when it beats
+                    // the baseline (nothing mapped) by `significance` standard errors of the
+                    // difference, so noise does not buy pages; among those the highest IPC is
+                    // the best (ties keep the fewer pages, the minimal set). Against the
+                    // baseline, not the best so far: a gain that grows step by step (swim's
+                    // page walks) is many small steps, none significant over its neighbour.
+                    let se = sd * (1.0 / ticks as f64 + 1.0 / cfg.baseline_ticks as f64).sqrt();
+                    let significant = perf - log.baseline_ipc > cfg.significance * se;
+                    let better = significant && perf > unit.best;
+                    log.steps.push(Step {
+                        pages: unit.mapped,
+                        ipc: perf,
+                        ticks,
+                        significant,
+                        waited_ticks: unit.waited,
+                    });
+                    if better {
+                        unit.best = perf;
+                        unit.best_n = unit.mapped;
+                        unit.gained = true;
+                    }
+                }
+                log.noise = ratio_f(sd, log.baseline_ipc);
+                let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
+                if unit.mapped >= limit {
+                    // Restore the excess pages of the buffer.
+                    let best = unit.best_n;
+                    self.unmap_to(k, u, best);
+                    self.finish_search(k, u);
+                } else {
+                    let next = (unit.mapped + unit.step).min(limit);
+                    self.units[u].waited = 0;
+                    self.buy(k, u, next);
+                }
+            }
+            Stage::Buying { target } => {
+                self.units[u].waited += 1;
+                self.buy(k, u, target);
+            }
+            Stage::Stable { reference, discard } => {
+                let unit = &mut self.units[u];
+                add(&mut unit.acc, &interval);
+                if unit.acc.ticks < cfg.phase_ticks {
+                    return;
+                }
+                let m = unit.acc.metric(cfg.phase_metric);
+                unit.acc = Acc::default();
+                if discard {
+                    unit.stage = Stage::Stable {
+                        reference: None,
+                        discard: false,
+                    };
+                    return;
+                }
+                match reference {
+                    None => {
+                        unit.stage = Stage::Stable {
+                            reference: Some(m),
+                            discard: false,
+                        }
+                    }
+                    Some(r) => {
+                        let change = if r == 0.0 {
+                            if m == 0.0 {
+                                0.0
+                            } else {
+                                f64::INFINITY
+                            }
+                        } else {
+                            (m - r).abs() / r
+                        };
+                        if change > cfg.phase_threshold {
+                            // A coarse-grain phase change (ROCS 5.1): profile again.
+                            unit.phase_changes += 1;
+                            self.unmap_to(k, u, 0);
+                            self.start_profile(u, false, cfg.profile_ticks);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn start_profile(&mut self, u: usize, verify: bool, ticks: u32) {
+        let unit = &mut self.units[u];
+        unit.profile.clear();
+        unit.profiles += 1;
+        unit.stage = Stage::Profiling {
+            left: ticks,
+            verify,
+        };
+    }
+
+    pub(super) fn profile_rows(&self, u: usize) -> Vec<(usize, u64, u32, u32)> {
+        self.units[u]
+            .profile
+            .iter()
+            .map(|(&(pid, vpn), &(n, m))| (pid, vpn, n, m))
+            .collect()
+    }
+
+    /// The miss-rate stack (ROCS 5.2): the unit's sampled small pages, highest miss rate first.
+    pub(super) fn build_stack(&mut self, k: &mut dyn Kernel, u: usize) {
+        let unit = &mut self.units[u];
+        let mut rows: Vec<((usize, u64), (u32, u32))> = Vec::new();
+        for &pid in &unit.pids {
+            for p in k.pages(pid) {
+                if p.huge {
+                    continue;
+                }
+                if let Some(&(n, m)) = unit.profile.get(&(pid, p.vpn)) {
+                    rows.push(((pid, p.vpn), (n, m)));
+                }
+            }
+        }
+        rows.sort_by(|a, b| {
+            let ra = a.1 .1 as f64 / a.1 .0 as f64;
+            let rb = b.1 .1 as f64 / b.1 .0 as f64;
+            rb.total_cmp(&ra)
+                .then(b.1 .0.cmp(&a.1 .0))
+                .then(a.0.cmp(&b.0))
+        });
+        unit.stack = rows.into_iter().map(|(key, _)| key).collect();
+    }
+
+    /// Move `stack[mapped..target]` into the buffer as far as the budget allows; the step
+    /// settles and is measured once every page is in, else it waits (`Buying`) for the unit's
+    /// cycles to grow.
+    pub(super) fn buy(&mut self, k: &mut dyn Kernel, u: usize, target: u64) {
+        self.map_to(k, u, target, true);
+        let settle = self.cfg.settle_ticks;
+        let unit = &mut self.units[u];
+        unit.stage = if unit.mapped >= target {
+            Stage::Search { settle }
+        } else {
+            Stage::Buying { target }
+        };
+    }
+
+    /// Map `stack[mapped..n]` to the buffer. `budgeted`: a search step, which stops before a
+    /// page whose move, with every page in the buffer moved back out, would take the unit's
+    /// move cost above `max_search_overhead` of its cycles while no step has gained (issue 19:
+    /// a search on a pure stream had cost it 10%). The first move is always made: it measures
+    /// the price.
+    pub(super) fn map_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64, budgeted: bool) {
+        let budget = self.cfg.max_search_overhead;
+        let unit = &mut self.units[u];
+        while unit.mapped < n {
+            if budgeted && !unit.gained && unit.moves > 0 {
+                let per_move = unit.move_cost as f64 / unit.moves as f64;
+                // What the unit's searches have moved so far, this page in, and every page in
+                // the buffer back out. The profile's interrupts are not counted: they are what
+                // targeting buys (ROCS 5.1), paid before the search can learn anything.
+                let need = unit.move_cost as f64 + per_move * (unit.mapped as f64 + 2.0);
+                if need > budget * unit.cycles as f64 {
+                    break;
+                }
+            }
+            let (pid, vpn) = unit.stack[unit.mapped as usize];
+            if unit.move_page(k, pid, vpn, &self.pollute) {
+                self.to_buffer += 1;
+            }
+            unit.mapped += 1;
+        }
+    }
+
+    /// Move `stack[n..mapped]` back out of the buffer (never held back by the budget: its cost
+    /// was reserved when the pages went in).
+    pub(super) fn unmap_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64) {
+        let unit = &mut self.units[u];
+        for i in n..unit.mapped {
+            let (pid, vpn) = unit.stack[i as usize];
+            // Out to the colors the buffer is not on (it is reserved while pages leave it).
+            if unit.move_page(k, pid, vpn, &self.normal) {
+                self.restored += 1;
+            }
+        }
+        unit.mapped = n;
+    }
+
+    pub(super) fn finish_search(&mut self, _k: &mut dyn Kernel, u: usize) {
+        let verify = self.cfg.verify_ticks;
+        let unit = &mut self.units[u];
+        let log = unit.searches.last_mut().expect("a search runs");
+        log.chosen = unit.mapped;
+        log.pages = unit.stack[..unit.mapped as usize].to_vec();
+        log.move_cycles = unit.move_cost;
+        log.unit_cycles = unit.cycles;
+        unit.acc = Acc::default();
+        if verify > 0 {
+            self.start_profile(u, true, verify);
+        } else {
+            unit.stage = Stage::Stable {
+                reference: None,
+                discard: true,
+            };
+        }
+    }
+}

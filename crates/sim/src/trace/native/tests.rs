@@ -1,0 +1,229 @@
+use super::*;
+use crate::trace::collect;
+
+fn sample(n: usize) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            let kind = Kind::ALL[i % 4];
+            Record {
+                addr: 0x7fff_0000_0000u64.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9)),
+                thread: (i / 1000) as u32,
+                icount: (i % 300) as u32,
+                size: [1, 4, 8, 64, 300, 65535][i % 6],
+                kind,
+                privileged: i % 7 == 0,
+                syscall: if i % 21 == 0 {
+                    (i as u32).wrapping_mul(0x9e37_79b9) | 1
+                } else {
+                    0
+                },
+            }
+        })
+        .collect()
+}
+
+/// `bytes` (a file with empty metadata) relabelled as `version`, header checksum redone.
+fn relabel(mut bytes: Vec<u8>, version: u16) -> Vec<u8> {
+    bytes[8..10].copy_from_slice(&version.to_le_bytes());
+    let sum = xxh3_64(&bytes[..FILE_HEADER_FIXED]);
+    bytes[FILE_HEADER_FIXED..FILE_HEADER_FIXED + 8].copy_from_slice(&sum.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn version_1_files_still_read_and_bit_7_is_reserved_there() {
+    let mut plain = sample(3000);
+    plain.iter_mut().for_each(|r| r.syscall = 0);
+    let v1 = relabel(encode_file(&plain, ""), 1);
+    let r = TraceReader::new(&v1[..]).unwrap();
+    assert_eq!(r.version(), 1);
+    assert_eq!(decode_file(&v1).unwrap(), plain);
+    // The same records with syscall identities need version 2.
+    let with = sample(3000);
+    assert!(with.iter().any(|r| r.syscall != 0));
+    assert_eq!(decode_file(&encode_file(&with, "")).unwrap(), with);
+    let err = decode_file(&relabel(encode_file(&with, ""), 1))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("reserved tag bit"), "{err}");
+}
+
+fn encode_file(records: &[Record], meta: &str) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), meta).unwrap();
+    w.write_all(records).unwrap();
+    w.finish().unwrap()
+}
+
+fn decode_file(bytes: &[u8]) -> Result<Vec<Record>, Error> {
+    let mut r = TraceReader::new(bytes)?;
+    Ok(collect(&mut r)?)
+}
+
+/// One PC per record of `sample`: data records get a made-up instruction address, ifetches
+/// their own address (what a reader returns for them).
+fn sample_pcs(records: &[Record]) -> Vec<u64> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if r.kind == Kind::IFetch {
+                r.addr
+            } else {
+                0x40_0000_1000 + 4 * (i as u64 % 97)
+            }
+        })
+        .collect()
+}
+
+fn decode_file_with_pcs(bytes: &[u8]) -> Result<(Vec<Record>, Vec<u64>), Error> {
+    let mut r = TraceReader::new(bytes)?;
+    let (mut records, mut pcs, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+    while r.next_block(&mut buf)? {
+        records.extend_from_slice(&buf);
+        pcs.extend_from_slice(r.block_pcs());
+    }
+    Ok((records, pcs))
+}
+
+#[test]
+fn version_3_pc_column_round_trips_across_blocks() {
+    let records = sample(BLOCK_RECORDS + 333);
+    let pcs = sample_pcs(&records);
+    let mut w = TraceWriter::with_pcs(Vec::new(), "m").unwrap();
+    // Half through write_all_with_pcs, half one at a time: both keep the PCs aligned.
+    let half = records.len() / 2;
+    w.write_all_with_pcs(&records[..half], Some(&pcs[..half]))
+        .unwrap();
+    for (r, pc) in records[half..].iter().zip(&pcs[half..]) {
+        w.write_with_pc(r, *pc).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let r = TraceReader::new(&bytes[..]).unwrap();
+    assert_eq!((r.version(), r.has_pcs()), (3, true));
+    let (got, got_pcs) = decode_file_with_pcs(&bytes).unwrap();
+    assert_eq!(got, records);
+    assert_eq!(got_pcs, pcs);
+    // A writer with PCs given none records 0 (unknown) for data, the address for ifetches.
+    let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+    w.write_all(&records[..100]).unwrap();
+    let (_, zero) = decode_file_with_pcs(&w.finish().unwrap()).unwrap();
+    for (r, pc) in records[..100].iter().zip(zero) {
+        assert_eq!(pc, if r.kind == Kind::IFetch { r.addr } else { 0 });
+    }
+}
+
+#[test]
+fn traces_without_pcs_stay_version_2_and_older_versions_read_without_pcs() {
+    let mut plain = sample(2000);
+    plain.iter_mut().for_each(|r| r.syscall = 0);
+    for (bytes, version) in [
+        (encode_file(&plain, ""), 2),
+        (relabel(encode_file(&plain, ""), 1), 1),
+    ] {
+        let (got, pcs) = decode_file_with_pcs(&bytes).unwrap();
+        assert_eq!(got, plain);
+        assert!(pcs.is_empty(), "version {version} has no PC column");
+    }
+    // The PC flag means nothing before version 3: such a header is rejected, by field.
+    let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+    w.write_all(&plain).unwrap();
+    let err = decode_file(&relabel(w.finish().unwrap(), 2))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unsupported trace flags 0x0001 for version 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pc_column_cut_short_is_corruption_not_a_misread() {
+    let records = sample(500);
+    let mut raw = Vec::new();
+    Encoder::default().encode(&records, Some(&sample_pcs(&records)), &mut raw);
+    let len = raw.len() - 8; // one PC missing
+    raw.extend_from_slice(&[0; 8]);
+    let mut out = Vec::new();
+    let mut pcs = Vec::new();
+    let err = decode(&raw, len, records.len(), VERSION, &mut out, Some(&mut pcs)).unwrap_err();
+    assert!(err.contains("column directory"), "{err}");
+}
+
+#[test]
+fn zigzag_round_trips_extremes() {
+    for v in [0i64, 1, -1, i64::MAX, i64::MIN, 12345, -98765] {
+        assert_eq!(unzigzag(zigzag(v)), v);
+    }
+}
+
+#[test]
+fn block_round_trip() {
+    let records = sample(5000);
+    let mut raw = Vec::new();
+    Encoder::default().encode(&records, None, &mut raw);
+    let len = raw.len();
+    raw.extend_from_slice(&[0; 8]);
+    let mut out = Vec::new();
+    decode(&raw, len, records.len(), VERSION, &mut out, None).unwrap();
+    assert_eq!(out, records);
+}
+
+#[test]
+fn file_round_trip_keeps_metadata() {
+    let records = sample(BLOCK_RECORDS + 17);
+    let bytes = encode_file(&records, "prog --flag ✓");
+    let r = TraceReader::new(&bytes[..]).unwrap();
+    assert_eq!(r.metadata(), "prog --flag ✓");
+    assert_eq!(r.version(), VERSION_WITHOUT_PCS);
+    assert!(!r.has_pcs());
+    assert_eq!(decode_file(&bytes).unwrap(), records);
+}
+
+#[test]
+fn missing_end_marker_is_truncation() {
+    let bytes = encode_file(&sample(10), "");
+    let cut = &bytes[..bytes.len() - BLOCK_HEADER_BYTES];
+    let err = decode_file(cut).unwrap_err().to_string();
+    assert!(
+        err.contains("truncated") && err.contains("without an end marker"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_magic_and_version() {
+    let err = decode_file(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a cachecolor trace"), "{err}");
+    let mut bytes = encode_file(&[], "");
+    bytes[8] = 9;
+    let err = decode_file(&bytes).unwrap_err().to_string();
+    assert!(err.contains("unsupported trace version 9"), "{err}");
+    let err = decode_file(b"").unwrap_err().to_string();
+    assert!(err.contains("empty file"), "{err}");
+}
+
+#[test]
+fn flipped_payload_bit_is_a_checksum_mismatch() {
+    let mut bytes = encode_file(&sample(100), "");
+    let payload = FILE_HEADER_FIXED + 8 + BLOCK_HEADER_BYTES + 3;
+    bytes[payload] ^= 0x10;
+    let err = decode_file(&bytes).unwrap_err().to_string();
+    assert!(err.contains("checksum mismatch in block 0"), "{err}");
+}
+
+#[test]
+fn reader_is_fused_after_error_and_end() {
+    let bytes = encode_file(&sample(3), "");
+    let mut r = TraceReader::new(&bytes[..]).unwrap();
+    let mut buf = Vec::new();
+    assert!(r.next_block(&mut buf).unwrap());
+    assert!(!r.next_block(&mut buf).unwrap());
+    assert!(!r.next_block(&mut buf).unwrap());
+    let cut = &bytes[..bytes.len() - 5];
+    let mut r = TraceReader::new(cut).unwrap();
+    assert!(r.next_block(&mut buf).unwrap());
+    let e1 = r.next_block(&mut buf).unwrap_err();
+    assert_eq!(r.next_block(&mut buf).unwrap_err(), e1);
+}
