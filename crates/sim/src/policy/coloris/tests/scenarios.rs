@@ -71,8 +71,8 @@ fn corun_colors(r: &SystemReport) -> Vec<usize> {
         .map(|p| {
             history
                 .iter()
-                .filter(|h| h["process"] == p["name"] && h["time"].as_u64().unwrap() < cut)
-                .last()
+                .rev()
+                .find(|h| h["process"] == p["name"] && h["time"].as_u64().unwrap() < cut)
                 .expect("an assignment at creation")["colors"]
                 .as_array()
                 .unwrap()
