@@ -61,6 +61,26 @@ def test_report_tables_and_best_offline(tmp_path, monkeypatch):
     assert any(p.suffix == ".png" for p in written)
 
 
+def test_report_on_a_search_cut_short_by_the_exit_says_unfinished(tmp_path, monkeypatch):
+    """Regression: art shortened to 1 M references exits three steps into its search; the
+    search now reads as unfinished (`chosen: null`), and the report's tables and plots take it
+    (a NaN count, a plot without the kept line) instead of failing on the null."""
+    from cachecolor import reports as report
+
+    short = tmp_path / "art_short.toml"
+    text = ART.read_text()
+    assert "references = 8_000_000" in text
+    short.write_text(text.replace("references = 8_000_000", "references = 1_000_000"))
+    monkeypatch.setattr(report_rocs, "best_offline_points", 2)
+    runs = report.run_matrix([short], ["rocs"])
+    unit = runs[0].result.policy_report["units"][0]
+    assert unit["search_unfinished"] and unit["searches"][-1]["chosen"] is None
+    _text, written = report.write_report(runs, tmp_path / "out")
+    t3 = report_rocs.table3(runs)
+    assert t3["pollute_pages"].isna().all() and t3["from_streaming"].isna().all()
+    assert any(p.suffix == ".png" for p in written)
+
+
 def test_best_offline_sweeps_the_given_counts():
     frame = report_rocs.best_offline(ART, points=[0, 444])
     assert list(frame["pages"]) == [0, 444]

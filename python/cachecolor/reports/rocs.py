@@ -127,8 +127,12 @@ def table3(runs: list[Run]) -> Any:
         # Pages mapped at the fullest moment (the report's `frames` counts recolor copies too).
         frames = max((sum(p["frames"] for p in iv["processes"]) for iv in doc["intervals"]), default=0)
         for i, s in enumerate(_searches(r)):
-            picked = s["pages"]
+            # A search the run's end or its processes' exit cut short chose nothing yet
+            # (`chosen: null`): its row says so with NaN rather than a count.
+            chosen = s["chosen"]
+            picked = s["pages"] or []
             streaming = sum(1 for _, vpn in picked if _in(arrs, vpn * page, True))
+            nan = float("nan")
             rows.append(
                 {
                     "config": Path(r.config).stem,
@@ -136,11 +140,11 @@ def table3(runs: list[Run]) -> Any:
                     "seed": r.seed,
                     "search": i,
                     "stack_pages": s["stack_pages"],
-                    "pollute_pages": s["chosen"],
-                    "pct_of_stack": 100.0 * s["chosen"] / max(s["stack_pages"], 1),
-                    "pct_of_mapped": 100.0 * s["chosen"] / max(frames, 1),
+                    "pollute_pages": nan if chosen is None else chosen,
+                    "pct_of_stack": nan if chosen is None else 100.0 * chosen / max(s["stack_pages"], 1),
+                    "pct_of_mapped": nan if chosen is None else 100.0 * chosen / max(frames, 1),
                     "from_streaming": streaming / max(len(picked), 1)
-                    if any(a["streaming"] is not None for a in arrs) else float("nan"),
+                    if chosen is not None and any(a["streaming"] is not None for a in arrs) else nan,
                 }
             )
     return pd.DataFrame(rows)
@@ -325,7 +329,10 @@ def _plots(runs: list[Run], out: Path) -> list[Path]:
         xs = [0] + [st["pages"] for st in s["steps"]]
         ys = [s["baseline_ipc"]] + [st["ipc"] for st in s["steps"]]
         a.plot(xs, ys, marker="o")
-        a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
+        if s["chosen"] is not None:
+            a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
+        else:
+            a.plot([], [], " ", label="unfinished: the run ended mid-search")
         a.set_xlabel("pages mapped to the pollute buffer (top of the stack)")
         a.set_ylabel("IPC over the step's interval")
         a.set_title("Algorithm 1 FindPollutePages")

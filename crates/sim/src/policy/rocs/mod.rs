@@ -216,9 +216,19 @@ struct Unit {
     searches: Vec<SearchLog>,
     profiles: u32,
     phase_changes: u32,
+    /// Its last process exited while a search was under way (Algorithm 1 never returned).
+    exited_mid_search: bool,
 }
 
 impl Unit {
+    /// A search is under way: its baseline, a step, or a step waiting for its budget.
+    fn searching(&self) -> bool {
+        matches!(
+            self.stage,
+            Stage::Baseline { .. } | Stage::Search { .. } | Stage::Buying { .. }
+        )
+    }
+
     /// Eager recolor of page `vpn` of `pid` into `colors`, its cost (the kernel's own
     /// accounting) added to the unit's moves; whether the page moved.
     fn move_page(&mut self, k: &mut dyn Kernel, pid: usize, vpn: u64, colors: &ColorSet) -> bool {
@@ -475,6 +485,7 @@ impl PolluteEngine {
             searches: Vec::new(),
             profiles: 0,
             phase_changes: 0,
+            exited_mid_search: false,
         };
         let u = match self.scope {
             Scope::PerProcess => {
@@ -498,6 +509,7 @@ impl PolluteEngine {
             let unit = &mut self.units[u];
             unit.pids.retain(|&p| p != pid);
             if unit.pids.is_empty() {
+                unit.exited_mid_search = unit.searching();
                 unit.stage = Stage::Done;
             }
         }
@@ -634,19 +646,24 @@ impl PolluteEngine {
             .iter()
             .map(|u| {
                 let mut searches = json!(u.searches);
-                let unfinished = matches!(
-                    u.stage,
-                    Stage::Baseline { .. } | Stage::Search { .. } | Stage::Buying { .. }
-                );
+                // The run ended, or the unit's processes exited, mid-search (before, an exit
+                // made the unit `Done` and its last search read as finished with 0 pages).
+                let unfinished = u.searching() || u.exited_mid_search;
                 if unfinished {
                     if let Some(last) = searches.as_array_mut().and_then(|a| a.last_mut()) {
                         last["chosen"] = serde_json::Value::Null;
                         last["pages"] = serde_json::Value::Null;
                     }
                     warnings.push(format!(
-                        "{name}: the run ended mid-search (unit of pids {:?}) with {} page(s) in \
+                        "{name}: the {} mid-search (unit of pids {:?}) with {} page(s) in \
                          the buffer: Algorithm 1 chose nothing yet; run longer",
-                        u.members, u.mapped
+                        if u.exited_mid_search {
+                            "unit's processes exited"
+                        } else {
+                            "run ended"
+                        },
+                        u.members,
+                        u.mapped
                     ));
                 }
                 json!({

@@ -375,3 +375,21 @@ fn phases_rocs_detects_the_phase_change_and_profiles_again() {
     assert_eq!(u["phase_changes"], 0);
     assert_eq!(u["searches"].as_array().unwrap().len(), 1);
 }
+
+/// Regression (found running rocs on a full-system `find` trace, issue 27): a program that
+/// exits while its search is under way made its unit `Done`, and the report read the search
+/// as finished (`search_unfinished: false`, `chosen: 0`) with pages still in the buffer.
+/// art shortened to 1 M references exits three steps into its search.
+#[test]
+fn rocs_search_cut_short_by_the_process_exiting_is_reported_unfinished() {
+    let short = ART.replace("references = 8_000_000", "references = 1_000_000");
+    assert_ne!(short, ART, "art.toml's reference count moved; update this test");
+    let r = run(&short, "rocs");
+    let unit = &r.policy_report["units"][0];
+    let last = unit["searches"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(unit["search_unfinished"], true, "{unit}");
+    assert!(last["chosen"].is_null(), "{last}");
+    assert!(unit["in_buffer"].as_u64().unwrap() > 0, "{unit}");
+    let warnings = r.policy_report["warnings"].to_string();
+    assert!(warnings.contains("exited mid-search"), "{warnings}");
+}
