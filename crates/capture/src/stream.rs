@@ -748,6 +748,46 @@ mod tests {
             .contains("never started"));
     }
 
+    /// Issue 22 (heap sites): the shim's report comes after its TB's fetches and the held
+    /// data record, in the thread's order, and adds no record of its own.
+    #[test]
+    fn a_heap_call_is_placed_after_its_blocks_records() {
+        let mut bytes = prologue();
+        for r in [
+            rec(0, 0, K_TBEXEC, 0, 0),
+            rec(0x9000, 0, K_STORE, 8, 1),
+            rec(64, 0, K_HEAPARG, 0, 1),
+            rec(0x401234, 0, K_HEAPARG, 0, 2),
+            rec(0, 0, K_HEAPARG, 0, 3),
+            rec(0x5000, 0, K_HEAP, 1, 0),
+            rec(1, 0, K_TBEXEC, 0, 0),
+        ] {
+            bytes.extend_from_slice(&r);
+        }
+        let mut d = Decoder::new(true);
+        let mut out = Vec::new();
+        d.decode(&bytes, &mut out, usize::MAX).unwrap();
+        d.finish(&mut out);
+        // TB 0's three fetches and the store, then the call, then TB 1's fetch
+        assert_eq!(out.len(), 5);
+        assert_eq!(
+            d.take_heap(),
+            [HeapCall {
+                op: 1,
+                ptr: 0x5000,
+                size: 64,
+                caller: 0x401234,
+                old: 0,
+                at: 4,
+            }]
+        );
+        let mut bad = prologue();
+        bad.extend_from_slice(&rec(0x5000, 0, K_HEAP, 9, 0));
+        assert!(Decoder::new(true)
+            .decode(&bad, &mut Vec::new(), usize::MAX)
+            .is_err());
+    }
+
     fn decode_all(ifetch: bool, bytes: &[u8]) -> Summary {
         let mut d = Decoder::new(ifetch);
         let mut out = Vec::new();
