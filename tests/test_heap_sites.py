@@ -141,3 +141,17 @@ def test_a_static_program_captures_and_says_why_it_has_no_heap_sites(heapprog, c
     assert main(["annotate", str(trace), "--config", str(heapprog["config"]), "--objects",
                  "--no-search", "-q"]) == 0
     assert "no heap objects by allocation site: " in capsys.readouterr().out
+
+
+def test_two_captures_with_the_shim_are_identical_shim_path_not_random(heapprog):
+    """Regression: the shim was first written into the capture's random temporary directory;
+    the guest's loader reads LD_PRELOAD byte by byte, so two captures of one program differed.
+    Its path is now the same in every capture (the user's cache)."""
+    # both here: the guest's environment (PYTEST_CURRENT_TEST) differs from the fixture's
+    one, two = heapprog["dir"] / "h1.cctrace", heapprog["dir"] / "h2.cctrace"
+    cachecolor.capture([str(heapprog["exe"])], one, "qemu")
+    cachecolor.capture([str(heapprog["exe"])], two, "qemu")
+    a = cachecolor.read_trace(one, as_="array")
+    b = cachecolor.read_trace(two, as_="array")
+    assert len(a) == len(b) and (a == b).all()
+    assert heap_objects(one)["sites"] == heap_objects(two)["sites"]

@@ -100,10 +100,11 @@ fn qemu_opt_escape(p: &Path) -> String {
 
 /// The heap shim written where its path is the same in every capture: the guest's loader reads
 /// `LD_PRELOAD` byte by byte, so a path with a random part (the capture's temporary directory)
-/// would make two captures of one program differ. `$TMPDIR/cachecolor-heap.UID/HASH.so`, in a
-/// directory only this user can write (created 0700; any other owner or mode, and the private
-/// `dir` is used instead), written to a temporary name and renamed (concurrent captures write
-/// the same bytes).
+/// would make two captures of one program differ. The user's cache,
+/// `$XDG_CACHE_HOME/cachecolor/heap-HASH.so` (default `~/.cache`), in a directory only this
+/// user can write (created 0700; owned by another user or writable by others, or no home, and
+/// the private `dir` is used instead), written to a temporary name and renamed (concurrent captures write the same
+/// bytes). Not in `$TMPDIR`: a capture leaves nothing there.
 fn stable_shim_path(dir: &Path) -> Result<PathBuf, CaptureError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let hash = HEAP_SO.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
@@ -111,24 +112,38 @@ fn stable_shim_path(dir: &Path) -> Result<PathBuf, CaptureError> {
     });
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let shared = std::env::temp_dir().join(format!("cachecolor-heap.{uid}"));
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&shared);
-    let private_to_us = std::fs::symlink_metadata(&shared)
-        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
-    let base = if private_to_us { shared.as_path() } else { dir };
-    let path = base.join(format!("{hash:016x}.so"));
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|c| Path::new(c).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| Path::new(h).is_absolute())
+                .map(|h| Path::new(&h).join(".cache"))
+        });
+    let private_to_us = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0)
+    };
+    let shared = cache.map(|c| c.join("cachecolor")).filter(|d| {
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d);
+        private_to_us(d)
+    });
+    let base = shared.as_deref().unwrap_or(dir);
+    let path = base.join(format!("heap-{hash:016x}.so"));
     if std::fs::read(&path).is_ok_and(|b| b == HEAP_SO) {
         return Ok(path);
     }
-    let tmp = dir.join("cachecolor-heap.so");
+    // a name of this process's own beside the final one, so the rename is atomic
+    let tmp = base.join(format!(".heap-{hash:016x}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, HEAP_SO)
-        .map_err(|e| CaptureError::io(format!("cannot write {}", tmp.display()), e))?;
-    if base == dir {
-        return Ok(tmp);
-    }
-    std::fs::rename(&tmp, &path)
-        .or_else(|_| std::fs::copy(dir.join("cachecolor-heap.so"), &path).map(|_| ()))
-        .map_err(|e| CaptureError::io(format!("cannot write {}", path.display()), e))?;
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CaptureError::io(format!("cannot write {}", path.display()), e)
+        })?;
     Ok(path)
 }
 
