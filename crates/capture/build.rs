@@ -24,6 +24,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=CC");
     println!("cargo::rerun-if-changed=qemu-plugin/cachecolor_system.c");
     println!("cargo::rerun-if-changed=guest/cc_run.c");
+    println!("cargo::rerun-if-changed=qemu-plugin/cachecolor_heap.c");
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let so = out_dir.join("cachecolor_trace.so");
@@ -45,6 +46,26 @@ fn main() {
         println!("cargo::rustc-cfg=cachecolor_no_qemu_plugin");
     }
     build_system_parts(&out_dir, target_os == "linux");
+    // The guest's heap shim (src/qemu.rs preloads it): for the host's architecture, and only
+    // where its system call sequence is written (x86-64, aarch64).
+    let heap = out_dir.join("cachecolor_heap.so");
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let heap_built = target_os == "linux"
+        && matches!(arch.as_str(), "x86_64" | "aarch64")
+        && match compile(
+            &heap,
+            "qemu-plugin/cachecolor_heap.c",
+            &["-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-z,now"],
+        ) {
+            Ok(()) => true,
+            Err(e) => {
+                println!("cargo::warning=heap shim not built ({e}); captures will have no heap objects by allocation site");
+                false
+            }
+        };
+    if !heap_built {
+        fs::write(&heap, b"").expect("write placeholder heap shim");
+    }
 }
 
 /// Full-system capture (src/system.rs): the system-mode plugin and the guest's static launcher.

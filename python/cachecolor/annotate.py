@@ -138,6 +138,43 @@ def memory_map(trace: os.PathLike | str) -> Optional[dict[str, Any]]:
     return _map_of(_trace_header(trace))
 
 
+def heap_objects(trace: os.PathLike | str) -> Optional[dict[str, Any]]:
+    """The heap objects by allocation site a capture recorded in ``trace``'s metadata
+    (``heap_objects``, version 1, docs/trace-format.md): ``sites``, each with its ``caller``
+    (return address into the code that called the allocator), ``blocks``, ``bytes`` and
+    ``ranges`` (``[start, end, from, to]``), and ``note`` saying why there are none. None for a
+    trace without it (older captures, lackey, ``--no-ifetch``)."""
+    return _heap_of(_trace_header(trace))
+
+
+def _heap_of(head: dict[str, Any]) -> Optional[dict[str, Any]]:
+    h = head["metadata"].get("heap_objects")
+    if isinstance(h, dict) and h.get("version") == 1 and isinstance(h.get("sites"), list):
+        return h
+    return None
+
+
+def _heap_site_ranges(head: dict[str, Any], mmap: dict[str, Any]) -> list[tuple[int, int, str, str]]:
+    """The heap blocks of ``head``'s ``heap_objects`` as ``(start, end, name, "heap site")``,
+    each named by its allocation site: the call instruction just before the return address the
+    shim reported, resolved through the memory map like any PC (``[heap site FUNCTION
+    FILE:LINE]``). Blocks are listed over the whole trace (their live spans are in the
+    metadata; the tallies are not timed)."""
+    heap = _heap_of(head)
+    if heap is None or not heap["sites"]:
+        return []
+    callers = np.array([max(int(s["caller"]), 1) - 1 for s in heap["sites"]], dtype=np.uint64)
+    fn, fl, ln = _resolve_by_map(mmap, callers)
+    out = []
+    for s, f_, file_, line_ in zip(heap["sites"], fn, fl, ln):
+        where = f" {os.path.basename(file_)}:{line_}" if line_ > 0 else ""
+        name = f"[heap site {f_}{where}]"
+        for r in s["ranges"]:
+            if int(r[1]) > int(r[0]):
+                out.append((int(r[0]), int(r[1]), name, "heap site"))
+    return out
+
+
 def _map_of(head: dict[str, Any]) -> Optional[dict[str, Any]]:
     m = head["metadata"].get("memory_map")
     if isinstance(m, dict) and m.get("version") == 1 and isinstance(m.get("mappings"), list):
@@ -481,8 +518,9 @@ def object_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] 
     own names, a library's as ``LIB:NAME``), placed at their load address. A region that several
     mappings held over time is listed once per distinct mapping. Without a map (older traces):
     the global and static data objects of ``binary`` (default: the trace's ``program``) when it
-    is linked at a fixed address, else nothing. Heap objects by allocation site are not
-    recorded (issue 22: not done)."""
+    is linked at a fixed address, else nothing. With the capture's ``heap_objects``: every heap
+    block (``heap site``), named by its allocation site (``_heap_site_ranges``); the bytes no
+    block covers (allocator headers, untracked allocations) stay with their mapping."""
     head = _trace_header(trace)
     mmap = _map_of(head)
     program = binary or head["metadata"].get("program")
@@ -515,6 +553,7 @@ def object_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str] 
         for bias in biases:
             for lo, hi, name in syms:
                 out.add((lo + bias, hi + bias, name if lib is None else f"{lib}:{name}", "symbol"))
+    out.update(_heap_site_ranges(head, mmap))
     return sorted(out)
 
 
@@ -592,10 +631,13 @@ def annotate_objects(
         idx = order[a:b]
         pg = pages[idx].astype(np.int64)
         cover = np.minimum(hi, (pg + 1) << 12) - np.maximum(lo, pg << 12)
-        if kind == "symbol":
+        # a symbol or a heap block is finer than any mapping: it takes a page it covers at
+        # least half of
+        fine = kind in ("symbol", "heap site")
+        if fine:
             cover = np.where(cover >= 2048, cover, 0)
         size = hi - lo
-        rank = 1 if kind == "symbol" else 0
+        rank = 1 if fine else 0
         better = (cover > 0) & ((rank > best_rank[idx]) | ((rank == best_rank[idx]) & (
             (cover > best_cover[idx]) | ((cover == best_cover[idx]) & (size < best_size[idx])))))
         sel = idx[better]
@@ -740,6 +782,13 @@ def run(args: Any) -> int:
     if args.objects:
         what = "the trace's memory map" if lines.attrs.get("memory_map") else lines.attrs["binary"]
         print(f"{lines.attrs['records']:,} records; data objects of {what} (per 4 KiB page)")
+        heap = heap_objects(args.trace)
+        if heap is not None:
+            if heap.get("note"):
+                print(f"no heap objects by allocation site: {heap['note']}")
+            else:
+                print(f"heap objects by allocation site: {len(heap['sites'])} sites, "
+                      f"{heap['allocations']:,} allocations")
         print(objects.format_report(lines, args.top))
         return 0
     names = lines.attrs["levels"]

@@ -174,7 +174,9 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
         cands = edges[pg] + ([(page, within)] if within >= 0 else [])
         # A symbol covering at least half the page takes it before any mapping, however much
         # of the page that covers (``annotate_objects``' rule: the symbol is the finer name).
-        _, cover, idx = max((int(ranges[i][3] == "symbol" and c >= half), c, i) for c, i in cands)
+        # (A heap block is as fine as a symbol: annotate_objects ranks them alike.)
+        _, cover, idx = max((int(ranges[i][3] in ("symbol", "heap site") and c >= half), c, i)
+                            for c, i in cands)
         ids.append(idx if cover >= half else -1)
     owners.vpns, owners.ids = pages, np.asarray(ids, dtype=np.int64)
     return owners

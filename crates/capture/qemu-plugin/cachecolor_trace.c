@@ -31,6 +31,16 @@
  *                                              RET its return value, ARG (hex) clone's stack
  *                                              or start's first guest block address
  *                     -LINE / +LINE            a /proc/self/maps line gone / new
+ *   heap=PATH     the guest runs with the heap shim PATH (cachecolor_heap.c) preloaded, which
+ *                 reports each malloc/calloc/realloc/free as a system call of number
+ *                 CC_HEAP_SYSCALL (no kernel has it; QEMU answers ENOSYS); its arguments are
+ *                 sent in the thread's stream as HEAPARG records and a HEAP record (below),
+ *                 whether or not the thread is recording yet (skip=: a block allocated before
+ *                 the region is live in it), and the call is otherwise not sent (no SYSCALL).
+ *                 The shim's own code is not traced: blocks translated in its mappings (found
+ *                 in /proc/self/maps by PATH; needs maps=) get no callbacks, so its
+ *                 instructions and stack references are left out, as if the program had
+ *                 called the C library's allocator directly
  *   skip=N        fast-forward: send nothing about execution until the guest (all threads
  *                 together) has executed N instructions, counted per executed block (so the
  *                 region starts within one block of N; a block left early by a fault counts
@@ -83,6 +93,10 @@
  *                    that never returns (exit, a successful execve) has no SYSRET
  *   MAPS   (0xF9)    vCPU `vcpu`'s system call just changed the memory map: the change is
  *                    event number `addr` of the maps= log (written before this record)
+ *   HEAPARG (0xFA)   argument number `idx` (1 size, 2 caller, 3 old pointer) of the vCPU's next
+ *                    HEAP record = `addr`
+ *   HEAP   (0xFB)    vCPU `vcpu`'s allocator call (heap=on): addr = pointer, size = op (0 shim
+ *                    loaded, 1 malloc/calloc, 2 realloc, 3 free), after its three HEAPARGs
  *   END    (0xFF)    last record, written at exit: addr = number of records before it (HELLO
  *                    included), so the reader can tell a complete stream from a cut one
  * TB numbers are dense (0, 1, 2, ...) in translation order; a TB's definition always precedes
@@ -129,6 +143,8 @@ enum {
     CC_SYSARG = 0xF7,
     CC_SYSRET = 0xF8,
     CC_MAPS = 0xF9,
+    CC_HEAPARG = 0xFA,
+    CC_HEAP = 0xFB,
     CC_END = 0xFF,
 };
 
@@ -167,6 +183,11 @@ static volatile int active = 0; /* 0 once the stream is closed, broken or in a f
 static uint32_t buf_cap = 8192;
 static int describe_blocks = 1; /* ifetch=on */
 static int send_syscalls = 0;   /* syscalls=on */
+static int heap_on = 0;         /* heap=PATH */
+static char heap_shim[4096];    /* its path, as /proc/self/maps shows it */
+static volatile uint64_t shim_lo = 0, shim_hi = 0; /* its mappings, once loaded */
+/* Keep in step with qemu-plugin/cachecolor_heap.c: a number no kernel has. */
+#define CC_HEAP_SYSCALL 0xCC00
 static uint16_t guest_arch = 0; /* HELLO idx: 1 x86_64, 2 aarch64 */
 static uint64_t written_records = 0; /* under out_lock */
 static uint64_t next_tb = 0;         /* under out_lock */
@@ -369,6 +390,30 @@ static void maps_line(char sign, const char *line, const char *end)
     maps_write("\n", 1);
 }
 
+/* heap=PATH: the address range of the shim's mappings in the map `maps` (all lines naming it;
+ * the loader maps it as one reservation), once it is there. */
+static void heap_shim_find(const char *maps)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    size_t plen = strlen(heap_shim);
+    for (const char *l = maps; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        if (n > plen && !memcmp(l + n - plen, heap_shim, plen) && l[n - plen - 1] == ' ') {
+            char *dash = NULL;
+            uint64_t a = strtoull(l, &dash, 16);
+            uint64_t b = dash && *dash == '-' ? strtoull(dash + 1, NULL, 16) : 0;
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+        l = e ? e + 1 : l + n;
+    }
+    if (hi > lo) {
+        shim_lo = lo;
+        __atomic_store_n(&shim_hi, hi, __ATOMIC_RELEASE);
+    }
+}
+
 /* Read the map again and log what changed since the previous read, as event `event`; returns
  * the event's number, or 0 when nothing changed (an event with no lines is logged only for brk
  * and clone, whose values matter by themselves). Under maps_lock. */
@@ -379,6 +424,9 @@ static uint64_t maps_log_locked(const char *event, int64_t ret, uint64_t arg, in
     if (!now || maps_fd < 0) {
         free(now);
         return 0;
+    }
+    if (heap_on && !shim_hi) {
+        heap_shim_find(now);
     }
     const char *o = maps_prev ? maps_prev : "", *oe = o + maps_prev_len;
     const char *c = now, *ce = now + len;
@@ -592,6 +640,14 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     if (unlikely(!maps_started) && maps_fd >= 0) {
         maps_start(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0)));
     }
+    if (heap_on) {
+        /* the heap shim's own code: not the program's, left out (heap=) */
+        uint64_t pc = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0));
+        uint64_t hi = __atomic_load_n(&shim_hi, __ATOMIC_ACQUIRE);
+        if (pc < hi && pc >= shim_lo) {
+            return;
+        }
+    }
     if (!describe_blocks) {
         on_tb_trans_count(tb, n);
         return;
@@ -677,7 +733,17 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
 {
-    (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    (void)id, (void)a6, (void)a7, (void)a8;
+    if (heap_on && num == CC_HEAP_SYSCALL) {
+        /* the heap shim's report: (op, pointer, size, caller, old pointer) */
+        if (likely(active)) {
+            emit(vcpu, a3, CC_HEAPARG, 0, 1);
+            emit(vcpu, a4, CC_HEAPARG, 0, 2);
+            emit(vcpu, a5, CC_HEAPARG, 0, 3);
+            emit(vcpu, a2, CC_HEAP, (uint8_t)a1, 0);
+        }
+        return;
+    }
     if (maps_fd >= 0 && num == maps_call_num[M_CLONE] && vcpu < MAX_VCPUS) {
         clone_stack[vcpu] = a2;
     }
@@ -697,6 +763,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, int64_t ret)
 {
     (void)id;
+    if (heap_on && num == CC_HEAP_SYSCALL) {
+        return;
+    }
     if (send_syscalls && likely(active) && rec_on(vcpu)) {
         emit(vcpu, (uint64_t)ret, CC_SYSRET, 0, 0);
     }
@@ -815,6 +884,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                 fprintf(stderr, "cachecolor-trace: syscalls=%s: expected on or off\n", v);
                 return -1;
             }
+        } else if (klen == 4 && !strncmp(a, "heap", 4)) {
+            if (!*v || strlen(v) >= sizeof heap_shim) {
+                fprintf(stderr, "cachecolor-trace: heap=%s: expected the shim's path\n", v);
+                return -1;
+            }
+            strcpy(heap_shim, v);
+            heap_on = 1;
         } else if (klen == 7 && !strncmp(a, "bufrecs", 7)) {
             long n = atol(v);
             if (n < 1 || n > (1L << 24)) {
@@ -892,6 +968,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
+    if (heap_on && maps_fd < 0) {
+        fprintf(stderr, "cachecolor-trace: heap= needs maps= (the shim is found by the map)\n");
+        return -1;
+    }
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
     qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
     if (maps_fd >= 0) {

@@ -43,6 +43,7 @@ Contract of [`capture`]:
 
 mod child;
 mod fifo;
+mod heap;
 mod initramfs;
 mod lackey;
 mod memmap;

@@ -198,6 +198,30 @@ fn read_head(p: &Path) -> Result<Vec<u8>, CaptureError> {
     Ok(buf)
 }
 
+/// True for a 64-bit little-endian ELF executable without a `PT_INTERP` program header: a
+/// statically linked program (static-pie too), which no dynamic loader (so no `LD_PRELOAD`)
+/// runs. False when the file cannot be read or is another kind of ELF.
+pub(crate) fn is_static_elf(p: &Path) -> bool {
+    const PT_INTERP: u32 = 3;
+    let Ok(data) = std::fs::read(p) else {
+        return false;
+    };
+    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    if phentsize < 4 {
+        return false;
+    }
+    (0..phnum).all(|i| {
+        let o = phoff.saturating_add(i * phentsize);
+        data.get(o..o + 4)
+            .is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != PT_INTERP)
+    })
+}
+
 /// The QEMU architecture of an ELF file, `None` if `head` is not ELF.
 fn elf_arch(p: &Path, head: &[u8]) -> Result<Option<&'static str>, CaptureError> {
     if head.len() < 20 || &head[..4] != b"\x7fELF" {

@@ -37,11 +37,15 @@ use crate::child::{self, exit_code};
 use crate::fifo::{self, FifoReader};
 use crate::program::{find_executable, Program};
 use crate::sink::{drain, Counts, Drained, Sink};
-use crate::stream::{Decoder, REC_BYTES};
+use crate::stream::{Decoder, HeapCall, REC_BYTES};
 use crate::{metadata, Backend, CaptureError, CaptureOptions, RunOutcome};
 
 /// The plugin shared object built by build.rs (empty if it could not be built).
 static PLUGIN_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cachecolor_trace.so"));
+
+/// The guest's heap shim built by build.rs for the host (qemu-plugin/cachecolor_heap.c; empty
+/// if it could not be built).
+static HEAP_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cachecolor_heap.so"));
 
 /// Blocks in flight between the reader thread and the writer.
 const BLOCKS_IN_FLIGHT: usize = 4;
@@ -94,6 +98,55 @@ fn qemu_opt_escape(p: &Path) -> String {
     p.to_string_lossy().replace(',', ",,")
 }
 
+/// The heap shim written where its path is the same in every capture: the guest's loader reads
+/// `LD_PRELOAD` byte by byte, so a path with a random part (the capture's temporary directory)
+/// would make two captures of one program differ. The user's cache,
+/// `$XDG_CACHE_HOME/cachecolor/heap-HASH.so` (default `~/.cache`), in a directory only this
+/// user can write (created 0700; owned by another user or writable by others, or no home, and
+/// the private `dir` is used instead), written to a temporary name and renamed (concurrent captures write the same
+/// bytes). Not in `$TMPDIR`: a capture leaves nothing there.
+fn stable_shim_path(dir: &Path) -> Result<PathBuf, CaptureError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let hash = HEAP_SO.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|c| Path::new(c).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| Path::new(h).is_absolute())
+                .map(|h| Path::new(&h).join(".cache"))
+        });
+    let private_to_us = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0)
+    };
+    let shared = cache.map(|c| c.join("cachecolor")).filter(|d| {
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d);
+        private_to_us(d)
+    });
+    let base = shared.as_deref().unwrap_or(dir);
+    let path = base.join(format!("heap-{hash:016x}.so"));
+    if std::fs::read(&path).is_ok_and(|b| b == HEAP_SO) {
+        return Ok(path);
+    }
+    // a name of this process's own beside the final one, so the rename is atomic
+    let tmp = base.join(format!(".heap-{hash:016x}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, HEAP_SO)
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CaptureError::io(format!("cannot write {}", path.display()), e)
+        })?;
+    Ok(path)
+}
+
 /// The qemu arguments (after the binary) for `prog args`.
 #[allow(clippy::too_many_arguments)]
 fn qemu_argv(
@@ -105,6 +158,7 @@ fn qemu_argv(
     syscalls: bool,
     skip: u64,
     maps: Option<&Path>,
+    heap_shim: Option<&Path>,
 ) -> Vec<String> {
     let mut v = Vec::new();
     if matches!(
@@ -113,15 +167,29 @@ fn qemu_argv(
     ) {
         v.extend(["-cpu".to_string(), "max".to_string()]);
     }
+    if let Some(shim) = heap_shim {
+        // the guest's environment only: QEMU itself is not preloaded; a preload the user set
+        // is kept after the shim
+        let mut pre = format!("LD_PRELOAD={}", shim.to_string_lossy());
+        if let Some(user) = std::env::var_os("LD_PRELOAD").filter(|u| !u.is_empty()) {
+            pre.push(':');
+            pre.push_str(&user.to_string_lossy());
+        }
+        v.extend(["-E".to_string(), pre]);
+    }
     v.push("-plugin".into());
     v.push(format!(
-        "{},out={},ifetch={}{}{}{}",
+        "{},out={},ifetch={}{}{}{}{}",
         qemu_opt_escape(so),
         qemu_opt_escape(fifo),
         if ifetch { "on" } else { "off" },
         if syscalls { ",syscalls=on" } else { "" },
         match maps {
             Some(m) => format!(",maps={}", qemu_opt_escape(m)),
+            None => String::new(),
+        },
+        match heap_shim {
+            Some(h) => format!(",heap={}", qemu_opt_escape(h)),
             None => String::new(),
         },
         if skip > 0 {
@@ -162,6 +230,8 @@ struct ReaderEnd {
     complete: bool,
     /// MAPS marks: (event of the maps= log, index of the first trace record after it).
     marks: Vec<(u64, u64)>,
+    /// The heap shim's calls, each with the index of the first trace record after it.
+    heap: Vec<(HeapCall, u64)>,
 }
 
 enum ReaderError {
@@ -184,12 +254,18 @@ fn reader_thread(
     let mut block: Vec<Record> = Vec::with_capacity(BLOCK_RECORDS + 1024);
     let mut receiver_gone = false;
     let mut marks: Vec<(u64, u64)> = Vec::new();
+    let mut heap: Vec<(HeapCall, u64)> = Vec::new();
     let mut emitted: u64 = 0;
     let mut take_marks = |dec: &mut Decoder, block_len: usize| {
         marks.extend(
             dec.take_marks()
                 .into_iter()
                 .map(|(e, pos)| (e, emitted + pos as u64)),
+        );
+        heap.extend(
+            dec.take_heap()
+                .into_iter()
+                .map(|c| (c, emitted + c.at as u64)),
         );
         emitted += block_len as u64;
     };
@@ -242,6 +318,7 @@ fn reader_thread(
         threads: dec.threads(),
         complete: have == 0 && dec.complete(),
         marks,
+        heap,
     })
 }
 
@@ -275,6 +352,27 @@ pub(crate) fn run(
     // Issue 22: the memory map comes with the PCs (both are for attribution).
     let maps_path = dir.path().join("maps.log");
     let want_map = opts.pcs && opts.ifetch;
+    // Heap objects by allocation site come with the map: the shim is built for the host, so
+    // it can be given only to a program of the host's architecture.
+    let heap_unavailable: Option<String> = if HEAP_SO.is_empty() {
+        Some("the heap shim was not built (no working C compiler when cachecolor was built)".into())
+    } else if prog.is_foreign_arch() {
+        Some(format!(
+            "the heap shim is built for the host ({}), the program is {}",
+            crate::program::host_arch(),
+            prog.arch
+        ))
+    } else {
+        None
+    };
+    // With or without fetches alike, so the program runs the same way in both modes (the
+    // plugin finds the shim's code by the map, hence maps= with it).
+    let want_heap = opts.pcs && heap_unavailable.is_none();
+    let shim_path = if want_heap {
+        stable_shim_path(dir.path())?
+    } else {
+        dir.path().join("cachecolor-heap.so")
+    };
     let argv = qemu_argv(
         prog,
         args,
@@ -283,7 +381,8 @@ pub(crate) fn run(
         opts.ifetch,
         opts.syscalls,
         opts.skip_instructions,
-        want_map.then_some(maps_path.as_path()),
+        (want_map || want_heap).then_some(maps_path.as_path()),
+        want_heap.then_some(shim_path.as_path()),
     );
     sink.start(&metadata(
         Backend::Qemu,
@@ -358,6 +457,23 @@ pub(crate) fn run(
             }
         }
     }
+    if opts.pcs {
+        let loaded = prog.interpreter.as_ref().map_or(&prog.path, |(i, _)| i);
+        let not_loaded = if crate::program::is_static_elf(loaded) {
+            format!(
+                "{} is statically linked: LD_PRELOAD (the heap shim) does not apply to it",
+                loaded.display()
+            )
+        } else {
+            "the heap shim was not loaded (the program's loader ignored LD_PRELOAD, or the \
+             program does not use the C library)"
+                .to_string()
+        };
+        sink.add_metadata(
+            "heap_objects",
+            crate::heap::build(&ended.heap, heap_unavailable.as_deref(), &not_loaded),
+        );
+    }
     Ok(RunOutcome {
         exit_code: exit_code(status),
         threads: ended.threads,
@@ -386,6 +502,7 @@ mod tests {
             false,
             false,
             0,
+            None,
             None,
         );
         assert_eq!(
@@ -416,11 +533,14 @@ mod tests {
             true,
             5000,
             Some(Path::new("/t/m.log")),
+            Some(Path::new("/t/h.so")),
         );
-        assert_eq!(v[4..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
+        assert_eq!(v[6..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
+        assert_eq!(v[2], "-E");
+        assert!(v[3].starts_with("LD_PRELOAD=/t/h.so"));
         assert_eq!(
-            v[3],
-            "/p.so,out=/f,ifetch=on,syscalls=on,maps=/t/m.log,skip=5000"
+            v[5],
+            "/p.so,out=/f,ifetch=on,syscalls=on,maps=/t/m.log,heap=/t/h.so,skip=5000"
         );
     }
 }

@@ -71,6 +71,8 @@ pub(crate) const K_SYSARG: u8 = 0xF7;
 pub(crate) const K_SYSRET: u8 = 0xF8;
 /// A system call changed the memory map: event `addr` of the plugin's maps= log (memmap.rs).
 pub(crate) const K_MAPS: u8 = 0xF9;
+pub(crate) const K_HEAPARG: u8 = 0xFA;
+pub(crate) const K_HEAP: u8 = 0xFB;
 pub(crate) const K_END: u8 = 0xFF;
 /// Largest vCPU index accepted (QEMU's are small and dense; a bigger one means corruption).
 const MAX_VCPU: u32 = 1 << 20;
@@ -100,6 +102,8 @@ struct VState {
     /// The system call entered and not yet returned (number, or -1), and its arguments 1-3.
     sys: i64,
     sys_args: [u64; 3],
+    /// Arguments 1-3 (size, caller, old pointer) of the vCPU's next HEAP record.
+    heap_args: [u64; 3],
     /// The vCPU's last data record, not yet emitted (pieces of its instruction's access may
     /// follow), with the `idx` it arrived with.
     held: Option<(Record, u32)>,
@@ -114,8 +118,24 @@ const FRESH: VState = VState {
     pending: 0,
     sys: -1,
     sys_args: [0; 3],
+    heap_args: [0; 3],
     held: None,
 };
+
+/// One allocator call the heap shim reported (plugin `heap=on`; qemu-plugin/cachecolor_heap.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeapCall {
+    /// 0 the shim was loaded, 1 malloc/calloc, 2 realloc, 3 free.
+    pub op: u8,
+    pub ptr: u64,
+    pub size: u64,
+    /// Return address in the code that called the allocator.
+    pub caller: u64,
+    /// realloc's old pointer.
+    pub old: u64,
+    /// Position in the output vector `decode` was filling: the first record after the call.
+    pub at: usize,
+}
 
 pub(crate) struct Decoder {
     ifetch: bool,
@@ -141,6 +161,8 @@ pub(crate) struct Decoder {
     counts: Counts,
     /// MAPS marks not yet taken: (event number, length of the output vector when it came).
     marks: Vec<(u64, usize)>,
+    /// Allocator calls not yet taken.
+    heap: Vec<HeapCall>,
 }
 
 impl Decoder {
@@ -161,6 +183,7 @@ impl Decoder {
             def_left: 0,
             counts: Counts::default(),
             marks: Vec::new(),
+            heap: Vec::new(),
         }
     }
 
@@ -173,6 +196,11 @@ impl Decoder {
     /// was filling: the index of the first record after the change).
     pub(crate) fn take_marks(&mut self) -> Vec<(u64, usize)> {
         std::mem::take(&mut self.marks)
+    }
+
+    /// The allocator calls since the previous call (positions as for `take_marks`).
+    pub(crate) fn take_heap(&mut self) -> Vec<HeapCall> {
+        std::mem::take(&mut self.heap)
     }
 
     /// True when the stream's END record arrived and its count matched.
@@ -357,6 +385,31 @@ impl Decoder {
                 let v = self.vcpu(vcpu, at)?;
                 self.finish_tb(v, out);
                 self.marks.push((addr, out.len()));
+            }
+            K_HEAPARG => {
+                let v = self.vcpu(vcpu, at)?;
+                if !(1..=3).contains(&idx) {
+                    return Err(format!("record {at}: heap call argument {idx}"));
+                }
+                self.vcpus[v].heap_args[idx as usize - 1] = addr;
+            }
+            K_HEAP => {
+                // The shim's report is a system call instruction: it ends the TB, so the
+                // block's fetches come first, as for MAPS.
+                let v = self.vcpu(vcpu, at)?;
+                self.finish_tb(v, out);
+                if size > 3 {
+                    return Err(format!("record {at}: heap call of unknown kind {size}"));
+                }
+                let [bytes, caller, old] = std::mem::take(&mut self.vcpus[v].heap_args);
+                self.heap.push(HeapCall {
+                    op: size,
+                    ptr: addr,
+                    size: bytes,
+                    caller,
+                    old,
+                    at: out.len(),
+                });
             }
             K_END => {
                 self.finish(out);
@@ -693,6 +746,46 @@ mod tests {
             .decode(&bad, &mut out, 1000)
             .unwrap_err()
             .contains("never started"));
+    }
+
+    /// Issue 22 (heap sites): the shim's report comes after its TB's fetches and the held
+    /// data record, in the thread's order, and adds no record of its own.
+    #[test]
+    fn a_heap_call_is_placed_after_its_blocks_records() {
+        let mut bytes = prologue();
+        for r in [
+            rec(0, 0, K_TBEXEC, 0, 0),
+            rec(0x9000, 0, K_STORE, 8, 1),
+            rec(64, 0, K_HEAPARG, 0, 1),
+            rec(0x401234, 0, K_HEAPARG, 0, 2),
+            rec(0, 0, K_HEAPARG, 0, 3),
+            rec(0x5000, 0, K_HEAP, 1, 0),
+            rec(1, 0, K_TBEXEC, 0, 0),
+        ] {
+            bytes.extend_from_slice(&r);
+        }
+        let mut d = Decoder::new(true);
+        let mut out = Vec::new();
+        d.decode(&bytes, &mut out, usize::MAX).unwrap();
+        d.finish(&mut out);
+        // TB 0's three fetches and the store, then the call, then TB 1's fetch
+        assert_eq!(out.len(), 5);
+        assert_eq!(
+            d.take_heap(),
+            [HeapCall {
+                op: 1,
+                ptr: 0x5000,
+                size: 64,
+                caller: 0x401234,
+                old: 0,
+                at: 4,
+            }]
+        );
+        let mut bad = prologue();
+        bad.extend_from_slice(&rec(0x5000, 0, K_HEAP, 9, 0));
+        assert!(Decoder::new(true)
+            .decode(&bad, &mut Vec::new(), usize::MAX)
+            .is_err());
     }
 
     fn decode_all(ifetch: bool, bytes: &[u8]) -> Summary {
