@@ -383,7 +383,10 @@ fn phases_rocs_detects_the_phase_change_and_profiles_again() {
 #[test]
 fn rocs_search_cut_short_by_the_process_exiting_is_reported_unfinished() {
     let short = ART.replace("references = 8_000_000", "references = 1_000_000");
-    assert_ne!(short, ART, "art.toml's reference count moved; update this test");
+    assert_ne!(
+        short, ART,
+        "art.toml's reference count moved; update this test"
+    );
     let r = run(&short, "rocs");
     let unit = &r.policy_report["units"][0];
     let last = unit["searches"].as_array().unwrap().last().unwrap().clone();
