@@ -89,9 +89,10 @@ def default_ranges(trace: os.PathLike | str, binary: Optional[os.PathLike | str]
     and every mapped file's globals (``annotate.object_ranges``), widest first so that a page
     covered equally goes to the innermost range (``page_owners``); without one, the symbols of
     ``binary`` or of the program its metadata names."""
-    if _map_of(_trace_header(trace)) is not None:
+    head = _trace_header(trace)
+    if _map_of(head) is not None:
         return sorted(object_ranges(trace, binary), key=lambda r: (-(r[1] - r[0]), r[0], r[2]))
-    program = binary or _trace_header(trace)["metadata"].get("program")
+    program = binary or head["metadata"].get("program")
     return symbol_ranges(program) if program else []
 
 
@@ -180,10 +181,6 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
         ids.append(idx if cover >= half else -1)
     owners.vpns, owners.ids = pages, np.asarray(ids, dtype=np.int64)
     return owners
-
-
-def _names(ranges: Sequence[ObjectRange], other: str = OTHER) -> list[str]:
-    return [r[2] for r in ranges] + [other]
 
 
 def _owners_by_name(ranges: Sequence[ObjectRange], other: str) -> tuple[PageOwners, list[str], int]:
