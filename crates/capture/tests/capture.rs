@@ -17,6 +17,9 @@ program keeping its trace; `max_records`; `#!` scripts; clear errors for a missi
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::symbol_range;
+
 use cachecolor_capture::{capture, Backend, CaptureError, CaptureOptions, CaptureSummary};
 use cachecolor_sim::trace::native::TraceReader;
 use cachecolor_sim::trace::{collect, Kind, Record};
@@ -814,26 +817,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-
-/// `[start, end)` of the function `name` in `exe`, from its symbol table (`nm -S`): the check
-/// independent of the capture.
-fn symbol_range(exe: &Path, name: &str) -> (u64, u64) {
-    let out = Command::new("nm")
-        .arg("-S")
-        .arg(exe)
-        .output()
-        .expect("nm (binutils) runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 4 && f[3] == name {
-            let start = u64::from_str_radix(f[0], 16).unwrap();
-            let size = u64::from_str_radix(f[1], 16).unwrap();
-            return (start, start + size);
-        }
-    }
-    panic!("no symbol {name} in {}", exe.display());
-}
 
 /// The records and PCs of a native trace (PCs empty when it has none), and its version.
 fn read_trace_with_pcs(p: &Path) -> (Vec<Record>, Vec<u64>, u16) {

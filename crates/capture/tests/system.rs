@@ -23,6 +23,9 @@ time (a lock), so "nothing left behind" can be checked exactly.
 */
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod common;
+use common::symbol_range;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -390,26 +393,6 @@ int main(void) {
     return 0;
 }
 "#;
-
-/// `[start, end)` of function `name` in `exe` (a non-PIE program), from `nm -S`.
-fn symbol_range(exe: &Path, name: &str) -> (u64, u64) {
-    let out = Command::new("nm")
-        .arg("-S")
-        .arg(exe)
-        .output()
-        .expect("nm (binutils) must be installed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let l = text
-        .lines()
-        .find(|l| l.split_whitespace().nth(3) == Some(name))
-        .unwrap_or_else(|| panic!("{name} not in nm's output: {text}"));
-    let f: Vec<u64> = l
-        .split_whitespace()
-        .take(2)
-        .map(|h| u64::from_str_radix(h, 16).unwrap())
-        .collect();
-    (f[0], f[0] + f[1])
-}
 
 /// Issue 27: every record carries its guest task. A program forks; each process runs its own
 /// function. The trace's thread numbers must separate them exactly (every user fetch of
