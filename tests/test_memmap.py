@@ -24,7 +24,7 @@ from cachecolor.cli import main
 
 annotate_mod = importlib.import_module("cachecolor.annotate")  # the module, not the function
 sys.path.insert(0, os.path.dirname(__file__))
-from test_annotate import CG_GEOMETRY, CONFIG, PROG, cachegrind_lines, top_lines  # noqa: E402
+from test_annotate import CG_GEOMETRY, CONFIG, PROG, assert_lines_match_cachegrind  # noqa: E402
 
 have_cc = shutil.which("cc") is not None and shutil.which("addr2line") is not None
 needs_qemu = pytest.mark.skipif(not have_cc or shutil.which("qemu-x86_64") is None,
@@ -64,24 +64,9 @@ def test_pie_per_line_misses_equal_cg_annotate_within_1_percent(pie):
     cg_out = pie["dir"] / "cachegrind.out"
     subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CG_GEOMETRY,
                     f"--cachegrind-out-file={cg_out}", str(pie["exe"])], check=True, capture_output=True)
-    name = pie["src"].name
-    cg = {k: v for k, v in cachegrind_lines(cg_out).items() if k[0] == name}
     ours = cachecolor.annotate(pie["lackey"], CONFIG)
     assert ours.attrs["memory_map"]
-    ours = ours[ours["file"].map(os.path.basename) == name]
-    mine = {(name, int(r.line)): r for r in ours.itertuples(index=False)}
-    checked = 0
-    for ours_col, cg_cols in (("D1_data_misses", ("D1mr", "D1mw")), ("LL_data_misses", ("DLmr", "DLmw"))):
-        cg_misses = {k: sum(v[c] for c in cg_cols) for k, v in cg.items()}
-        for key in top_lines(cg_misses):
-            want = cg_misses[key]
-            got = getattr(mine[key], ours_col) if key in mine else 0
-            assert abs(got - want) <= 0.01 * want, f"{ours_col} at {key}: annotate {got}, cg_annotate {want}"
-            checked += 1
-    assert checked >= 3
-    for key, v in cg.items():
-        if key in mine and v["Dr"] + v["Dw"] > 1000:
-            assert mine[key].reads + mine[key].writes == v["Dr"] + v["Dw"], key
+    assert_lines_match_cachegrind(ours, cg_out, pie["src"].name)
     # The PIE's globals are placed at its load address.
     objs = cachecolor.annotate(pie["lackey"], CONFIG, by="object").set_index("object")
     assert objs.loc["reused", "size"] == 16 * 1024 * 8 and objs.loc["stream", "LL_miss_rate"] > 0.99
