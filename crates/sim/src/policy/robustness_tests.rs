@@ -171,15 +171,56 @@ fn mrc_partition_does_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open defects (issue 19): on the rotations with nothing to gain (0 and 2), rocs and
-/// global-pollute (the lead's) and coloris (colorisqos's) cost some process more than 1%.
-/// Measured (quarter length, seeds 1-5, each role's IPC over linux's; sum): rocs: the stream
-/// 0.941 / 0.963 and "mixed" 0.938 / 0.938 (rotation 0 / 2), sum 0.987-0.990; global-pollute:
-/// the stream 0.789-0.804 / 0.826, "mixed" 0.940 / 0.945, sum 0.961-0.981; coloris: the stream
-/// 0.968 as pid 0 (rotation 0; 0.9905 as pid 2), sum 0.998-0.9998. Run with
+/// Issue 19: on `mix4-power5`, Algorithm 1 walked the whole stack of "mixed" (a stream beside
+/// a 256 KiB table) while its steps mapped the table at half the baseline IPC, and
+/// global-pollute's walk over all four processes' pages ran the stream at 0.79x: the mechanism
+/// itself did the harm (their control runs, the same profile and colors with no page moved,
+/// were at 0.94-0.99). A step significantly below the baseline now ends the walk once the steps'
+/// net loss is above `max_search_overhead` of the unit's cycles. Here: on the rotations with
+/// nothing to gain, each policy is within `NO_HARM` of its own control for every process and
+/// in sum on every seed, so what is left against linux is the profile (the ignored test below).
+/// Revert checked: without the bound, global-pollute's stream is at 0.876-0.892 of its
+/// control's (fails). rocs passes here either way: at this length its walk of "mixed" stops
+/// before the table (at full length it did not: `rocs_walk_stops_when_its_steps_lose_...`).
+#[test]
+fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
+    let mut failures = Vec::new();
+    for (name, text) in [ROTATED_MIX4[0], ROTATED_MIX4[2]] {
+        for policy in ["rocs", "global-pollute"] {
+            for seed in SEEDS {
+                let mut control: SystemConfig = testing::config_for(text, policy, Some(seed));
+                control.policy.control = true;
+                let control = testing::run_config(&scaled(control, 0.25), None).1;
+                let r = run_scaled(text, policy, seed, 0.25);
+                let (each, sum) = ratios(&r, &control);
+                eprintln!(
+                    "{name} seed {seed} {policy} / its control: each {each:.4?} sum {sum:.4}"
+                );
+                if each.iter().any(|&x| x < NO_HARM) || sum < NO_HARM {
+                    failures.push(format!("{name} seed {seed} {policy}: {each:.4?} {sum:.4}"));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "below {NO_HARM} x the control: {failures:#?}"
+    );
+}
+
+/// Open (issue 19): on the rotations with nothing to gain (0 and 2), rocs, global-pollute and
+/// coloris cost some process more than 1% at this length. Measured (quarter length, seeds 1-5,
+/// each role's IPC over linux's; sum), after the search's loss bound (the test above): rocs:
+/// the stream 0.964 / 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992;
+/// global-pollute: the stream 0.966 / 0.968, "mixed" 0.941 / 0.945, sum 0.990-0.992 (before it:
+/// the stream 0.789-0.826, sum 0.961-0.981); coloris: the stream 0.968 as pid 0 (rotation 0;
+/// 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and global-pollute is their
+/// profile, which their control runs pay too (`pollute_buffer_mechanism_...` above): 4 ticks
+/// at one interrupt per 5 K cycles of 1 K cycles, the chip's prefetcher off, in runs of 16-26
+/// ticks. Run with
 /// `cargo test --release -p cachecolor-sim --lib policies_do_no_harm_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
-#[ignore = "open defects, issue 19: rocs, global-pollute and coloris cost 1-21% on rotated POWER5 mixes with nothing to gain"]
+#[ignore = "open, issue 19: the rocs/global-pollute profile (paid by their controls too) and coloris's sections cost 1-6% on rotated POWER5 mixes with nothing to gain at quarter length"]
 fn policies_do_no_harm_on_the_rotated_power5_mixes() {
     let mut failures = Vec::new();
     for (name, text) in [ROTATED_MIX4[0], ROTATED_MIX4[2]] {
@@ -193,15 +234,17 @@ fn policies_do_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open defects (issue 19, the lead's): on the rotations where the stream shares a chip with
-/// the stream-beside-a-table (1 and 3: 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS
-/// 3.2.2, Azimi 4.2: the polluter's pages confined, the table keeps the cache) and loses on
-/// every seed. Measured (quarter length, seeds 1-5; rotation 1 / 3): rocs "mixed" 0.930 / 0.936,
-/// the stream 0.974 / 0.971, sum 0.991 / 0.992; global-pollute "mixed" 0.936 / 0.940, the
-/// stream 0.830 / 0.828, sum 0.982 / 0.983. (coloris gains 1.0001-1.0008 in sum there.) Run with
+/// Open (issue 19): on the rotations where the stream shares a chip with the
+/// stream-beside-a-table (1 and 3: 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS
+/// 3.2.2, Azimi 4.2: the polluter's pages confined, the table keeps the cache) and does not reach
+/// it at this length: the profile costs more than the buffer recovers before the run ends.
+/// Measured (quarter length, seeds 1-5; rotation 1 / 3), after the search's loss bound: rocs
+/// "mixed" 0.935 / 0.934, the stream 0.973 / 0.971, sum 0.9917 / 0.9915; global-pollute "mixed"
+/// 0.937 / 0.934, the stream 0.967 / 0.965, sum 0.9915 / 0.9912 (before it: the stream 0.830,
+/// sum 0.982). (coloris gains 1.0001-1.0008 in sum there.) Run with
 /// `cargo test --release -p cachecolor-sim --lib pollute_buffer_gain_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
-#[ignore = "open defects, issue 19: rocs and global-pollute lose 1-2% in sum where the rotated POWER5 mixes have something to gain"]
+#[ignore = "open, issue 19: rocs and global-pollute lose 0.8-0.9% in sum (their profile) where the rotated POWER5 mixes have something to gain, at quarter length"]
 fn pollute_buffer_gain_on_the_rotated_power5_mixes_holds_on_every_seed() {
     let mut failures = Vec::new();
     for (name, text) in [ROTATED_MIX4[1], ROTATED_MIX4[3]] {

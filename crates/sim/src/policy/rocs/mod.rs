@@ -175,6 +175,13 @@ struct SearchLog {
     chosen: u64,
     /// Why no search ran on this profile (`null`: it ran).
     skipped: Option<&'static str>,
+    /// Cycles the search's steps lost against the baseline (each step's settling and measuring
+    /// cycles times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at
+    /// 0: the search's cost beside its page moves (issue 19).
+    loss_cycles: f64,
+    /// Why the walk stopped before the end of the stack (`null`: it walked it all, or the run
+    /// ended first).
+    stopped: Option<&'static str>,
     /// `(pid, vpn)` of the chosen pages, top of the stack first.
     pages: Vec<(usize, u64)>,
     /// The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
@@ -207,6 +214,11 @@ struct Unit {
     gained: bool,
     /// Ticks the current step has waited for its budget.
     waited: u32,
+    /// The unit's cycles since the current step's pages were all mapped (settling and
+    /// measuring).
+    step_cycles: u64,
+    /// Cycles the current search's steps have lost against its baseline (net of steps above it).
+    loss: f64,
     /// Cycles the unit's processes have run (every tick since creation).
     cycles: u64,
     /// Cycles the kernel spent moving the unit's pages into and out of the buffer.
@@ -479,6 +491,8 @@ impl PolluteEngine {
             noise_df: 0,
             gained: false,
             waited: 0,
+            step_cycles: 0,
+            loss: 0.0,
             cycles: 0,
             move_cost: 0,
             moves: 0,
