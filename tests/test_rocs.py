@@ -137,3 +137,29 @@ def test_rocs_on_a_captured_art_like_program(run_cli, tmp_path):
         any(lo <= vpn * 4096 < hi for lo, hi in (arrays["bus"], arrays["tds"])) for _, vpn in pages
     )
     assert len(pages) > 100 and in_streams > 0.9 * len(pages), (len(pages), in_streams)
+
+
+def test_report_runs_best_offline_only_when_asked(tmp_path):
+    """Regression: every rocs run of a `cachecolor report` ran ROCS Figure 8's best offline (18
+    more runs each, one after another): over the robustness matrix and 5 seeds the report spent
+    more than 20 minutes in it after a 3-minute sweep. It is now opt-in (`--best-offline N`)."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "art_short.toml"
+    cfg.write_text(ART.read_text().replace("references = 8_000_000", "references = 3_000_000"))
+
+    def report(*extra: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux",
+                               "--policy", "rocs", "--out", str(tmp_path / f"rep{len(extra)}"), "--no-plots",
+                               "--no-html", "-q", *extra], capture_output=True, text=True)
+
+    plain = report()
+    assert plain.returncode == 0, plain.stderr
+    assert "ROCS Figure 8" in plain.stdout and "best_offline" not in plain.stdout
+    assert "best offline:" not in plain.stderr
+    asked = report("--best-offline", "2")
+    assert asked.returncode == 0, asked.stderr
+    assert "best_offline" in asked.stdout and "best offline: art_short, seed" in asked.stderr
+    bad = report("--best-offline", "1")
+    assert bad.returncode == 2 and "--best-offline 1" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -27,6 +27,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--no-plots", action="store_true", help="tables only")
     r.add_argument("--no-html", action="store_true", help="no report.html")
     r.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field of every config by its path (repeatable)")
+    r.add_argument("--best-offline", type=int, default=0, metavar="N",
+                   help="ROCS Figure 8's best offline: rerun each rocs run with N page counts mapped, no search "
+                   "(N + 1 runs each, one after another; default 0: off)")
     _sweep_options(r)
     _quiet(r)
     r.set_defaults(func=cmd_report)
@@ -39,6 +42,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.seeds is not None and args.seeds < 1:
         raise CliError(f"--seeds {args.seeds}: give at least 1 seed", EXIT_BAD_INPUT)
     seeds = [None] if args.seeds is None else [args.seed + k for k in range(args.seeds)]
+    if args.best_offline == 1 or args.best_offline < 0:
+        raise CliError(f"--best-offline {args.best_offline}: give 0 (off) or at least 2 page counts", EXIT_BAD_INPUT)
+    from ..reports import rocs as report_rocs
+
+    report_rocs.best_offline_points = args.best_offline
     sets = dict(_parse_sets(args.set))
     try:
         configs = config_paths(args.paths)
