@@ -58,7 +58,9 @@ pub struct PolluteConfig {
     /// has run long enough that they cost at most this share (the moves' cost is the kernel's
     /// own accounting, `Kernel::policy_cycles`). Default 0.01, issue 19's do-no-harm bar, the
     /// same as `mrc-partition`'s window budget; fitted to no config. Once a step gains
-    /// significantly the gain pays for the rest of the walk and the budget no longer binds.
+    /// significantly the gain pays for the rest of the walk and the moves' budget no longer
+    /// binds. The same share bounds what the steps lose net against the baseline: past it, a
+    /// step significantly below the baseline ends the walk (the best step kept).
     pub max_search_overhead: f64,
     /// Phase-detection window in ticks (ROCS 5.1: 1 billion cycles).
     pub phase_ticks: u32,
