@@ -48,7 +48,7 @@ pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
 pub use pollute::{PolluteConfig, PolluteEngine};
 pub use static_sections::StaticSections;
-pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
+pub use thread_cluster::{ThreadCluster, ThreadClusterConfig, ThreadClusterReport};
 
 use crate::error::ConfigError;
 use crate::memory::{ColorSet, Pfn};
