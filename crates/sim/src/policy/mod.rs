@@ -43,7 +43,10 @@ mod robustness_tests;
 #[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 
-pub use coloris::{Coloris, ColorisConfig, Expansion};
+pub use coloris::{
+    Coloris, ColorisConfig, ColorisProcess, ColorisReport, ColorsAt, Expansion, MonitorCall,
+    Redistribution,
+};
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
 pub use pollute::{PolluteConfig, PolluteEngine};
