@@ -48,7 +48,7 @@ pub use coloris::{
     Redistribution,
 };
 pub use linux::Linux;
-pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
+pub use mrc_partition::{MrcPartition, MrcPartitionConfig, MrcPartitionReport};
 pub use pollute::{PolluteConfig, PolluteEngine};
 pub use static_sections::StaticSections;
 pub use thread_cluster::{ThreadCluster, ThreadClusterConfig, ThreadClusterReport};
