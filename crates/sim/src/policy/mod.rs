@@ -49,7 +49,7 @@ pub use coloris::{
 };
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig, MrcPartitionReport};
-pub use pollute::{PolluteConfig, PolluteEngine};
+pub use pollute::{PolluteConfig, PolluteEngine, RocsReport};
 pub use static_sections::StaticSections;
 pub use thread_cluster::{ThreadCluster, ThreadClusterConfig, ThreadClusterReport};
 
