@@ -47,9 +47,9 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   `phase_ticks` window is compared with the first window after the search; a relative change
   above `phase_threshold` restores the unit's pages and profiles again.
 - **Best offline** (ROCS Figure 8): `offline_pages = N` skips the search and maps the top N pages
-  of the same stack; a harness (`python/cachecolor/reports/rocs.py`, `best_offline`) runs N over a grid, repeated
-  runs, and keeps the best. `verify_ticks` profiles again after the search with the buffer in
-  place (ROCS Figure 10 b's profile), at the cost of more monitoring.
+  of the same stack; a harness (`python/cachecolor/reports/rocs.py`, `best_offline`) runs N over
+  a grid, repeated runs, and keeps the best. `verify_ticks` profiles again after the search with
+  the buffer in place (ROCS Figure 10 b's profile), at the cost of more monitoring.
 */
 use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::error::ConfigError;
