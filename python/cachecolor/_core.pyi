@@ -4,10 +4,16 @@ The extension is thin glue: configs and results cross as JSON text, record colum
 (NumPy arrays) in and little-endian ``bytes`` out. Use the public API in ``cachecolor`` instead
 of calling these directly. ``tests/test_api.py`` checks that this stub and the compiled module
 name the same functions and exceptions.
+
+The TypedDicts at the end (``RocsReport``, ``ColorisReport``, ...) are each OS policy's own
+report (``policy_report`` in ``simulate_system``'s JSON), field for field the Rust structs of
+``crates/sim/src/policy/NAME/report.rs``; they exist for type checkers only (import them under
+``typing.TYPE_CHECKING``). ``tests/test_policy_reports.py`` runs every policy and checks that
+its report has exactly these keys, recursively.
 """
 
 from os import PathLike
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, TypedDict, Union
 
 __version__: str
 
@@ -433,3 +439,286 @@ def placed_page_tallies(
     (the owners as ``object_reuse`` takes them): ``series_object``, ``series_interval``,
     ``series_counts``."""
 
+
+# Each OS policy's report (`Policy::report`, `policy_report` in the system report): one
+# TypedDict per struct of crates/sim/src/policy/NAME/report.rs, named `<Policy>Report` after the
+# policy's config name (`mrc-partition` -> `MrcPartitionReport`). A policy without one here
+# reports null (`linux`, `static`). Keys are exactly the struct's serialized fields
+# (tests/test_policy_reports.py); numbers are `int` where Rust has an integer, `float` where
+# it has an f64 (serde writes `0.0`, never `0`, for an f64). A Rust tuple is a JSON array: a
+# `tuple[...]` here (its length and each position checked), a list at run time.
+
+# --- rocs and global-pollute (crates/sim/src/policy/rocs/report.rs) ---
+
+class RocsConfig(TypedDict):
+    """``[policy.rocs]`` / ``[policy.global-pollute]`` as the run used them (``PolluteConfig``)."""
+
+    buffer_size: Optional[int]
+    throttle_cycles: int
+    sample_cost_cycles: int
+    handler_lines: int
+    profile_ticks: int
+    warmup_ticks: int
+    target_miss_rate: float
+    step_pages: int
+    min_pages: int
+    settle_ticks: int
+    measure_ticks: int
+    baseline_ticks: int
+    significance: float
+    max_search_overhead: float
+    phase_ticks: int
+    phase_metric: Literal["ipc", "llc-mpki"]
+    phase_threshold: float
+    profile_prefetch: bool
+    offline_pages: Optional[int]
+    verify_ticks: int
+
+class RocsStep(TypedDict):
+    """One step of a search (Algorithm 1, ROCS 5.2): stack pages in the buffer and the IPC measured."""
+
+    pages: int
+    ipc: float
+    ticks: int
+    significant: bool
+    waited_ticks: int
+
+class RocsSearch(TypedDict):
+    """One search (``SearchLog``). ``chosen`` (Algorithm 1's return value) and ``pages`` are
+    None while it has not returned (the run or the unit's processes ended mid-search);
+    ``skipped`` says why no search ran on the profile; ``loss_cycles`` is what its steps lost
+    net against the baseline, ``stopped`` why the walk ended before the stack did. ``profile`` rows are (pid, vpn, samples,
+    misses)."""
+
+    time: int
+    stack_pages: int
+    step_pages: int
+    baseline_ipc: float
+    noise: float
+    steps: list[RocsStep]
+    move_cycles: int
+    unit_cycles: int
+    chosen: Optional[int]
+    skipped: Optional[str]
+    loss_cycles: float
+    stopped: Optional[str]
+    pages: Optional[list[tuple[int, int]]]
+    profile: list[tuple[int, int, int, int]]
+    verify_profile: list[tuple[int, int, int, int]]
+
+class RocsUnit(TypedDict):
+    """A unit profiled and searched together (``rocs``: a process; ``global-pollute``: all)."""
+
+    pids: list[int]
+    profiles: int
+    phase_changes: int
+    in_buffer: int
+    move_cycles: int
+    unit_cycles: int
+    budget_bound: bool
+    search_unfinished: bool
+    searches: list[RocsSearch]
+
+class RocsReport(TypedDict):
+    """The pollute engine's report (ROCS sections 3-5; Azimi et al. 4.2). ``pollute_color_in_use``
+    rows are (time, in normal use, chips reserved)."""
+
+    warnings: list[str]
+    policy: Literal["rocs", "global-pollute"]
+    pollute_colors: list[int]
+    pollute_color_in_use: list[tuple[int, bool, list[int]]]
+    pollute_color_reserved: bool
+    pages_moved_off_pollute_color: int
+    sampled_event: str
+    samples: int
+    samples_used: int
+    pages_to_buffer: int
+    pages_restored: int
+    config: RocsConfig
+    units: list[RocsUnit]
+
+GlobalPolluteReport = RocsReport
+
+# --- mrc-partition (crates/sim/src/policy/mrc-partition/report.rs) ---
+
+class MrcPartitionWindow(TypedDict):
+    """One complete window: a miss-rate curve at 0..=units units (``mae_vs_exact``: with ``exact_check``)."""
+
+    process: str
+    time: int
+    reason: Literal["start", "phase"]
+    samples: int
+    miss_rate: list[float]
+    mae_vs_exact: Optional[float]
+
+class _MrcPartitionAllocation(TypedDict):
+    time: int
+    colors: dict[str, tuple[int, int]]
+
+class MrcPartitionAllocation(_MrcPartitionAllocation, total=False):
+    """The units ``[start, end)`` per process from ``time`` on; ``shared`` (true) only when the
+    decision kept the cache shared."""
+
+    shared: bool
+
+class MrcPartitionPrediction(TypedDict):
+    """One process's prediction behind a decision (``ProcessPrediction``)."""
+
+    shared_occupancy_units: float
+    measured: bool
+    shared_miss_rate: float
+    partitioned_miss_rate: float
+    horizon_cycles: float
+
+class MrcPartitionDecision(TypedDict):
+    """Partition or keep sharing (issue 19 defect 4): ``Decision``'s fields (partition ...
+    reason) and what it was made from (``DecisionRecord``)."""
+
+    partition: bool
+    shared_misses_per_kcycle: float
+    partitioned_misses_per_kcycle: float
+    cycles_saved: float
+    noise_cycles: float
+    cost_cycles: float
+    reason: str
+    time: int
+    processes: dict[str, MrcPartitionPrediction]
+    pages_to_move: int
+    move_cost_cycles: int
+    window_cost_cycles: int
+    miss_penalty_cycles: int
+    applied: Literal["partition", "shared"]
+    reconsidered_before: int
+
+class MrcPartitionPhaseChange(TypedDict):
+    time: int
+    process: str
+    l1_mpki_before: float
+    l1_mpki_now: float
+
+class MrcPartitionWindowWanted(TypedDict):
+    """A process waiting for a window it cannot afford yet (``max_window_overhead``)."""
+
+    process: str
+    reason: Literal["start", "phase"]
+    cycles_run: int
+
+class MrcPartitionOutOfMemory(TypedDict):
+    process: str
+    times: int
+
+class MrcPartitionReport(TypedDict):
+    """``mrc-partition``'s report (Azimi et al. case study 1). Allocations, curves and
+    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors (issue 19 defect 3)."""
+
+    colors: int
+    units: int
+    llc_colors_per_unit: int
+    lines_per_unit: int
+    window: int
+    warmup: int
+    windows: list[MrcPartitionWindow]
+    exact_miss_rate: Optional[dict[str, list[float]]]
+    allocations: list[MrcPartitionAllocation]
+    decisions: list[MrcPartitionDecision]
+    phase_changes: list[MrcPartitionPhaseChange]
+    pages_recolored: int
+    pages_marked: int
+    window_cost_cycles: int
+    windows_not_afforded: list[MrcPartitionWindowWanted]
+    out_of_memory: list[MrcPartitionOutOfMemory]
+
+# --- thread-cluster (crates/sim/src/policy/thread-cluster/report.rs) ---
+
+class ThreadClusterDetection(TypedDict):
+    """Sharing detection started (5.2 phase 1): ``period`` is N, one in N remote accesses sampled."""
+
+    time: int
+    process: Optional[str]
+    remote_stall_share: float
+    period: int
+
+# `from` is a keyword: the functional form.
+ThreadClusterMigration = TypedDict("ThreadClusterMigration", {"thread": int, "from": int, "to": int})
+
+class ThreadClusterClustering(TypedDict):
+    """Detection ended: the clusters (thread ids), shMap occupancy per thread id, the moves made."""
+
+    time: int
+    clusters: list[list[int]]
+    shmap_entries_used: dict[str, int]
+    filter_regions: int
+    collisions: int
+    migrations: list[ThreadClusterMigration]
+
+class ThreadClusterReport(TypedDict):
+    """``thread-cluster``'s report (Azimi et al. case study 3, 5.2)."""
+
+    shmap_entries: int
+    region_bytes: int
+    detections: list[ThreadClusterDetection]
+    clusterings: list[ThreadClusterClustering]
+    migrations: int
+
+# --- coloris (crates/sim/src/policy/coloris/report.rs) ---
+
+class ColorisProcess(TypedDict):
+    """A process at the end: its local cores, QoS thresholds (%), colors and page moves."""
+
+    pid: int
+    name: str
+    core: int
+    cores: list[int]
+    low: float
+    high: float
+    colors: list[int]
+    shrink_marked: int
+    selective_moved: int
+    redistribution_marked: int
+    out_of_memory_allocs: int
+
+class ColorisColorsAt(TypedDict):
+    """A process's colors at a time (``history``, ``returned``, ``released``)."""
+
+    time: int
+    process: str
+    colors: list[int]
+
+class ColorisMonitorCall(TypedDict):
+    """One MONITOR(cmr) call (Algorithm 1); ``colors``: how many it has after."""
+
+    time: int
+    process: str
+    cmr: float
+    accesses: int
+    decision: Literal["none", "hot", "expand", "shrink"]
+    colors: int
+
+class ColorisRedistribution(TypedDict):
+    time: int
+    process: str
+    marked: int
+
+class ColorisReport(TypedDict):
+    """``coloris``'s report (COLORIS sections 3.2-3.3); thresholds in % of LLC miss rate."""
+
+    period: int
+    win: int
+    warmup: int
+    unit: int
+    expansion: Literal["selective-moving", "redistribution"]
+    high_threshold: float
+    low_threshold: float
+    processes: list[ColorisProcess]
+    history: list[ColorisColorsAt]
+    monitor: list[ColorisMonitorCall]
+    violations: list[str]
+    returned: list[ColorisColorsAt]
+    released: list[ColorisColorsAt]
+    redistributions: list[ColorisRedistribution]
+    colors_from_config: list[str]
+    warnings: list[str]
+
+PolicyReport = Union[RocsReport, MrcPartitionReport, ThreadClusterReport, ColorisReport, None]
+"""What a Rust OS policy reports (``SystemResult.policy_report``); a policy written in Python
+reports whatever its ``report`` returns."""

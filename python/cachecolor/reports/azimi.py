@@ -13,9 +13,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from .base import PolicyReporter, Run
+
+if TYPE_CHECKING:
+    from .._core import MrcPartitionReport, ThreadClusterReport
 
 
 def _baseline(runs: list[Run]) -> dict[tuple[str, Any], Run]:
@@ -24,6 +27,16 @@ def _baseline(runs: list[Run]) -> dict[tuple[str, Any], Run]:
     for r in runs:
         first.setdefault(r.config, r.policy)
     return {(r.config, r.seed): r for r in runs if first[r.config] == r.policy}
+
+
+def _mrc_report(run: Run) -> Optional[MrcPartitionReport]:
+    """An ``mrc-partition`` run's own report (crates/sim/src/policy/mrc-partition/report.rs)."""
+    return run.result.policy_report
+
+
+def _cluster_report(run: Run) -> Optional[ThreadClusterReport]:
+    """A ``thread-cluster`` run's own report (crates/sim/src/policy/thread-cluster/report.rs)."""
+    return run.result.policy_report
 
 
 def _processes(run: Run) -> dict[str, dict[str, Any]]:
@@ -41,9 +54,9 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
         b = base.get((r.config, r.seed))
         if b is None or b is r:
             continue
-        pr = r.result.policy_report or {}
-        allocs = pr.get("allocations") or [{}]
-        first = allocs[0].get("colors", {})
+        pr = _mrc_report(r)
+        allocs = pr["allocations"] if pr else []
+        first = allocs[0]["colors"] if allocs else {}
         mine, theirs = _processes(r), _processes(b)
         for name, p in mine.items():
             q = theirs.get(name)
@@ -61,7 +74,7 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
                     f"llc_miss_rate_{b.policy}": q["llc_miss_rate"],
                     "llc_miss_rate_mrc_partition": p["llc_miss_rate"],
                     # Allocations are in units of llc_colors_per_unit LLC colors (issue 19 defect 3).
-                    "colors_first_allocation": (span[1] - span[0]) * pr.get("llc_colors_per_unit", 1)
+                    "colors_first_allocation": (span[1] - span[0]) * (pr["llc_colors_per_unit"] if pr else 1)
                     if span
                     else None,
                 }
@@ -71,7 +84,8 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
     for r in runs:
         if r.policy != "mrc-partition":
             continue
-        for w in (r.result.policy_report or {}).get("windows", []):
+        mrc = _mrc_report(r)
+        for w in mrc["windows"] if mrc else []:
             err.append(
                 {
                     "config": Path(r.config).stem,
@@ -80,7 +94,7 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
                     "time": w["time"],
                     "reason": w["reason"],
                     "samples": w["samples"],
-                    "mae_vs_exact": w.get("mae_vs_exact"),
+                    "mae_vs_exact": w["mae_vs_exact"],
                 }
             )
     if err:
@@ -96,13 +110,13 @@ def mrc_plots(runs: list[Run], out: Path) -> list[Path]:
 
     written = []
     for r in runs:
-        pr = r.result.policy_report or {}
-        if r.policy != "mrc-partition" or not pr.get("windows"):
+        pr = _mrc_report(r)
+        if r.policy != "mrc-partition" or not pr or not pr["windows"]:
             continue
         fig, ax = plt.subplots(figsize=(6, 4))
         for w in pr["windows"]:
             ax.plot(range(len(w["miss_rate"])), w["miss_rate"], marker="o", label=f"{w['process']} (online, t={w['time']})")
-        for name, curve in (pr.get("exact_miss_rate") or {}).items():
+        for name, curve in (pr["exact_miss_rate"] or {}).items():
             ax.plot(range(len(curve)), curve, linestyle="--", label=f"{name} (exact, whole run)")
         ax.set_xlabel("colors of the shared cache")
         ax.set_ylabel("miss rate")
@@ -127,8 +141,8 @@ def cluster_tables(runs: list[Run]) -> list[tuple[str, Any]]:
         b = base.get((r.config, r.seed))
         if b is None or b is r:
             continue
-        pr = r.result.policy_report or {}
-        clusters = [c["clusters"] for c in pr.get("clusterings", [])]
+        pr = _cluster_report(r)
+        clusters = [c["clusters"] for c in pr["clusterings"]] if pr else []
         mine, theirs = _processes(r), _processes(b)
         for name, p in mine.items():
             q = theirs.get(name)
@@ -147,7 +161,7 @@ def cluster_tables(runs: list[Run]) -> list[tuple[str, Any]]:
                     "remote_stall_cycles_thread_cluster": p["stalls"]["remote"],
                     f"ipc_{b.policy}": q["ipc"],
                     "ipc_thread_cluster": p["ipc"],
-                    "migrations": pr.get("migrations"),
+                    "migrations": pr["migrations"] if pr else None,
                     "clusters": str(clusters[-1]) if clusters else "",
                 }
             )

@@ -12,9 +12,12 @@ fixed number of instructions, so IPC is the same measure of speed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from .base import PolicyReporter, Run
+
+if TYPE_CHECKING:
+    from .._core import ColorisReport
 
 
 def _stem(run: Run) -> str:
@@ -38,10 +41,15 @@ def _label(stem: str) -> str:
     return name + win
 
 
+def _report(run: Run) -> Optional[ColorisReport]:
+    """A ``coloris`` run's own report (crates/sim/src/policy/coloris/report.rs)."""
+    return run.result.policy_report
+
+
 def _expansion(run: Run) -> str:
-    pr = run.result.policy_report or {}
+    pr = _report(run)
     return {"selective-moving": "Selective Moving", "redistribution": "Redistribution"}.get(
-        pr.get("expansion", ""), "-"
+        pr["expansion"] if pr else "", "-"
     )
 
 
@@ -153,8 +161,8 @@ def table5(runs: list[Run]) -> Any:
 
     rows = []
     for r in _recolor_runs(runs):
-        pr = r.result.policy_report or {}
-        for p in pr.get("processes", []):
+        pr = _report(r)
+        for p in pr["processes"] if pr else []:
             rows.append(
                 {
                     "expansion": _expansion(r),
@@ -221,7 +229,8 @@ def tables(runs: list[Run]) -> list[tuple[str, Any]]:
 def assignment_series(run: Run) -> dict[str, list[tuple[int, list[int]]]]:
     """Per process: (time, colors) at every change of its assignment."""
     out: dict[str, list[tuple[int, list[int]]]] = {}
-    for h in (run.result.policy_report or {}).get("history", []):
+    pr = _report(run)
+    for h in pr["history"] if pr else []:
         out.setdefault(h["process"], []).append((h["time"], h["colors"]))
     return out
 

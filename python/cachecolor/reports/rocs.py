@@ -24,10 +24,13 @@ import copy
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .base import PolicyReporter, Run, write_report
 from ..system import load_system_config, simulate_system
+
+if TYPE_CHECKING:
+    from .._core import RocsReport, RocsSearch
 
 POLLUTE_POLICIES = ("rocs", "global-pollute")
 #: Runs of the best-offline sweep per rocs run in a report (0, the default, turns it off;
@@ -104,9 +107,10 @@ def _page_size(doc: dict[str, Any]) -> int:
     return _bytes(h.get("page_size", 4096))
 
 
-def _searches(run: Run) -> list[dict[str, Any]]:
-    rep = run.result.policy_report or {}
-    return [s for u in rep.get("units", []) for s in u.get("searches", [])]
+def _searches(run: Run) -> list[RocsSearch]:
+    """The searches of a ``rocs`` / ``global-pollute`` run's report (crates/sim/src/policy/rocs/report.rs)."""
+    rep: Optional[RocsReport] = run.result.policy_report
+    return [s for u in rep["units"] for s in u["searches"]] if rep else []
 
 
 def _in(arrs: list[dict[str, Any]], addr: int, streaming: Optional[bool] = None) -> Optional[dict[str, Any]]:
@@ -197,7 +201,7 @@ def figure10(runs: list[Run]) -> Any:
         arrs = arrays(doc["config"])
         for i, s in enumerate(_searches(r)):
             for a in arrs:
-                def rate(profile: list[list[int]]) -> tuple[int, float]:
+                def rate(profile: list[tuple[int, int, int, int]]) -> tuple[int, float]:
                     n = m = 0
                     for _pid, vpn, samples, misses in profile:
                         if a["lo"] <= vpn * page < a["hi"]:

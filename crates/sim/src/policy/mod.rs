@@ -43,12 +43,15 @@ mod robustness_tests;
 #[path = "rocs/scenarios.rs"]
 mod rocs_tests;
 
-pub use coloris::{Coloris, ColorisConfig, Expansion};
+pub use coloris::{
+    Coloris, ColorisConfig, ColorisProcess, ColorisReport, ColorsAt, Expansion, MonitorCall,
+    Redistribution,
+};
 pub use linux::Linux;
-pub use mrc_partition::{MrcPartition, MrcPartitionConfig};
-pub use pollute::{PolluteConfig, PolluteEngine};
+pub use mrc_partition::{MrcPartition, MrcPartitionConfig, MrcPartitionReport};
+pub use pollute::{PolluteConfig, PolluteEngine, RocsReport};
 pub use static_sections::StaticSections;
-pub use thread_cluster::{ThreadCluster, ThreadClusterConfig};
+pub use thread_cluster::{ThreadCluster, ThreadClusterConfig, ThreadClusterReport};
 
 use crate::error::ConfigError;
 use crate::memory::{ColorSet, Pfn};

@@ -39,11 +39,12 @@ use crate::error::ConfigError;
 use crate::memory::ColorSet;
 use crate::pmu::Event;
 use crate::rng::SplitMix64;
-use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 
 mod config;
+mod report;
 pub use config::{ColorisConfig, Expansion, DEFAULT_PERIOD_TICKS, DEFAULT_WIN_TICKS};
+pub use report::{ColorisProcess, ColorisReport, ColorsAt, MonitorCall, Redistribution};
 
 /// One process as the Page Color Manager knows it.
 #[derive(Debug, Clone)]
@@ -828,52 +829,7 @@ impl Policy for Coloris {
     }
 
     fn report(&self) -> serde_json::Value {
-        let name = |pid: &usize| self.procs[pid].name.clone();
-        json!({
-            "period": self.period,
-            "win": self.win,
-            "warmup": self.warmup,
-            "unit": self.config.unit,
-            "expansion": self.config.expansion,
-            "high_threshold": self.config.high_threshold,
-            "low_threshold": self.config.low_threshold,
-            "processes": self.procs.iter().map(|(pid, p)| json!({
-                "pid": pid,
-                "name": p.name,
-                "core": p.cores[0],
-                "cores": p.cores,
-                "low": p.low * 100.0,
-                "high": p.high * 100.0,
-                "colors": p.assignment.iter().collect::<Vec<_>>(),
-                "shrink_marked": p.shrink_marked,
-                "selective_moved": p.selective_moved,
-                "redistribution_marked": p.redistribution_marked,
-                "out_of_memory_allocs": p.out_of_memory_allocs,
-            })).collect::<Vec<_>>(),
-            "history": self.history.iter().map(|(t, pid, c)| json!({
-                "time": t, "process": name(pid), "colors": c,
-            })).collect::<Vec<_>>(),
-            "monitor": self.monitor.iter().map(|(t, pid, cmr, acc, d, n)| json!({
-                "time": t, "process": name(pid), "cmr": cmr, "accesses": acc,
-                "decision": d, "colors": n,
-            })).collect::<Vec<_>>(),
-            "violations": self.violations,
-            // Issue 19, defect 8: a monitor that never ran makes coloris the static scheme in
-            // silence (the default PERIOD, 5 s of the paper's machine, is longer than most
-            // simulated runs); `cachecolor simulate` prints these on stderr.
-            "returned": self.returned.iter().map(|(t, pid, c)| json!({
-                "time": t, "process": name(pid), "colors": c,
-            })).collect::<Vec<_>>(),
-            "released": self.released.iter().map(|(t, pid, c)| json!({
-                "time": t, "process": name(pid), "colors": c,
-            })).collect::<Vec<_>>(),
-            "redistributions": self.redistributions.iter().map(|(t, pid, n)| json!({
-                "time": t, "process": name(pid), "marked": n,
-            })).collect::<Vec<_>>(),
-            "colors_from_config": self.procs.values().filter(|p| p.from_config)
-                .map(|p| p.name.clone()).collect::<Vec<_>>(),
-            "warnings": self.warnings(),
-        })
+        serde_json::to_value(self.typed_report()).expect("plain data")
     }
 }
 

@@ -55,13 +55,17 @@ use crate::error::ConfigError;
 use crate::memory::ColorSet;
 use crate::pmu::{Event, Sample, SamplingConfig};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::MachineInfo;
 
 mod model;
+mod report;
 pub use model::{Decision, DecisionInput, ProcessPrediction};
+pub use report::{
+    Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window, WindowWanted,
+};
 
 /// How pages in a color their process lost are moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -207,10 +211,10 @@ pub struct MrcPartition {
     /// Processes whose pages in use are spread over their colors at the next tick.
     rebalance: Vec<usize>,
     windows: Vec<WindowRecord>,
-    allocations: Vec<Value>,
+    allocations: Vec<Allocation>,
     /// Each allocation's decision: partition or keep sharing, with the predictions.
-    decisions: Vec<Value>,
-    phase_changes: Vec<Value>,
+    decisions: Vec<DecisionRecord>,
+    phase_changes: Vec<PhaseChange>,
     moved: u64,
     marked: u64,
 }
@@ -476,43 +480,42 @@ impl MrcPartition {
         } else {
             self.reconsider = decision.cycles_saved > 0.0;
         }
-        let mut record = serde_json::to_value(&decision).expect("plain data");
-        let predictions: serde_json::Map<String, Value> = live
+        let processes = live
             .iter()
-            .zip(&each)
-            .map(|(pid, e)| {
-                (
-                    self.procs[pid].name.clone(),
-                    serde_json::to_value(e).expect("plain data"),
-                )
-            })
+            .zip(each)
+            .map(|(pid, e)| (self.procs[pid].name.clone(), e))
             .collect();
-        record["time"] = json!(now);
-        record["processes"] = Value::Object(predictions);
-        record["pages_to_move"] = json!(pages_to_move);
-        record["move_cost_cycles"] = json!(move_cost);
-        record["window_cost_cycles"] = json!(window_cost);
-        record["miss_penalty_cycles"] = json!(self.miss_penalty);
-        record["applied"] = json!(if partition { "partition" } else { "shared" });
-        record["reconsidered_before"] = json!(std::mem::take(&mut self.reconsidered));
-        self.decisions.push(record);
+        self.decisions.push(DecisionRecord {
+            decision,
+            time: now,
+            processes,
+            pages_to_move,
+            move_cost_cycles: move_cost,
+            window_cost_cycles: window_cost,
+            miss_penalty_cycles: self.miss_penalty,
+            applied: if partition { "partition" } else { "shared" },
+            reconsidered_before: std::mem::take(&mut self.reconsidered),
+        });
         if !partition {
             // Keep the cache shared: every process every color (pages stay where they are).
             let all = ColorSet::all(self.colors);
-            let mut entry = serde_json::Map::new();
+            let mut colors = BTreeMap::new();
             for pid in &live {
                 let p = self.procs.get_mut(pid).expect("live");
                 p.colors = all.clone();
-                entry.insert(p.name.clone(), json!([0, self.units]));
+                colors.insert(p.name.clone(), (0, self.units));
             }
-            self.allocations
-                .push(json!({ "time": now, "colors": entry, "shared": true }));
+            self.allocations.push(Allocation {
+                time: now,
+                colors,
+                shared: true,
+            });
             return;
         }
-        let mut entry = serde_json::Map::new();
+        let mut colors = BTreeMap::new();
         for (pid, (start, end, set)) in live.iter().zip(sets) {
             let p = self.procs.get_mut(pid).expect("live");
-            entry.insert(p.name.clone(), json!([start, end]));
+            colors.insert(p.name.clone(), (start, end));
             let changed = p.colors != set;
             p.colors = set;
             if changed {
@@ -523,8 +526,11 @@ impl MrcPartition {
                 }
             }
         }
-        self.allocations
-            .push(json!({ "time": now, "colors": entry }));
+        self.allocations.push(Allocation {
+            time: now,
+            colors,
+            shared: false,
+        });
     }
 
     /// Move the pages of `pid` that sit in colors it no longer has (lazily or eagerly, per
@@ -756,9 +762,12 @@ impl Policy for MrcPartition {
                         // Its curve is stale: no decision is retaken on it.
                         self.reconsider = false;
                         p.reason = "phase";
-                        self.phase_changes.push(json!({
-                            "time": t.now, "process": p.name, "l1_mpki_before": r, "l1_mpki_now": mpki
-                        }));
+                        self.phase_changes.push(PhaseChange {
+                            time: t.now,
+                            process: p.name.clone(),
+                            l1_mpki_before: r,
+                            l1_mpki_now: mpki,
+                        });
                         self.resample = true;
                     }
                 }
@@ -798,9 +807,11 @@ impl Policy for MrcPartition {
             if let Some(p) = self.procs.values_mut().find(|p| p.alive) {
                 if p.colors != all {
                     p.colors = all;
-                    self.allocations.push(
-                        json!({ "time": t.now, "colors": { p.name.clone(): [0, self.units] } }),
-                    );
+                    self.allocations.push(Allocation {
+                        time: t.now,
+                        colors: BTreeMap::from([(p.name.clone(), (0, self.units))]),
+                        shared: false,
+                    });
                 }
             }
             self.reallocate = false;
@@ -813,70 +824,7 @@ impl Policy for MrcPartition {
     }
 
     fn report(&self) -> Value {
-        let sizes: Vec<u64> = (0..=self.units).map(|c| c * self.lines_per_unit).collect();
-        let exact: BTreeMap<usize, Vec<f64>> = self
-            .procs
-            .values()
-            .filter_map(|p| {
-                p.whole
-                    .as_ref()
-                    .map(|w| (p.pid, w.histogram().miss_rates(&sizes)))
-            })
-            .collect();
-        let windows: Vec<Value> = self
-            .windows
-            .iter()
-            .map(|w| {
-                // Error over the partition sizes 1..=colors (0 colors is a miss either way).
-                let error = exact.get(&w.pid).map(|e| {
-                    let n = self.units as usize;
-                    (1..=n).map(|c| (w.miss_rate[c] - e[c]).abs()).sum::<f64>() / n as f64
-                });
-                json!({
-                    "process": self.procs[&w.pid].name,
-                    "time": w.time,
-                    "reason": w.reason,
-                    "samples": w.samples,
-                    "miss_rate": w.miss_rate,
-                    "mae_vs_exact": error,
-                })
-            })
-            .collect();
-        let exact_json: serde_json::Map<String, Value> = exact
-            .iter()
-            .map(|(pid, e)| (self.procs[pid].name.clone(), json!(e)))
-            .collect();
-        json!({
-            "colors": self.colors,
-            // Issue 19 defect 3: allocations, curves and `min_colors` are in units of
-            // `llc_colors_per_unit` LLC colors (unit u: every LLC color x with x mod units ==
-            // u), the same share of every partitioned cache; units == colors on a machine with
-            // one colorable shared cache.
-            "units": self.units,
-            "llc_colors_per_unit": self.colors / self.units,
-            "lines_per_unit": self.lines_per_unit,
-            "window": self.config.window,
-            "warmup": self.config.warmup,
-            "windows": windows,
-            "exact_miss_rate": if self.config.exact_check { Value::Object(exact_json) } else { Value::Null },
-            "allocations": self.allocations,
-            // Partition or keep sharing, per allocation (issue 19, defect 4).
-            "decisions": self.decisions,
-            "phase_changes": self.phase_changes,
-            "pages_recolored": self.moved,
-            "pages_marked": self.marked,
-            // Processes whose partition ran out of frames and fell back to every color.
-            // Issue 19: a window costs `window x sample_cost_cycles`; processes still waiting
-            // for one (not run long enough for it to cost at most `max_window_overhead`).
-            "window_cost_cycles": self.config.window * self.config.sample_cost_cycles,
-            "windows_not_afforded": self.procs.values().filter(|p| p.wants_window)
-                .map(|p| json!({ "process": p.name, "reason": p.reason,
-                    "cycles_run": p.cycles_since_window }))
-                .collect::<Vec<_>>(),
-            "out_of_memory": self.procs.values().filter(|p| p.out_of_memory > 0)
-                .map(|p| json!({ "process": p.name, "times": p.out_of_memory }))
-                .collect::<Vec<_>>(),
-        })
+        serde_json::to_value(self.typed_report()).expect("plain data")
     }
 }
 

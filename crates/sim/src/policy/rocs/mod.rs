@@ -47,21 +47,21 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   `phase_ticks` window is compared with the first window after the search; a relative change
   above `phase_threshold` restores the unit's pages and profiles again.
 - **Best offline** (ROCS Figure 8): `offline_pages = N` skips the search and maps the top N pages
-  of the same stack; a harness (`python/cachecolor/report_rocs.py`) runs N over a grid, repeated
-  runs, and keeps the best. `verify_ticks` profiles again after the search with the buffer in
-  place (ROCS Figure 10 b's profile), at the cost of more monitoring.
+  of the same stack; a harness (`python/cachecolor/reports/rocs.py`, `best_offline`) runs N over
+  a grid, repeated runs, and keeps the best. `verify_ticks` profiles again after the search with
+  the buffer in place (ROCS Figure 10 b's profile), at the cost of more monitoring.
 */
 use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
 use crate::pmu::{DataSource, Event, EventCounts, Sample, SamplingConfig};
-use serde::Serialize;
-use serde_json::json;
 use std::collections::BTreeMap;
 
 mod config;
+mod report;
 mod search;
 pub use config::{PhaseMetric, PolluteConfig};
+pub use report::{RocsReport, RocsUnit, SearchLog, Step};
 
 /// Interval counts of a unit summed over its processes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -140,54 +140,6 @@ enum Stage {
         discard: bool,
     },
     Done,
-}
-
-/// One step of a search: pages mapped and the IPC measured.
-#[derive(Debug, Clone, Serialize)]
-struct Step {
-    pages: u64,
-    ipc: f64,
-    /// Ticks the IPC was measured over.
-    ticks: u32,
-    /// Whether it beat the baseline by `significance` standard errors (a gain, not noise).
-    significant: bool,
-    /// Ticks it waited for the budget to buy its pages.
-    waited_ticks: u32,
-}
-
-/// One search, for the report.
-#[derive(Debug, Clone, Serialize)]
-struct SearchLog {
-    /// Tick time the profile ended.
-    time: u64,
-    stack_pages: u64,
-    step_pages: u64,
-    baseline_ipc: f64,
-    /// Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own
-    /// ticks when `measure_ticks` > 1), relative to the baseline IPC.
-    noise: f64,
-    steps: Vec<Step>,
-    /// Cycles the unit's page moves had cost when the search ended (all searches so far), and
-    /// the unit's cycles by then: the budget's two sides.
-    move_cycles: u64,
-    unit_cycles: u64,
-    /// Pages left in the buffer (Algorithm 1's return value).
-    chosen: u64,
-    /// Why no search ran on this profile (`null`: it ran).
-    skipped: Option<&'static str>,
-    /// Cycles the search's steps lost against the baseline (each step's settling and measuring
-    /// cycles times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at
-    /// 0: the search's cost beside its page moves (issue 19).
-    loss_cycles: f64,
-    /// Why the walk stopped before the end of the stack (`null`: it walked it all, or the run
-    /// ended first).
-    stopped: Option<&'static str>,
-    /// `(pid, vpn)` of the chosen pages, top of the stack first.
-    pages: Vec<(usize, u64)>,
-    /// The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
-    profile: Vec<(usize, u64, u32, u32)>,
-    /// The after-search profile (`verify_ticks`), same shape.
-    verify_profile: Vec<(usize, u64, u32, u32)>,
 }
 
 #[derive(Debug)]
@@ -650,66 +602,9 @@ impl PolluteEngine {
         }
     }
 
+    /// The report as JSON (`RocsReport`), naming the policy `name`.
     pub fn report(&self, name: &str) -> serde_json::Value {
-        // Issue 19, defect 8: a run that ends mid-search has no chosen count yet (Algorithm 1
-        // has not returned): its last search reports `chosen: null` and the pages still in the
-        // buffer, and a warning says so.
-        let mut warnings = Vec::new();
-        let units: Vec<serde_json::Value> = self
-            .units
-            .iter()
-            .map(|u| {
-                let mut searches = json!(u.searches);
-                // The run ended, or the unit's processes exited, mid-search (before, an exit
-                // made the unit `Done` and its last search read as finished with 0 pages).
-                let unfinished = u.searching() || u.exited_mid_search;
-                if unfinished {
-                    if let Some(last) = searches.as_array_mut().and_then(|a| a.last_mut()) {
-                        last["chosen"] = serde_json::Value::Null;
-                        last["pages"] = serde_json::Value::Null;
-                    }
-                    warnings.push(format!(
-                        "{name}: the {} mid-search (unit of pids {:?}) with {} page(s) in \
-                         the buffer: Algorithm 1 chose nothing yet; run longer",
-                        if u.exited_mid_search {
-                            "unit's processes exited"
-                        } else {
-                            "run ended"
-                        },
-                        u.members,
-                        u.mapped
-                    ));
-                }
-                json!({
-                    "pids": u.members,
-                    "profiles": u.profiles,
-                    "phase_changes": u.phase_changes,
-                    "in_buffer": u.mapped,
-                    "move_cycles": u.move_cost,
-                    "unit_cycles": u.cycles,
-                    "budget_bound": matches!(u.stage, Stage::Buying { .. }),
-                    "search_unfinished": unfinished,
-                    "searches": searches,
-                })
-            })
-            .collect();
-        json!({
-            "warnings": warnings,
-            "policy": name,
-            "pollute_colors": self.pollute.iter().collect::<Vec<_>>(),
-            // `[time, in normal use]` at each change: the colors start in normal use and are
-            // taken out when a unit is first targeted (ROCS 5.1).
-            "pollute_color_in_use": self.reservations,
-            "pollute_color_reserved": self.reserved(),
-            "pages_moved_off_pollute_color": self.evicted,
-            "sampled_event": self.event.name(),
-            "samples": self.samples,
-            "samples_used": self.samples_used,
-            "pages_to_buffer": self.to_buffer,
-            "pages_restored": self.restored,
-            "config": self.cfg,
-            "units": units,
-        })
+        serde_json::to_value(self.typed_report(name)).expect("plain data")
     }
 }
 

@@ -72,11 +72,11 @@ impl PolluteEngine {
                     steps: Vec::new(),
                     move_cycles: 0,
                     unit_cycles: 0,
-                    chosen: 0,
+                    chosen: None,
                     skipped: None,
                     loss_cycles: 0.0,
                     stopped: None,
-                    pages: Vec::new(),
+                    pages: None,
                     profile,
                     verify_profile: Vec::new(),
                 });
@@ -373,8 +373,8 @@ impl PolluteEngine {
         let verify = self.cfg.verify_ticks;
         let unit = &mut self.units[u];
         let log = unit.searches.last_mut().expect("a search runs");
-        log.chosen = unit.mapped;
-        log.pages = unit.stack[..unit.mapped as usize].to_vec();
+        log.chosen = Some(unit.mapped);
+        log.pages = Some(unit.stack[..unit.mapped as usize].to_vec());
         log.move_cycles = unit.move_cost;
         log.unit_cycles = unit.cycles;
         unit.acc = Acc::default();

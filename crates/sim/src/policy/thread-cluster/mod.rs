@@ -52,8 +52,11 @@ use crate::memory::ColorSet;
 use crate::pmu::{DataSource, Event, Sample, SamplingConfig};
 use crate::rng::mix64;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
+
+mod report;
+pub use report::{Clustering, Detection, Migration, ThreadClusterReport};
 
 /// shMap entries (5.2.1: "each vector is given only 256 of these counters").
 pub const SHMAP_ENTRIES: usize = 256;
@@ -201,8 +204,8 @@ pub struct ThreadCluster {
     shmaps: BTreeMap<usize, ShMap>,
     filter: Filter,
     collisions: u64,
-    detections: Vec<Value>,
-    clusterings: Vec<Value>,
+    detections: Vec<Detection>,
+    clusterings: Vec<Clustering>,
     migrations: u64,
 }
 
@@ -273,7 +276,7 @@ impl ThreadCluster {
     }
 
     /// Phase 4: place the clusters on chips and migrate.
-    fn place(&mut self, k: &mut dyn Kernel, clusters: &[Vec<usize>]) -> Vec<Value> {
+    fn place(&mut self, k: &mut dyn Kernel, clusters: &[Vec<usize>]) -> Vec<Migration> {
         let m = self.machine;
         let chips = m.chips.max(1);
         let per_chip = m.cores_per_chip().max(1);
@@ -355,7 +358,11 @@ impl ThreadCluster {
             load[to] += 1;
             if k.migrate(tid, to).is_ok() {
                 self.migrations += 1;
-                moves.push(json!({ "thread": tid, "from": from, "to": to }));
+                moves.push(Migration {
+                    thread: tid,
+                    from,
+                    to,
+                });
             }
         }
         moves
@@ -383,14 +390,14 @@ impl ThreadCluster {
         } else {
             Vec::new()
         };
-        self.clusterings.push(json!({
-            "time": now,
-            "clusters": clusters,
-            "shmap_entries_used": occupancy,
-            "filter_regions": self.filter.used(),
-            "collisions": self.collisions,
-            "migrations": moves,
-        }));
+        self.clusterings.push(Clustering {
+            time: now,
+            clusters,
+            shmap_entries_used: occupancy,
+            filter_regions: self.filter.used(),
+            collisions: self.collisions,
+            migrations: moves,
+        });
         self.phase = Phase::Cooldown(self.config.cooldown_ticks);
     }
 }
@@ -487,12 +494,12 @@ impl Policy for ThreadCluster {
                         let per_core = remote.div_ceil(self.machine.cores.max(1) as u64);
                         self.period = (per_core / self.config.samples_per_tick)
                             .clamp(1, self.config.max_period);
-                        self.detections.push(json!({
-                            "time": t.now,
-                            "process": self.names.get(&pc.pid),
-                            "remote_stall_share": share,
-                            "period": self.period,
-                        }));
+                        self.detections.push(Detection {
+                            time: t.now,
+                            process: self.names.get(&pc.pid).cloned(),
+                            remote_stall_share: share,
+                            period: self.period,
+                        });
                         self.shmaps.clear();
                         self.filter = Filter([None; SHMAP_ENTRIES]);
                         self.collisions = 0;
@@ -538,13 +545,14 @@ impl Policy for ThreadCluster {
     }
 
     fn report(&self) -> Value {
-        json!({
-            "shmap_entries": SHMAP_ENTRIES,
-            "region_bytes": REGION_BYTES,
-            "detections": self.detections,
-            "clusterings": self.clusterings,
-            "migrations": self.migrations,
+        serde_json::to_value(ThreadClusterReport {
+            shmap_entries: SHMAP_ENTRIES,
+            region_bytes: REGION_BYTES,
+            detections: self.detections.clone(),
+            clusterings: self.clusterings.clone(),
+            migrations: self.migrations,
         })
+        .expect("plain data")
     }
 }
 

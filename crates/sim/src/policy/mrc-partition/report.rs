@@ -1,0 +1,201 @@
+//! What `mrc-partition` reports of itself (`policy_report`): `MrcPartitionReport` and the
+//! records the policy logs as it runs (allocations, decisions, phase changes); mirrored by
+//! `MrcPartitionReport` in `python/cachecolor/_core.pyi` and checked against it by
+//! `tests/test_policy_reports.py`.
+
+use super::{Decision, MrcPartition, ProcessPrediction};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The `mrc-partition` report (Azimi et al. case study 1, section 3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MrcPartitionReport {
+    /// Colors of the LLC.
+    pub colors: u64,
+    /// Issue 19 defect 3: allocations, curves and `min_colors` are in units of
+    /// `llc_colors_per_unit` LLC colors (unit u: every LLC color x with x mod units == u), the
+    /// same share of every partitioned cache; units == colors on a machine with one colorable
+    /// shared cache.
+    pub units: u64,
+    pub llc_colors_per_unit: u64,
+    /// LLC lines per unit (the curve's x step).
+    pub lines_per_unit: u64,
+    /// Sampled misses per window and its warm-up (`[policy.mrc-partition]`, RapidMRC 3.2.2).
+    pub window: u64,
+    pub warmup: u64,
+    /// Each complete window (a curve).
+    pub windows: Vec<Window>,
+    /// `exact_check`: process -> its whole-run miss rate at `0..=units` units (`null` without
+    /// the check).
+    pub exact_miss_rate: Option<BTreeMap<String, Vec<f64>>>,
+    /// The colors per process at every change.
+    pub allocations: Vec<Allocation>,
+    /// Partition or keep sharing, per allocation (issue 19, defect 4).
+    pub decisions: Vec<DecisionRecord>,
+    /// Phase changes that asked for a new window (step 5).
+    pub phase_changes: Vec<PhaseChange>,
+    /// Pages copied at once (eager moves and the spreading of pages in use) and pages marked
+    /// for a lazy move.
+    pub pages_recolored: u64,
+    pub pages_marked: u64,
+    /// Issue 19: a window costs `window x sample_cost_cycles`.
+    pub window_cost_cycles: u64,
+    /// Processes still waiting for a window (not run long enough for it to cost at most
+    /// `max_window_overhead`).
+    pub windows_not_afforded: Vec<WindowWanted>,
+    /// Processes whose partition ran out of frames and fell back to every color.
+    pub out_of_memory: Vec<OutOfMemory>,
+}
+
+/// One complete window: a miss-rate curve (steps 1 and 2).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Window {
+    pub process: String,
+    /// Cycles, when the window completed.
+    pub time: u64,
+    /// Why it was taken: `start` or `phase`.
+    pub reason: &'static str,
+    /// Sampled misses it saw.
+    pub samples: u64,
+    /// Miss rate of the shared cache at `0..=units` units.
+    pub miss_rate: Vec<f64>,
+    /// `exact_check`: mean absolute error against the whole-run curve over `1..=units` units
+    /// (`analysis::rapidmrc`'s definition); `null` without the check.
+    pub mae_vs_exact: Option<f64>,
+}
+
+/// The colors per process from a time on (step 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Allocation {
+    /// Cycles.
+    pub time: u64,
+    /// Process -> its units `[start, end)`.
+    pub colors: BTreeMap<String, (u64, u64)>,
+    /// Present (true) when the decision kept the cache shared (every process every unit).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+}
+
+/// One allocation's decision with what it was made from (issue 19, defect 4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    #[serde(flatten)]
+    pub decision: Decision,
+    /// Cycles.
+    pub time: u64,
+    /// Process -> its prediction.
+    pub processes: BTreeMap<String, ProcessPrediction>,
+    /// Pages outside their process's new colors (lazily: those in use) and what moving them
+    /// costs (`pages_to_move x MachineInfo::page_move_cycles`).
+    pub pages_to_move: u64,
+    pub move_cost_cycles: u64,
+    /// The windows' interrupts not yet paid for by a partition.
+    pub window_cost_cycles: u64,
+    /// Cycles an LLC miss avoided saves (`MachineInfo::llc_miss_penalty`).
+    pub miss_penalty_cycles: u64,
+    /// `partition` or `shared` (`always_partition` partitions whatever `partition` says).
+    pub applied: &'static str,
+    /// Times the decision was retaken and kept the cache shared since the last one recorded.
+    pub reconsidered_before: u64,
+}
+
+/// A phase change (step 5): a process's L1D MPKI moved beyond `phase_threshold`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseChange {
+    /// Cycles.
+    pub time: u64,
+    pub process: String,
+    /// L1D misses per kilo-instruction when its curve was taken, and now.
+    pub l1_mpki_before: f64,
+    pub l1_mpki_now: f64,
+}
+
+/// A process that wants a window it cannot afford yet (`max_window_overhead`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowWanted {
+    pub process: String,
+    /// `start` or `phase`.
+    pub reason: &'static str,
+    /// Cycles it has run since its last window (or its start).
+    pub cycles_run: u64,
+}
+
+/// A process whose partition had no free frame left (`Policy::out_of_colors`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutOfMemory {
+    pub process: String,
+    /// Times it happened.
+    pub times: u32,
+}
+
+impl MrcPartition {
+    /// The report (`Policy::report`).
+    pub(super) fn typed_report(&self) -> MrcPartitionReport {
+        let sizes: Vec<u64> = (0..=self.units).map(|c| c * self.lines_per_unit).collect();
+        let exact: BTreeMap<usize, Vec<f64>> = self
+            .procs
+            .values()
+            .filter_map(|p| {
+                p.whole
+                    .as_ref()
+                    .map(|w| (p.pid, w.histogram().miss_rates(&sizes)))
+            })
+            .collect();
+        let windows = self
+            .windows
+            .iter()
+            .map(|w| Window {
+                process: self.procs[&w.pid].name.clone(),
+                time: w.time,
+                reason: w.reason,
+                samples: w.samples,
+                miss_rate: w.miss_rate.clone(),
+                // Error over the partition sizes 1..=units (0 units is a miss either way).
+                mae_vs_exact: exact.get(&w.pid).map(|e| {
+                    let n = self.units as usize;
+                    (1..=n).map(|c| (w.miss_rate[c] - e[c]).abs()).sum::<f64>() / n as f64
+                }),
+            })
+            .collect();
+        MrcPartitionReport {
+            colors: self.colors,
+            units: self.units,
+            llc_colors_per_unit: self.colors / self.units,
+            lines_per_unit: self.lines_per_unit,
+            window: self.config.window,
+            warmup: self.config.warmup,
+            windows,
+            exact_miss_rate: self.config.exact_check.then(|| {
+                exact
+                    .iter()
+                    .map(|(pid, e)| (self.procs[pid].name.clone(), e.clone()))
+                    .collect()
+            }),
+            allocations: self.allocations.clone(),
+            decisions: self.decisions.clone(),
+            phase_changes: self.phase_changes.clone(),
+            pages_recolored: self.moved,
+            pages_marked: self.marked,
+            window_cost_cycles: self.config.window * self.config.sample_cost_cycles,
+            windows_not_afforded: self
+                .procs
+                .values()
+                .filter(|p| p.wants_window)
+                .map(|p| WindowWanted {
+                    process: p.name.clone(),
+                    reason: p.reason,
+                    cycles_run: p.cycles_since_window,
+                })
+                .collect(),
+            out_of_memory: self
+                .procs
+                .values()
+                .filter(|p| p.out_of_memory > 0)
+                .map(|p| OutOfMemory {
+                    process: p.name.clone(),
+                    times: p.out_of_memory,
+                })
+                .collect(),
+        }
+    }
+}
