@@ -1,7 +1,9 @@
 /*!
 OS cache-management policies (DESIGN.md "The policy trait"). A policy sees what an OS sees and
 decides which page colors each process may use; the kernel (`system`) carries its decisions
-out and charges their cost. One file per policy and one line in `build` to register it.
+out and charges their cost. A policy is a folder named as its config name (`policy/NAME/`,
+with its report struct and tests) plus one line in the `policies!` table below, from which
+`PolicyKind`, the config sections and `build` come (docs/policies.md, the worked example).
 
 Shipped so far:
 - `linux`: no coloring (every color allowed); paired with the `buddy` allocator it is the
