@@ -311,7 +311,7 @@ SUITE: tuple[Workload, ...] = (
              lambda d: _lines(d / "lines.txt", 500_000, 8), "500 k generated lines, 4 threads",
              100 * M, 20 * M, threads=4,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
-    # Full-system: no fast-forward (skip 0), the region from the exec, capped at SYSTEM_RECORDS.
+    # Full-system: no fast-forward (skip 0), the region from the exec to its record cap or the exit.
     Workload("find", "OS-intensive: file system walk", ("findutils",),
              ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),
              lambda d: _tree(d / "tree", 400, 20, 9), "generated tree, 400 dirs x 20 files",
