@@ -184,3 +184,19 @@ def test_whole_system_report_says_a_user_mode_trace_holds_no_kernel_code(tmp_pat
     assert r.returncode == 0, r.stderr
     notes = [x for x in r.stdout.splitlines() if "kernel code" in x]
     assert len(notes) == 1 and notes[0].startswith("user: note: user-mode capture (qemu): this trace holds no kernel code"), r.stdout
+
+
+def test_oscache_report_keeps_traces_of_the_same_file_name_apart(tmp_path, run_cli, examples):
+    # Bug: the report named a trace by its file name, so the suite's traces (each
+    # workloads/NAME/trace.cctrace) were reported as one row. Their directory now tells them apart.
+    meta = json.dumps({"source": "cachecolor-capture", "system": True})
+    for name in ("find", "tar"):
+        (tmp_path / name).mkdir()
+        _trace(tmp_path / name / "trace.cctrace", meta, some=True)
+    r = run_cli(
+        "oscache", "report", "--trace", tmp_path / "find" / "trace.cctrace", "--trace", tmp_path / "tar" / "trace.cctrace",
+        "--out", tmp_path / "rep", "--no-plots", "-q", examples / "oscache" / "baseline.toml",
+    )
+    assert r.returncode == 0, r.stderr
+    rows = [x for x in r.stdout.splitlines() if x.startswith("| find/trace.cctrace |") or x.startswith("| tar/trace.cctrace |")]
+    assert {x.split("|")[1].strip() for x in rows} == {"find/trace.cctrace", "tar/trace.cctrace"}, r.stdout

@@ -84,9 +84,38 @@ def prefix_trace(src: Path, dest: Path, records: int) -> Path:
         # record column 'pc'" once the suite's traces carried PCs).
         frame = frame.drop(columns=["pc"], errors="ignore")
         tmp = dest.with_suffix(".tmp")
-        write_trace(tmp, frame, metadata=json.dumps({"prefix_of": str(src), "records": int(len(frame))}))
+        meta: dict[str, Any] = {"prefix_of": str(src), "records": int(len(frame))}
+        # A full-system trace's prefix still holds kernel code: keep what says so (the
+        # simulator's and oscache's "no kernel code" line reads it; fullsys.kernel_note), and the
+        # kernel's share of the prefix's instructions (the evaluation's `kernel share` column).
+        from .fullsys import _metadata_doc
+
+        src_meta = _metadata_doc(src)
+        if isinstance(src_meta, dict):
+            meta.update({k: src_meta[k] for k in ("source", "backend", "system", "kernel_code", "syscalls") if k in src_meta})
+        meta["privileged_instruction_share"] = privileged_instruction_share(frame)
+        write_trace(tmp, frame, metadata=json.dumps(meta))
         tmp.replace(dest)
     return dest
+
+
+def privileged_instruction_share(frame: Any) -> float:
+    """The share of a trace frame's instructions (``icount``) that its privileged records
+    carry: the kernel's share in a full-system trace (Nellans et al. Figure 1), 0 in a user-mode
+    capture without system calls."""
+    if "icount" not in frame or "privileged" not in frame:
+        return 0.0
+    ic = frame["icount"].to_numpy().astype("int64")
+    total = int(ic.sum())
+    return float(ic[frame["privileged"].to_numpy()].sum()) / total if total else 0.0
+
+
+def kernel_share(trace: Path) -> float:
+    """``privileged_instruction_share`` as ``prefix_trace`` stored it (0 when absent)."""
+    from .fullsys import _metadata_doc
+
+    doc = _metadata_doc(trace)
+    return float(doc.get("privileged_instruction_share", 0.0)) if isinstance(doc, dict) else 0.0
 
 
 def group_config(g: Group, traces: dict[str, Path]) -> dict[str, Any]:
@@ -130,7 +159,8 @@ def _partition(policy_report: Any) -> Optional[str]:
     return " ".join(f"{k}:{r[1] - r[0]}" for k, r in last.items() if isinstance(r, list) and len(r) == 2)
 
 
-def rows_of(result: Any, group: Group, placement: str, seed: int, policy: str) -> list[dict[str, Any]]:
+def rows_of(result: Any, group: Group, placement: str, seed: int, policy: str,
+            kernel_shares: Optional[dict[str, float]] = None) -> list[dict[str, Any]]:
     doc = result.to_dict()
     pr = doc.get("policy_report") or {}
     control = doc.get("control") or {}
@@ -150,6 +180,8 @@ def rows_of(result: Any, group: Group, placement: str, seed: int, policy: str) -
             "llc_miss_rate": p["llc_miss_rate"],
             "recolored": p["recolors"] + p["lazy_recolors"],
             "os_share": kernel / p["cycles"] if p["cycles"] else 0.0,
+            # The trace's own kernel code (full-system captures), as a share of its instructions.
+            "kernel_share": (kernel_shares or {}).get(p["name"], 0.0),
             "pollute_pages": pr.get("pages_to_buffer") if isinstance(pr, dict) else None,
             "partition": _partition(pr),
             "refused_moves": sum(control.values()) if control else None,
@@ -169,12 +201,13 @@ def speedups(frame: Any) -> Any:
 def summary(frame: Any) -> Any:
     """Per group, machine, policy: weighted speedup (mean over the group's processes) on fresh
     memory and over the aged seeds (mean, min, max), LLC MPKI, recolored pages, pollute pages,
-    the last partition, the OS share of cycles, moves a control refused."""
+    the last partition, the OS share of cycles (the simulated kernel's paths), the kernel share of
+    the traces' instructions (full-system captures), moves a control refused."""
     import pandas as pd
 
     per_run = frame.groupby(["group", "machine", "policy", "placement", "seed"], sort=False).agg(
         speedup=("speedup", "mean"), mpki=("llc_mpki", "mean"), recolored=("recolored", "sum"),
-        os_share=("os_share", "mean"), pollute=("pollute_pages", "first"), partition=("partition", "first"),
+        os_share=("os_share", "mean"), kernel_share=("kernel_share", "mean"), pollute=("pollute_pages", "first"), partition=("partition", "first"),
         refused=("refused_moves", "first")).reset_index()
     out = []
     for (g, m, pol), d in per_run.groupby(["group", "machine", "policy"], sort=False):
@@ -190,6 +223,7 @@ def summary(frame: Any) -> Any:
             "pollute pages": aged.pollute.dropna().mean() if aged.pollute.notna().any() else None,
             "partition": aged.partition.dropna().iloc[-1] if aged.partition.notna().any() else None,
             "OS share": aged.os_share.mean() if len(aged) else float("nan"),
+            "kernel share": d.kernel_share.mean(),
             "refused (control)": aged.refused.dropna().mean() if aged.refused.notna().any() else None,
         })
     return pd.DataFrame(out)
@@ -280,6 +314,7 @@ def evaluate(args: argparse.Namespace) -> int:
             f"no group can run: no trace of {', '.join(sorted(set(wanted) - set(traces))) or 'any program'} "
             "(each program's error is above)"
         )
+    shares = {name: kernel_share(t) for name, t in traces.items()}
     points: list[Point] = []
     where: dict[int, tuple[Group, str, int, str]] = {}
     cfg_dir = out / "configs"
@@ -302,7 +337,7 @@ def evaluate(args: argparse.Namespace) -> int:
     rows = []
     for prep, result in results_of(out / "sweep", res.points):
         g, placement, seed, pol = where[prep.index]
-        rows += rows_of(result, g, placement, seed, pol)
+        rows += rows_of(result, g, placement, seed, pol, shares)
     if res.failed:
         print(f"evaluation: {len(res.failed)} runs failed (their point files in {out / 'sweep'} say why)", file=sys.stderr)
     frame = speedups(pd.DataFrame(rows))

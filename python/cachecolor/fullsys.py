@@ -151,3 +151,66 @@ def task_summary(path: PathLike, format: str = "native") -> Optional[str]:
         v = g[name]
         parts.append(f"{label} {v['tasks']} task(s) {100 * (v['user'] + v['kernel']) / total:.1f}% (user {100 * v['user'] / total:.1f}%, kernel {100 * v['kernel'] / total:.1f}%)")
     return f"{len(tl)} guest tasks; instructions: " + "; ".join(parts)
+
+
+# ---- what a full-system capture boots (for callers that must know before booting) ----------
+
+def locate_kernel(kernel: Optional[PathLike] = None) -> str:
+    """The kernel image a full-system capture boots, found as the capture finds it
+    (crates/capture/src/system.rs ``locate_kernel``): ``kernel``, else ``$CACHECOLOR_KERNEL``,
+    else the newest ``/boot/vmlinuz-*``. Raises ``FileNotFoundError`` with the capture's own
+    message when there is none. The workload suite needs it before the capture, to record the
+    kernel in a trace's definition (a new kernel rebuilds the trace)."""
+    k = os.fspath(kernel) if kernel is not None else os.environ.get("CACHECOLOR_KERNEL") or None
+    if k is not None:
+        if not os.path.isfile(k):
+            raise FileNotFoundError(f"kernel image {k} does not exist")
+        return k
+    try:
+        found = sorted(n for n in os.listdir("/boot") if n.startswith("vmlinuz-"))
+    except OSError:
+        found = []
+    if not found:
+        raise FileNotFoundError("no kernel image in /boot: install one with `apt-get install linux-image-amd64`, or give --kernel PATH")
+    return os.path.join("/boot", found[-1])
+
+
+def missing_system_tools() -> Optional[str]:
+    """One line naming what full-system capture needs and does not find here (qemu-system,
+    BusyBox, a kernel image; the same look-ups and environment overrides as the capture), or
+    None when it can run."""
+    import shutil
+
+    for var, name, package in (("CACHECOLOR_QEMU_SYSTEM", "qemu-system-x86_64", "qemu-system-x86"),
+                               ("CACHECOLOR_BUSYBOX", "busybox", "busybox-static")):
+        tool = os.environ.get(var) or name
+        if shutil.which(tool) is None:
+            return f"{tool} not found: full-system capture needs it (`apt-get install {package}`; `make tools-system` as root)"
+    try:
+        locate_kernel()
+    except FileNotFoundError as e:
+        return str(e)
+    return None
+
+
+def kernel_identity(path: PathLike) -> dict[str, Any]:
+    """What identifies a kernel image: its path, release (from the Debian file name
+    ``vmlinuz-RELEASE``), the Debian package that installed it and its version (None for an
+    image no package owns) and the SHA-256 of the image."""
+    import hashlib
+    import subprocess
+
+    p = os.fspath(path)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    base = os.path.basename(p)
+    release = base[len("vmlinuz-"):] if base.startswith("vmlinuz-") else None
+    package = version = None
+    r = subprocess.run(["dpkg-query", "-S", os.path.realpath(p)], capture_output=True, text=True)
+    if r.returncode == 0 and ":" in r.stdout:
+        package = r.stdout.split(":", 1)[0].strip()
+        v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+        version = (v.stdout.strip() or None) if v.returncode == 0 else None
+    return {"path": p, "release": release, "package": package, "package_version": version, "sha256": h.hexdigest()}

@@ -24,6 +24,16 @@ Contract:
   scheduling.
 - A program that fails to install or crashes during capture is reported with its error and
   skipped; the rest of the suite is built.
+- The OS-intensive programs (``find``, ``tar``, ``httpd``: ``capture="system"``) are captured
+  full-system (``cachecolor.fullsys.capture_system``: the packaged kernel booted under
+  qemu-system-x86_64, their input copied into the guest), so their traces hold the kernel's
+  references beside the program's, every guest task labelled. Full-system capture has no
+  fast-forward: their region starts at the program's exec (``skip`` is 0) and ends at its
+  record cap or its exit. Their traces are not reproducible record for record (``-icount``
+  without QEMU's record/replay does not promise a deterministic guest: docs/oscache.md), and
+  their metadata records the kernel booted (path, release, package, SHA-256), ``kernel_code:
+  true``, the privileged share and the guest tasks. Without qemu-system, BusyBox or a kernel
+  image they are reported with the missing piece and skipped.
 """
 
 from __future__ import annotations
@@ -168,6 +178,31 @@ def _tree(root: Path, dirs: int, files_per_dir: int, seed: int) -> None:
             (sub / f"f{f:03d}.txt").write_bytes(rng.randbytes(rng.randrange(64, 8192)))
 
 
+def _www(root: Path, pages: int, seed: int) -> None:
+    """Static pages of 1-48 KiB for the web server (docs/oscache.md's web-server capture)."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(pages):
+        size = 1024 * (1 + (i * 7) % 48)
+        (root / f"page{i}.html").write_text("".join(rng.choices("abcdefghij <>/\n", k=size)))
+
+
+# BusyBox httpd answering a bounded load generator on loopback inside the guest (issue 21 item
+# 1, docs/oscache.md "A web server answering a bounded load generator"): the server forks per
+# connection, BusyBox wget fetches 40 pages one after another. The shell, ifconfig, httpd and
+# wget are BusyBox applets in the guest; the traced program is the host's /bin/sh.
+_HTTPD_SCRIPT = (
+    "ifconfig lo 127.0.0.1 up || exit 2; httpd -f -p 127.0.0.1:8080 -h www & sleep 0.2; n=0; "
+    "for i in $(seq 40); do wget -q -O /dev/null http://127.0.0.1:8080/page$((i % 20)).html && n=$((n+1)); done; "
+    'kill $!; echo "served $n of 40"; test $n = 40'
+)
+
+# Why a full-system trace's hash changes between captures (docs/oscache.md).
+_SYSTEM_NOT_REPRODUCIBLE = (
+    "full-system capture: -icount without QEMU's record/replay does not promise a deterministic guest "
+    "(two captures of one program gave 9,000,078 and 9,034,537 records), so the hash is not reproducible"
+)
+
 _NUMPY_STREAM = """# STREAM triad (McCalpin) with NumPy: a = b + s*c over arrays far larger than any LLC
 import numpy as np
 n = 4_000_000
@@ -220,8 +255,12 @@ class Workload:
     skip: int  # instructions fast-forwarded (initialisation)
     records: int  # records captured after that
     threads: int = 1
-    os_intensive: bool = False  # needs full-system capture for its kernel side
+    os_intensive: bool = False  # the Nellans study's programs: their cost is in the kernel
     note: str = ""
+    # "user": QEMU user mode (the program's references only, fast-forward possible);
+    # "system": full-system capture (kernel and program, region from the exec; issue 27).
+    capture: str = "user"
+    guest_files: tuple[str, ...] = ()  # inputs copied into the guest (relative to the input dir)
 
 
 def _files(**texts: str) -> Callable[[Path], None]:
@@ -272,15 +311,27 @@ SUITE: tuple[Workload, ...] = (
              lambda d: _lines(d / "lines.txt", 500_000, 8), "500 k generated lines, 4 threads",
              100 * M, 20 * M, threads=4,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    # Full-system: no fast-forward (skip 0), the region from the exec to its record cap or the exit.
     Workload("find", "OS-intensive: file system walk", ("findutils",),
              ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),
              lambda d: _tree(d / "tree", 400, 20, 9), "generated tree, 400 dirs x 20 files",
-             1 * M, 20 * M, os_intensive=True),
+             0, 40 * M, os_intensive=True, capture="system", guest_files=("tree",),
+             note=_SYSTEM_NOT_REPRODUCIBLE),
     Workload("tar", "OS-intensive: file reads and writes", ("tar",),
              ("tar", "-cf", "out.tar", "tree"),
              lambda d: _tree(d / "tree", 400, 20, 10), "generated tree, 400 dirs x 20 files",
-             1 * M, 20 * M, os_intensive=True),
+             0, 40 * M, os_intensive=True, capture="system", guest_files=("tree",),
+             note=_SYSTEM_NOT_REPRODUCIBLE),
+    Workload("httpd", "OS-intensive: web server on loopback", ("busybox-static", "dash"),
+             ("/bin/sh", "-c", _HTTPD_SCRIPT), lambda d: _www(d / "www", 20, 27),
+             "20 generated pages of 1-48 KiB; BusyBox httpd, 40 BusyBox wget requests in sequence",
+             0, 200 * M, os_intensive=True, capture="system", guest_files=("www",),
+             note=_SYSTEM_NOT_REPRODUCIBLE),
 )
+
+# What a full-system workload boots (recorded with their versions; `make tools-system` installs
+# them). The kernel image is recorded by itself (fullsys.kernel_identity).
+SYSTEM_PACKAGES = ("qemu-system-x86", "busybox-static")
 
 # The CI-sized subset: three programs, short regions (tests/test_workloads.py).
 CI_SUBSET = {"sort": (2 * M, 300_000), "sqlite": (20 * M, 300_000), "xz": (5 * M, 300_000)}
@@ -308,6 +359,14 @@ def package_versions(packages: tuple[str, ...]) -> dict[str, Optional[str]]:
 def install(workloads: tuple[Workload, ...] = SUITE) -> dict[str, str]:
     """Install missing packages with apt-get (as root); returns {package: error} for failures."""
     missing = sorted({p for w in workloads for p, v in package_versions(w.packages).items() if v is None})
+    if any(w.capture == "system" for w in workloads):
+        from .fullsys import missing_system_tools
+
+        # The packages full-system capture boots, as `make tools-system` decides: by the tools
+        # found, so a kernel installed without the linux-image-amd64 metapackage is enough.
+        if missing_system_tools() is not None:
+            missing = sorted(set(missing) | {p for p, v in package_versions(SYSTEM_PACKAGES).items() if v is None}
+                             | ({"linux-image-amd64"} if not any(n.startswith("vmlinuz-") for n in _listdir("/boot")) else set()))
     if not missing:
         return {}
     if os.geteuid() != 0:
@@ -319,6 +378,13 @@ def install(workloads: tuple[Workload, ...] = SUITE) -> dict[str, str]:
         if r.returncode != 0:
             errors[p] = (r.stderr.strip().splitlines() or ["apt-get failed"])[-1]
     return errors
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 # ---- capture -------------------------------------------------------------------------------
@@ -368,9 +434,45 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
         raise RuntimeError(f"capture failed (exit {r.returncode}): {err}") from None
 
 
+def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: tuple[str, ...],
+                         records: Optional[int]) -> tuple[dict[str, Any], float]:
+    """Full-system capture of ``argv`` (``fullsys.capture_system``) into ``out`` in a child
+    Python started in ``cwd`` (the guest's working directory is the host's: the input directory,
+    with ``guest_files`` copied in). Returns ({"summary": ..., "guest": ...} or {"error": ...},
+    seconds). The guest's environment is its own init's (fixed), so the host's is kept: it
+    carries ``$CACHECOLOR_KERNEL`` and the tool overrides."""
+    code = (
+        "import json, sys\nfrom cachecolor.fullsys import capture_system\nfrom cachecolor._core import CaptureError\n"
+        "a = json.loads(sys.argv[1])\n"
+        "try:\n    s = capture_system(a['argv'], a['out'], guest_files=a['files'], max_records=a['records'])\n"
+        "except CaptureError as e:\n    s = {'error': str(e)}\n"
+        "print(json.dumps(s))\n"
+    )
+    args = json.dumps({"argv": argv, "out": str(out), "records": records, "files": list(guest_files)})
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code, args], cwd=cwd, capture_output=True, text=True)
+    secs = time.monotonic() - t0
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    try:
+        return json.loads(last), secs
+    except json.JSONDecodeError:
+        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"full-system capture failed (exit {r.returncode}): {err}") from None
+
+
 def _spec(w: Workload, skip: int, records: int) -> dict[str, Any]:
-    return {"meta_version": META_VERSION, "name": w.name, "command": list(w.command), "skip": skip,
+    spec = {"meta_version": META_VERSION, "name": w.name, "command": list(w.command), "skip": skip,
             "records_requested": records, "packages": package_versions(w.packages), "input": w.input_desc}
+    if w.capture == "system":
+        # A different kernel, QEMU or BusyBox is a different trace: part of the definition.
+        # (Only full-system workloads carry these keys, so user-mode traces stay cached.)
+        from .fullsys import kernel_identity, locate_kernel
+
+        spec["capture"] = "system"
+        spec["guest_files"] = list(w.guest_files)
+        spec["system_packages"] = package_versions(SYSTEM_PACKAGES)
+        spec["kernel"] = kernel_identity(locate_kernel())
+    return spec
 
 
 def wdir(w: Workload, root: Optional[Path] = None) -> Path:
@@ -389,6 +491,14 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
     skip = w.skip if skip is None else skip
     records = w.records if records is None else records
     d = wdir(w, root)
+    if w.capture == "system":
+        from .fullsys import missing_system_tools
+
+        if skip:
+            raise RuntimeError(f"skip {skip}: a full-system capture cannot fast-forward (its region starts at the program's exec); give 0")
+        why = missing_system_tools()
+        if why is not None:
+            raise RuntimeError(f"full-system capture cannot run: {why}")
     spec = _spec(w, skip, records)
     missing = [p for p, v in spec["packages"].items() if v is None]
     if missing:
@@ -403,7 +513,15 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
     inp.mkdir(parents=True)
     w.make_input(inp)
     (d / "meta.json").unlink(missing_ok=True)  # a failed capture leaves no stale metadata
-    summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip, records=records)
+    guest: dict[str, Any] = {}
+    if w.capture == "system":
+        trace.unlink(missing_ok=True)  # a failed capture must not leave the old trace looking new
+        doc, secs = capture_system_clean(list(w.command), trace, cwd=inp, guest_files=w.guest_files, records=records)
+        if "error" in doc:
+            raise RuntimeError(f"full-system capture failed: {doc['error']}")
+        summary, guest = doc["summary"], doc.get("guest") or {}
+    else:
+        summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip, records=records)
     if summary.get("error") and not summary.get("truncated"):
         raise RuntimeError(f"capture failed: {summary['error']}")
     if not trace.exists():
@@ -418,11 +536,40 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         privileged_records=ti.get("privileged", 0), truncated=bool(summary.get("truncated")),
         exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
         trace_hash=trace_hash(trace), trace_bytes=trace.stat().st_size,
-        reproducible=w.threads == 1, note=w.note,
-        kernel_code=False,  # user-mode capture: no kernel records (full-system capture: issue 27)
+        reproducible=w.threads == 1 and w.capture == "user", note=w.note,
+        capture=w.capture,
+        # User mode runs no kernel: no kernel records (docs/oscache.md).
+        kernel_code=w.capture == "system",
     )
+    if w.capture == "system":
+        meta.update(_system_meta(trace, guest))
     (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def _system_meta(trace: Path, guest: dict[str, Any]) -> dict[str, Any]:
+    """What a full-system trace adds to a workload's metadata: the region (no fast-forward),
+    the privileged share of its instructions, its guest tasks and the guest's own accounting."""
+    from .fullsys import task_groups, task_summary, tasks
+
+    tl = tasks(trace) or []
+    g = task_groups(tl)
+    user = sum(v["user"] for v in g.values())
+    kern = sum(v["kernel"] for v in g.values())
+    prog = [t for t in tl if t.get("program")]
+    return {
+        "region": "from the program's exec (full-system capture cannot fast-forward) to records_requested records or its exit",
+        # Nellans et al. Figure 1 counts instructions: the kernel's share of the trace's.
+        "privileged_instructions": kern,
+        "privileged_instruction_share": kern / max(1, user + kern),
+        "guest_tasks": len(tl),
+        "task_groups": g,
+        "program_tasks": [{k: t[k] for k in ("thread", "pid", "comm", "user_instructions", "kernel_instructions") if k in t}
+                          for t in prog],
+        "task_summary": task_summary(trace),
+        "guest": {k: guest.get(k) for k in ("utime", "stime", "hz", "boot_seconds", "run_seconds")}
+        | {"output": (guest.get("output") or "")[-2000:]},
+    }
 
 
 def build_all(names: Optional[list[str]] = None, *, log: Callable[[str], Any] = print, **kw: Any) -> dict[str, Any]:
@@ -434,7 +581,9 @@ def build_all(names: Optional[list[str]] = None, *, log: Callable[[str], Any] = 
             m = build(w, log=log, **kw)
             results[w.name] = m
             log(f"{w.name:8} ok   {m['records']:>11,} records {m['instructions'] or 0:>11,} instructions "
-                f"{time.monotonic() - t0:6.1f} s  {m['trace_hash'][:12]}")
+                f"{time.monotonic() - t0:6.1f} s  {m['trace_hash'][:12]}"
+                + (f"  full system: kernel {100 * m['privileged_instruction_share']:.1f}% of instructions, {m['guest_tasks']} guest tasks"
+                   if m.get("capture") == "system" else ""))
         except Exception as e:  # noqa: BLE001 -- one program's failure must not stop the suite
             results[w.name] = {"error": str(e)}
             log(f"{w.name:8} SKIPPED: {e}")
@@ -497,6 +646,11 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
         "footprint_bytes": int(round(curve.distinct)) * curve.unit_bytes,  # distinct lines touched
         "llc_accesses": prof.accesses, "llc_misses": prof.misses,
         "privileged_share": (meta.get("privileged_records") or 0) / max(1, meta["records"]),
+        # The kernel's share of the instructions (Nellans et al. Figure 1): from the guest tasks'
+        # counts of a full-system trace; a user-mode trace runs no kernel code (0).
+        "privileged_instruction_share": float(meta.get("privileged_instruction_share", 0.0)),
+        "kernel_code": bool(meta.get("kernel_code")),
+        "guest_tasks": meta.get("guest_tasks"),
         "mrc": {"method": curve.method, "sizes_bytes": [int(x) * curve.unit_bytes for x in curve.sizes],
                 "miss_rate": [float(x) for x in curve.miss_rate]},
         "pages_histogram": [int(x) for x in prof.histogram(bins=10)["pages"]],
@@ -525,21 +679,26 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
 def suite_table(root: Optional[Path] = None) -> str:
     """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
     rows = ["| program | class | packages (version) | input | region: skip / records | records | instructions | "
-            "IPC | LLC MPKI | footprint | trace hash | capture s |",
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+            "IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for w in SUITE:
         m = info(w, root)
         if m is None:
-            rows.append(f"| {w.name} | {w.cls} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | |")
+            rows.append(f"| {w.name} | {w.cls} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
             continue
         cp = wdir(w, root) / "characterization.json"
         c = json.loads(cp.read_text()) if cp.exists() else {}
         pk = ", ".join(f"{p} {v}" for p, v in m["packages"].items())
         fp = f"{c['footprint_bytes'] / 2**20:.2f} MiB" if c else ""
+        system = m.get("capture") == "system"
+        region = f"exec / {m['records_requested']:,} (full system)" if system else f"{m['skip']:,} / {m['records_requested']:,}"
+        # Privileged share of the instructions: the kernel's in a full-system trace; none in user mode.
+        priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
+        why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
         rows.append(
-            f"| {w.name} | {w.cls} | {pk} | {w.input_desc} | {m['skip']:,} / {m['records_requested']:,} | {m['records']:,} | "
-            f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {fp} | "
-            f"`{m['trace_hash'][:12]}`{'' if m.get('reproducible') else ' (threads)'} | {m['capture_seconds']} |"
+            f"| {w.name} | {w.cls} | {pk} | {w.input_desc} | {region} | {m['records']:,} | "
+            f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {priv} | {fp} | "
+            f"`{m['trace_hash'][:12]}`{why} | {m['capture_seconds']} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -566,7 +725,8 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
     if args.workloads_cmd == "list":
         print(f"{'name':8} {'class':32} {'packages':34} {'region (skip / records)':>24}  input")
         for w in chosen:
-            print(f"{w.name:8} {w.cls[:32]:32} {' '.join(w.packages)[:34]:34} {w.skip:>13,} / {w.records:>10,}  {w.input_desc}")
+            skip = f"{w.skip:>13,}" if w.capture == "user" else f"{'exec (system)':>13}"
+            print(f"{w.name:8} {w.cls[:32]:32} {' '.join(w.packages)[:34]:34} {skip} / {w.records:>10,}  {w.input_desc}")
         return 0
     if args.workloads_cmd == "install":
         errors = install(chosen)
@@ -607,7 +767,7 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
                 print(f"{w.name:8} FAILED: {e}", file=sys.stderr)
                 continue
             print(f"{w.name:8} IPC {c['ipc']:.3f}  LLC MPKI {c['llc_mpki']:8.3f}  footprint {c['footprint_bytes'] / 2**20:7.2f} MiB  "
-                  f"privileged {c['privileged_share']:.3f}")
+                  f"privileged {c['privileged_instruction_share']:.3f} of instructions, {c['privileged_share']:.3f} of records")
         if args.markdown:
             write_table(Path(args.markdown), root)
         return 0

@@ -327,9 +327,21 @@ fn reader_thread(
     free: mpsc::Receiver<Vec<Record>>,
     started: Arc<AtomicBool>,
     console: PathBuf,
+    limit: u64,
 ) -> Result<ReaderEnd, ReaderError> {
     let mut dec = Decoder::new(true);
     let mut mode = false;
+    // Records decoded within `limit` (the sink's max_records). The reader runs ahead of the
+    // sink, so records past the cap are dropped here: the task table must count only the
+    // records the trace keeps (bug: a capped capture's `tasks` counted up to a block more).
+    let mut kept: u64 = 0;
+    let mut cap = |block: &mut Vec<Record>, mark: usize| {
+        let room = usize::try_from(limit - kept).unwrap_or(usize::MAX);
+        if block.len() - mark > room {
+            block.truncate(mark + room);
+        }
+        kept += (block.len() - mark) as u64;
+    };
     let mut tasks: Option<TaskTracker> = None;
     let mut looked = false;
     let mut buf = vec![0u8; 4 << 20];
@@ -359,6 +371,7 @@ fn reader_thread(
                 .decode(&buf[pos..whole], &mut block, BLOCK_RECORDS)
                 .map_err(ReaderError::Stream)?;
             mark_privilege(&mut block[mark..], &mut mode);
+            cap(&mut block, mark);
             if block.len() > mark {
                 started.store(true, Ordering::Relaxed);
                 if !looked {
@@ -382,6 +395,7 @@ fn reader_thread(
     let mark = block.len();
     dec.finish(&mut block);
     mark_privilege(&mut block[mark..], &mut mode);
+    cap(&mut block, mark);
     if let Some(t) = &mut tasks {
         t.assign(&mut block[mark..]);
     }
@@ -613,7 +627,8 @@ pub fn capture_system(
         .name("cachecolor-system-reader".into())
         .spawn({
             let console = console.clone();
-            move || reader_thread(reader, tx, free_rx, region_flag, console)
+            let limit = opts.max_records.unwrap_or(u64::MAX);
+            move || reader_thread(reader, tx, free_rx, region_flag, console, limit)
         })
         .map_err(|e| CaptureError::io("cannot start the reader thread", e))?;
     let drained = drain(

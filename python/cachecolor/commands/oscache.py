@@ -57,6 +57,11 @@ def cmd_oscache_report(args: argparse.Namespace) -> int:
         if not Path(t).is_file():
             raise CliError(f"{t}: no such trace file", EXIT_BAD_INPUT)
         sources.append((Path(t).name, None, Path(t)))
+    # Traces of one file name (every suite trace is NAME/trace.cctrace) are told apart by their
+    # directory; a bare name would merge their rows (bug: three suite traces reported as one).
+    names = [s[0] for s in sources]
+    sources = [(f"{s[2].parent.name}/{s[0]}" if s[2] is not None and names.count(s[0]) > 1 else s[0], *s[1:])
+               for s in sources]
     if not sources:
         sources = [(f.stem, oscache.load_workload(f, args.references), None) for f in oscache.preset_workloads()]
     try:
