@@ -110,3 +110,29 @@ def test_evaluate_with_no_program_traced_is_one_line_and_exit_2(tmp_path):
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2, r.stderr
     assert "no group can run" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_evaluate_reads_a_full_system_region_at_its_end(tmp_path, monkeypatch):
+    """A full-system workload's region starts at the exec (no fast-forward), and its first 2 M
+    records were 98% kernel for `find`: the evaluation read only the program's start. Its
+    window is now the region's last `records` records, read through in chunks; a user-mode
+    workload keeps its prefix."""
+    from types import SimpleNamespace
+
+    from cachecolor import evaluate, workloads
+    from cachecolor.traces import read_trace
+
+    src = tmp_path / "src.cctrace"
+    n = (1 << 20) + 5000  # more than one chunk, so the window crosses a chunk boundary
+    write_trace(src, np.arange(n, dtype=np.uint64) * 64)
+    dest = evaluate.prefix_trace(src, tmp_path / "w.cctrace", 3000, skip=n - 3000)
+    back = read_trace(dest)
+    assert (back["addr"].to_numpy() == (np.arange(n - 3000, n) * 64)).all()
+    assert json.loads(back.attrs["metadata"])["skipped_records"] == n - 3000
+
+    system = SimpleNamespace(capture="system")
+    user = SimpleNamespace(capture="user")
+    monkeypatch.setattr(workloads, "info", lambda w, root=None: {"records": 40_000_000})
+    assert evaluate.system_skip(system, 2_000_000) == 38_000_000
+    assert evaluate.system_skip(system, 50_000_000) == 0
+    assert evaluate.system_skip(user, 2_000_000) == 0
