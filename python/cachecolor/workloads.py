@@ -423,15 +423,7 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
     args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch})
     cmd = ["setarch", "x86_64", "-R", "env", "-i", *[f"{k}={v}" for k, v in _CLEAN_ENV.items()],
            "HOME=/nonexistent", sys.executable, "-c", code, args]
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    secs = time.monotonic() - t0
-    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-    try:
-        return json.loads(last), secs
-    except json.JSONDecodeError:
-        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"capture failed (exit {r.returncode}): {err}") from None
+    return _child_json(cmd, cwd, "capture")
 
 
 def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: tuple[str, ...],
@@ -449,15 +441,21 @@ def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: 
         "print(json.dumps(s))\n"
     )
     args = json.dumps({"argv": argv, "out": str(out), "records": records, "files": list(guest_files)})
+    return _child_json([sys.executable, "-c", code, args], cwd, "full-system capture")
+
+
+def _child_json(cmd: list[str], cwd: Path, what: str) -> tuple[dict[str, Any], float]:
+    """Run a capture child in ``cwd``; (the JSON its last stdout line holds, seconds). A child
+    that printed none raises ``RuntimeError`` naming ``what`` failed, its exit and last stderr."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", code, args], cwd=cwd, capture_output=True, text=True)
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     secs = time.monotonic() - t0
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
     try:
         return json.loads(last), secs
     except json.JSONDecodeError:
         err = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"full-system capture failed (exit {r.returncode}): {err}") from None
+        raise RuntimeError(f"{what} failed (exit {r.returncode}): {err}") from None
 
 
 def _spec(w: Workload, skip: int, records: int) -> dict[str, Any]:
