@@ -152,6 +152,7 @@ impl PolluteEngine {
                     0.0
                 };
                 let log = unit.searches.last_mut().expect("a search runs");
+                let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
                 if baseline {
                     log.baseline_ipc = perf;
                     unit.best = perf;
@@ -186,34 +187,30 @@ impl PolluteEngine {
                     }
                     unit.step_cycles = 0;
                     log.loss_cycles = unit.loss.max(0.0);
+                    // What a search may lose (`max_search_overhead`, the share its page moves
+                    // may cost, issue 19). The moves can wait: a step whose pages the budget
+                    // cannot buy yet waits for the unit's cycles to grow (`Buying`). Its steps'
+                    // IPC cannot: a step significantly below the baseline, once the steps'
+                    // measured net loss (gains offset it) is above that share of the unit's
+                    // cycles, only loses more by walking on (the next step maps more of the
+                    // same pages), so the walk stops there and keeps its best step. On a stream
+                    // beside a table the walk had mapped the table at half the baseline IPC for
+                    // 13 steps (0.84x linux). Algorithm 1 walks the whole stack; the paper's
+                    // search is 3 B cycles of runs minutes long (ROCS 5.2), a share of the run
+                    // this bound does not reach. A step merely below the baseline does not stop
+                    // it: art's walk dips 3.4% before its 49% gain.
+                    let worse = log.baseline_ipc - perf > cfg.significance * se;
+                    if worse
+                        && unit.loss > cfg.max_search_overhead * unit.cycles as f64
+                        && unit.mapped < limit
+                    {
+                        log.stopped = Some(
+                            "its steps lost more than max_search_overhead of the unit's cycles",
+                        );
+                    }
                 }
                 log.noise = ratio_f(sd, log.baseline_ipc);
-                let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
-                // What a search may lose (`max_search_overhead`, the share its page moves may
-                // cost, issue 19). The moves can wait: a step whose pages the budget cannot buy
-                // yet waits for the unit's cycles to grow (`Buying`). Its steps' IPC cannot: a
-                // step significantly below the baseline, once the steps' measured net loss
-                // (gains offset it) is above that share of the unit's cycles, only loses more by
-                // walking on (the next step maps more of the same pages), so the walk stops
-                // there and keeps its best step. On a stream beside a table the walk had mapped
-                // the table at half the baseline IPC for 13 steps (0.84x linux). Algorithm 1
-                // walks the whole stack; the paper's search is 3 B cycles of runs minutes long
-                // (ROCS 5.2), a share of the run this bound does not reach. A step merely below
-                // the baseline does not stop it: art's walk dips 3.4% before its 49% gain.
-                let base = log.baseline_ipc;
-                let worse = !baseline && {
-                    let se = sd * (1.0 / ticks as f64 + 1.0 / cfg.baseline_ticks as f64).sqrt();
-                    base - perf > cfg.significance * se
-                };
-                let stop = worse && unit.loss > cfg.max_search_overhead * unit.cycles as f64;
-                if stop && unit.mapped < limit {
-                    let log = unit.searches.last_mut().expect("a search runs");
-                    log.stopped =
-                        Some("its steps lost more than max_search_overhead of the unit's cycles");
-                    let best = unit.best_n;
-                    self.unmap_to(k, u, best);
-                    self.finish_search(k, u);
-                } else if unit.mapped >= limit {
+                if log.stopped.is_some() || unit.mapped >= limit {
                     // Restore the excess pages of the buffer.
                     let best = unit.best_n;
                     self.unmap_to(k, u, best);
