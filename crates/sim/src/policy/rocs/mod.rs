@@ -142,6 +142,14 @@ enum Stage {
     Done,
 }
 
+/// What one process of a unit has run and paid (its share of the search's budgets).
+#[derive(Debug, Default, Clone, Copy)]
+struct MemberCost {
+    cycles: u64,
+    move_cost: u64,
+    in_buffer: u64,
+}
+
 #[derive(Debug)]
 struct Unit {
     pids: Vec<usize>,
@@ -175,6 +183,11 @@ struct Unit {
     cycles: u64,
     /// Cycles the kernel spent moving the unit's pages into and out of the buffer.
     move_cost: u64,
+    /// Per member: its cycles, what moving its pages cost it, and its pages in the buffer
+    /// (`stack[..mapped]`). The search's budgets are shares of what the processes that pay
+    /// them have run (issue 19: a machine-wide unit's budget over every member's cycles, the
+    /// exited ones' too, let the search charge the one process left 2% of its run).
+    member: BTreeMap<usize, MemberCost>,
     /// Pages moved into or out of the buffer for this unit (every search).
     moves: u64,
     searches: Vec<SearchLog>,
@@ -193,14 +206,42 @@ impl Unit {
         )
     }
 
+    /// The cycles of the processes still in the unit: what a budget is a share of (the
+    /// processes that pay it).
+    fn live_cycles(&self) -> u64 {
+        self.pids
+            .iter()
+            .map(|p| self.member.get(p).map_or(0, |m| m.cycles))
+            .sum()
+    }
+
+    /// Pool the current measurement's per-tick IPCs into the search's noise; the pooled
+    /// per-tick standard deviation (issue 19, defect 8: the spread of the measurement's own
+    /// ticks is the noise a step must rise above).
+    fn pool_noise(&mut self) -> f64 {
+        let ipcs = std::mem::take(&mut self.tick_ipcs);
+        if ipcs.len() > 1 {
+            let mean = ipcs.iter().sum::<f64>() / ipcs.len() as f64;
+            self.noise_ss += ipcs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+            self.noise_df += ipcs.len() as u32 - 1;
+        }
+        if self.noise_df > 0 {
+            (self.noise_ss / self.noise_df as f64).sqrt()
+        } else {
+            0.0
+        }
+    }
+
     /// Eager recolor of page `vpn` of `pid` into `colors`, its cost (the kernel's own
     /// accounting) added to the unit's moves; whether the page moved.
     fn move_page(&mut self, k: &mut dyn Kernel, pid: usize, vpn: u64, colors: &ColorSet) -> bool {
         let before = k.policy_cycles(pid);
         let moved = matches!(k.recolor(pid, vpn, colors), Ok(Some(_)));
         if moved {
+            let cost = k.policy_cycles(pid).saturating_sub(before);
             self.moves += 1;
-            self.move_cost += k.policy_cycles(pid).saturating_sub(before);
+            self.move_cost += cost;
+            self.member.entry(pid).or_default().move_cost += cost;
         }
         moved
     }
@@ -447,6 +488,7 @@ impl PolluteEngine {
             loss: 0.0,
             cycles: 0,
             move_cost: 0,
+            member: BTreeMap::new(),
             moves: 0,
             searches: Vec::new(),
             profiles: 0,
@@ -524,12 +566,14 @@ impl PolluteEngine {
                 continue;
             }
             let mut acc = Acc::default();
+            let unit = &mut self.units[u];
             for p in &t.processes {
-                if self.units[u].pids.contains(&p.pid) {
+                if unit.pids.contains(&p.pid) {
                     acc.add(&p.interval);
+                    unit.member.entry(p.pid).or_default().cycles += p.interval.get(Event::Cycles);
                 }
             }
-            self.units[u].cycles += acc.cycles;
+            unit.cycles += acc.cycles;
             self.step_unit(k, u, acc, t.now);
         }
         self.release_if_unused(t.now);

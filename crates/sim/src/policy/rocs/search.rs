@@ -138,19 +138,8 @@ impl PolluteEngine {
                 let perf = unit.acc.ipc();
                 let ticks = unit.acc.ticks;
                 unit.acc = Acc::default();
-                // Issue 19, defect 8: the spread of the measurement's own ticks is the noise a
-                // step must rise above (pooled over the search's measurements).
-                let ipcs = std::mem::take(&mut unit.tick_ipcs);
-                if ipcs.len() > 1 {
-                    let mean = ipcs.iter().sum::<f64>() / ipcs.len() as f64;
-                    unit.noise_ss += ipcs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
-                    unit.noise_df += ipcs.len() as u32 - 1;
-                }
-                let sd = if unit.noise_df > 0 {
-                    (unit.noise_ss / unit.noise_df as f64).sqrt()
-                } else {
-                    0.0
-                };
+                let sd = unit.pool_noise();
+                let live_cycles = unit.live_cycles();
                 let log = unit.searches.last_mut().expect("a search runs");
                 let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
                 if baseline {
@@ -200,8 +189,11 @@ impl PolluteEngine {
                     // this bound does not reach. A step merely below the baseline does not stop
                     // it: art's walk dips 3.4% before its 49% gain.
                     let worse = log.baseline_ipc - perf > cfg.significance * se;
+                    // The loss is a share of the cycles of the processes still in the unit:
+                    // under `global-pollute` the exited members' cycles had let a second
+                    // search charge the one process left 2% of its run.
                     if worse
-                        && unit.loss > cfg.max_search_overhead * unit.cycles as f64
+                        && unit.loss > cfg.max_search_overhead * live_cycles as f64
                         && unit.mapped < limit
                     {
                         log.stopped = Some(
@@ -334,20 +326,27 @@ impl PolluteEngine {
         let budget = self.cfg.max_search_overhead;
         let unit = &mut self.units[u];
         while unit.mapped < n {
-            if budgeted && !unit.gained && unit.moves > 0 {
+            let (pid, vpn) = unit.stack[unit.mapped as usize];
+            // A page of a process that has exited cannot move and costs nothing.
+            let live = unit.pids.contains(&pid);
+            if budgeted && !unit.gained && unit.moves > 0 && live {
                 let per_move = unit.move_cost as f64 / unit.moves as f64;
-                // What the unit's searches have moved so far, this page in, and every page in
-                // the buffer back out. The profile's interrupts are not counted: they are what
-                // targeting buys (ROCS 5.1), paid before the search can learn anything.
-                let need = unit.move_cost as f64 + per_move * (unit.mapped as f64 + 2.0);
-                if need > budget * unit.cycles as f64 {
+                // What the searches have cost the page's process so far, this page in, and
+                // every page of it in the buffer back out, against that process's own cycles:
+                // the kernel charges a move to the process whose page moves (under
+                // `global-pollute` a budget over every member's cycles had let the walk charge
+                // one process 4% of its run). The profile's interrupts are not counted: they
+                // are what targeting buys (ROCS 5.1), paid before the search can learn anything.
+                let m = unit.member.get(&pid).copied().unwrap_or_default();
+                let need = m.move_cost as f64 + per_move * (m.in_buffer as f64 + 2.0);
+                if need > budget * m.cycles as f64 {
                     break;
                 }
             }
-            let (pid, vpn) = unit.stack[unit.mapped as usize];
             if unit.move_page(k, pid, vpn, &self.pollute) {
                 self.to_buffer += 1;
             }
+            unit.member.entry(pid).or_default().in_buffer += 1;
             unit.mapped += 1;
         }
     }
@@ -358,6 +357,9 @@ impl PolluteEngine {
         let unit = &mut self.units[u];
         for i in n..unit.mapped {
             let (pid, vpn) = unit.stack[i as usize];
+            if let Some(m) = unit.member.get_mut(&pid) {
+                m.in_buffer = m.in_buffer.saturating_sub(1);
+            }
             // Out to the colors the buffer is not on (it is reserved while pages leave it).
             if unit.move_page(k, pid, vpn, &self.normal) {
                 self.restored += 1;

@@ -784,3 +784,97 @@ fn rocs_skips_the_search_when_no_sampled_reference_hit() {
         "the buffer's colors are back in normal use"
     );
 }
+
+/// Counts of one tick: `cycles` at IPC `ipc`, LLC miss rate 0.5.
+fn counts(ipc: f64, cycles: u64) -> EventCounts {
+    let mut c = EventCounts::default();
+    c.set(Event::Cycles, cycles);
+    c.set(Event::Instructions, (ipc * cycles as f64) as u64);
+    c.set(Event::LlcAccesses, 1000);
+    c.set(Event::LlcMisses, 500);
+    c.set(Event::L1dMisses, 5000);
+    c
+}
+
+/// Issue 19 (`global-pollute` on `mix4-power5`, the stream at 0.960x linux): the machine-wide
+/// unit's budgets were shares of every member's cycles since creation, the exited members' too.
+/// After its co-runners exited, a second search walked the one process left until its steps
+/// had lost 1% of the whole machine's cycles, 2% of that process's run. The steps' loss is now
+/// bounded by the cycles of the processes still in the unit (and a page move by the cycles of
+/// the process whose page moves).
+#[test]
+fn global_pollute_budget_counts_only_the_processes_still_in_the_unit() {
+    const OTHER: usize = 2;
+    let m = machine();
+    let cfg = cfg();
+    let colors = cfg.validate("policy.global-pollute", &m).unwrap();
+    let mut e = PolluteEngine::new(cfg, Scope::Global, colors, &m);
+    let mut k = FakeKernel::new(8, COLORS);
+    e.process_created(PID);
+    e.process_created(OTHER);
+    let mut now = 0;
+    let mut tick = |e: &mut PolluteEngine, k: &mut FakeKernel, pid_ipc: f64, other: bool| {
+        now += 1_000_000;
+        let mut processes = vec![ProcessCounts {
+            pid: PID,
+            alive: true,
+            total: counts(pid_ipc, 1_000_000),
+            interval: counts(pid_ipc, 1_000_000),
+        }];
+        if other {
+            // A co-runner that ran 100 times PID's cycles.
+            processes.push(ProcessCounts {
+                pid: OTHER,
+                alive: true,
+                total: counts(1.0, 100_000_000),
+                interval: counts(1.0, 100_000_000),
+            });
+        }
+        let t = Tick {
+            now,
+            interval: 1_000_000,
+            cores: Vec::new(),
+            processes,
+        };
+        e.tick(k, &t);
+    };
+    tick(&mut e, &mut k, 1.0, true); // Warmup -> Waiting
+    tick(&mut e, &mut k, 1.0, true); // miss rate 0.5: Profiling
+    for v in 0..8u64 {
+        for i in 0..20u64 {
+            e.sample(&Sample {
+                core: 0,
+                thread: 0,
+                pid: PID as u32,
+                write: false,
+                vaddr: v * PAGE + 64 * i,
+                paddr: 0,
+                source: if i < 20 - v {
+                    DataSource::Memory
+                } else {
+                    DataSource::Level(1)
+                },
+                cycle: 0,
+            });
+        }
+    }
+    tick(&mut e, &mut k, 1.0, true); // the profile ends: Baseline
+    assert!(matches!(e.units[0].stage, Stage::Baseline { .. }));
+    // The co-runner exits; PID alone has run 3 M cycles, the unit 303 M.
+    e.process_exited(OTHER);
+    tick(&mut e, &mut k, 1.0, false); // baseline 1.0, pages 0-1 mapped
+    assert_eq!(k.in_set(&e.pollute), vec![0, 1]);
+    // A step at half the baseline loses 0.5 M cycles: above 1% of PID's 5 M (50 k), far below
+    // 1% of the 305 M the unit has run in all (3.05 M), which had let the walk go on.
+    tick(&mut e, &mut k, 0.5, false);
+    let s = &e.report("global-pollute")["units"][0]["searches"][0];
+    assert_eq!(s["steps"].as_array().unwrap().len(), 1, "{s}");
+    assert!(
+        s["stopped"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_search_overhead"),
+        "{s}"
+    );
+    assert!(k.in_set(&e.pollute).is_empty());
+}
