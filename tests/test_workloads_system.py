@@ -126,7 +126,7 @@ def test_missing_kernel_is_reported_and_skipped(tmp_path, monkeypatch):
     lines: list[str] = []
     res = wl.build_all(["find"], root=tmp_path / "cache", log=lines.append, records=10_000)
     err = res["find"]["error"]
-    assert err.startswith("full-system capture cannot run: kernel image ") and "does not exist" in err, err
+    assert err.startswith("find cannot be captured here: full-system capture: kernel image ") and "does not exist" in err, err
     assert any(s.startswith("find") and "SKIPPED" in s for s in lines), lines
     assert not (tmp_path / "cache").exists()  # refused before its input was generated
 
@@ -134,7 +134,8 @@ def test_missing_kernel_is_reported_and_skipped(tmp_path, monkeypatch):
 def test_missing_qemu_system_is_reported_and_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("CACHECOLOR_QEMU_SYSTEM", str(tmp_path / "no-qemu"))
     res = wl.build_all(["httpd"], root=tmp_path, log=lambda s: None)
-    assert "no-qemu not found" in res["httpd"]["error"] and "apt-get install qemu-system-x86" in res["httpd"]["error"]
+    err = res["httpd"]["error"]
+    assert "no-qemu is not installed" in err and "apt-get install qemu-system-x86" in err, err
 
 
 def test_full_system_workload_refuses_a_fast_forward(tmp_path):

@@ -312,6 +312,14 @@ def capture_system(
     references from the program's start to its exit into ``out``; the summary as JSON."""
     ...
 
+def locate_kernel(kernel: Optional[_Path] = None) -> str:
+    """The kernel image full-system capture boots (``kernel``, else ``$CACHECOLOR_KERNEL``, else
+    the newest ``/boot/vmlinuz-*``); raises ``CaptureError`` when there is none."""
+
+def check_system(kernel: Optional[_Path] = None) -> None:
+    """Raise ``CaptureError`` naming what full-system capture lacks here (qemu-system, BusyBox, a
+    kernel image, the compiled plugin or guest launcher); return None when it can run."""
+
 def capture(
     program: str,
     args: Sequence[str],

@@ -156,39 +156,24 @@ def task_summary(path: PathLike, format: str = "native") -> Optional[str]:
 # ---- what a full-system capture boots (for callers that must know before booting) ----------
 
 def locate_kernel(kernel: Optional[PathLike] = None) -> str:
-    """The kernel image a full-system capture boots, found as the capture finds it
-    (crates/capture/src/system.rs ``locate_kernel``): ``kernel``, else ``$CACHECOLOR_KERNEL``,
-    else the newest ``/boot/vmlinuz-*``. Raises ``FileNotFoundError`` with the capture's own
-    message when there is none. The workload suite needs it before the capture, to record the
-    kernel in a trace's definition (a new kernel rebuilds the trace)."""
-    k = os.fspath(kernel) if kernel is not None else os.environ.get("CACHECOLOR_KERNEL") or None
-    if k is not None:
-        if not os.path.isfile(k):
-            raise FileNotFoundError(f"kernel image {k} does not exist")
-        return k
+    """The kernel image a full-system capture boots, found by the capture's own look-up
+    (``_core.locate_kernel``: ``kernel``, else ``$CACHECOLOR_KERNEL``, else the newest
+    ``/boot/vmlinuz-*``). Raises ``FileNotFoundError`` with the capture's message when there is
+    none. The workload suite needs it before the capture, to record the kernel in a trace's
+    definition (a new kernel rebuilds the trace)."""
     try:
-        found = sorted(n for n in os.listdir("/boot") if n.startswith("vmlinuz-"))
-    except OSError:
-        found = []
-    if not found:
-        raise FileNotFoundError("no kernel image in /boot: install one with `apt-get install linux-image-amd64`, or give --kernel PATH")
-    return os.path.join("/boot", found[-1])
+        return _core.locate_kernel(None if kernel is None else os.fspath(kernel))
+    except _core.CaptureError as e:
+        raise FileNotFoundError(str(e)) from None
 
 
 def missing_system_tools() -> Optional[str]:
     """One line naming what full-system capture needs and does not find here (qemu-system,
-    BusyBox, a kernel image; the same look-ups and environment overrides as the capture), or
-    None when it can run."""
-    import shutil
-
-    for var, name, package in (("CACHECOLOR_QEMU_SYSTEM", "qemu-system-x86_64", "qemu-system-x86"),
-                               ("CACHECOLOR_BUSYBOX", "busybox", "busybox-static")):
-        tool = os.environ.get(var) or name
-        if shutil.which(tool) is None:
-            return f"{tool} not found: full-system capture needs it (`apt-get install {package}`; `make tools-system` as root)"
+    BusyBox, a kernel image, the compiled plugin and guest launcher: the capture's own check,
+    ``_core.check_system``, with its environment overrides), or None when it can run."""
     try:
-        locate_kernel()
-    except FileNotFoundError as e:
+        _core.check_system()
+    except _core.CaptureError as e:
         return str(e)
     return None
 

@@ -496,7 +496,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
             raise RuntimeError(f"skip {skip}: a full-system capture cannot fast-forward (its region starts at the program's exec); give 0")
         why = missing_system_tools()
         if why is not None:
-            raise RuntimeError(f"full-system capture cannot run: {why}")
+            raise RuntimeError(f"{w.name} cannot be captured here: {why}")
     spec = _spec(w, skip, records)
     missing = [p for p, v in spec["packages"].items() if v is None]
     if missing:

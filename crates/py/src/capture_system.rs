@@ -91,3 +91,23 @@ pub fn capture_system(
     })?;
     Ok(doc)
 }
+
+/// The kernel image a full-system capture boots (`kernel`, else `$CACHECOLOR_KERNEL`, else the
+/// newest `/boot/vmlinuz-*`): the capture's own look-up, so the workload suite records the
+/// kernel the capture will boot. Raises `CaptureError` when there is none.
+#[pyfunction]
+#[pyo3(signature = (kernel = None))]
+pub fn locate_kernel(kernel: Option<PathBuf>) -> PyResult<String> {
+    cachecolor_capture::system::locate_kernel(kernel.as_deref())
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| Failure::from(e).into())
+}
+
+/// Check, without running anything, that full-system capture can run here: qemu-system,
+/// BusyBox and a kernel image found as the capture finds them, and the system-mode plugin
+/// and guest launcher compiled into this build. Raises `CaptureError` naming what is missing.
+#[pyfunction]
+#[pyo3(signature = (kernel = None))]
+pub fn check_system(kernel: Option<PathBuf>) -> PyResult<()> {
+    cachecolor_capture::system::check_system(kernel.as_deref()).map_err(|e| Failure::from(e).into())
+}

@@ -89,6 +89,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;
     m.add_function(wrap_pyfunction!(capture::host_caches, m)?)?;
     m.add_function(wrap_pyfunction!(capture_system::capture_system, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_system::locate_kernel, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_system::check_system, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
     m.add_function(wrap_pyfunction!(offload::simulate_offload, m)?)?;
     m.add_function(wrap_pyfunction!(oscache::oscache_model, m)?)?;
