@@ -212,8 +212,9 @@ fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
 /// coloris cost some process more than 1% at this length. Measured (quarter length, seeds 1-5,
 /// each role's IPC over linux's; sum), after the search's loss bound (the test above): rocs:
 /// the stream 0.964 / 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992;
-/// global-pollute: the stream 0.966 / 0.968, "mixed" 0.941 / 0.945, sum 0.990-0.992 (before it:
-/// the stream 0.789-0.826, sum 0.961-0.981); coloris: the stream 0.968 as pid 0 (rotation 0;
+/// global-pollute: the stream 0.972 / 0.968, "mixed" 0.941 / 0.945, sum 0.991-0.992 (before it:
+/// the stream 0.789-0.826, sum 0.961-0.981; the stream 0.966 at rotation 0 before session 15's
+/// budget over the live members, `global_pollute_budget_counts_only_the_processes_still_in_the_unit`); coloris: the stream 0.968 as pid 0 (rotation 0;
 /// 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and global-pollute is their
 /// profile, which their control runs pay too (`pollute_buffer_mechanism_...` above): 4 ticks
 /// at one interrupt per 5 K cycles of 1 K cycles, the chip's prefetcher off, in runs of 16-26
