@@ -163,6 +163,29 @@ fn cfg() -> PolluteConfig {
     }
 }
 
+/// Samples of PID's `pages` pages that make the stack vpn order: page `v` has 20 samples and
+/// `20 - v` misses.
+fn profile_in_vpn_order(e: &mut PolluteEngine, pages: u64) {
+    for v in 0..pages {
+        for i in 0..20u64 {
+            e.sample(&Sample {
+                core: 0,
+                thread: 0,
+                pid: PID as u32,
+                write: false,
+                vaddr: v * PAGE + 64 * i,
+                paddr: 0,
+                source: if i < 20 - v.min(20) {
+                    DataSource::Memory
+                } else {
+                    DataSource::Level(1)
+                },
+                cycle: 0,
+            });
+        }
+    }
+}
+
 /// The engine and kernel with `pages` pages profiled so that the stack is vpn order (page `v`
 /// has 20 samples and `20 - v` misses), ready to take the baseline at the next tick.
 struct Rig {
@@ -184,24 +207,7 @@ impl Rig {
         r.tick(1.0); // Warmup -> Waiting
         r.tick(1.0); // miss rate 0.5 > 0.25: Profiling
         assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
-        for v in 0..pages {
-            for i in 0..20u64 {
-                r.e.sample(&Sample {
-                    core: 0,
-                    thread: 0,
-                    pid: PID as u32,
-                    write: false,
-                    vaddr: v * PAGE + 64 * i,
-                    paddr: 0,
-                    source: if i < 20 - v.min(20) {
-                        DataSource::Memory
-                    } else {
-                        DataSource::Level(1)
-                    },
-                    cycle: 0,
-                });
-            }
-        }
+        profile_in_vpn_order(&mut r.e, pages);
         r.tick(1.0); // profile ends: stack built, Baseline
         assert_eq!(
             r.e.units[0].stack,
@@ -840,24 +846,7 @@ fn global_pollute_budget_counts_only_the_processes_still_in_the_unit() {
     };
     tick(&mut e, &mut k, 1.0, true); // Warmup -> Waiting
     tick(&mut e, &mut k, 1.0, true); // miss rate 0.5: Profiling
-    for v in 0..8u64 {
-        for i in 0..20u64 {
-            e.sample(&Sample {
-                core: 0,
-                thread: 0,
-                pid: PID as u32,
-                write: false,
-                vaddr: v * PAGE + 64 * i,
-                paddr: 0,
-                source: if i < 20 - v {
-                    DataSource::Memory
-                } else {
-                    DataSource::Level(1)
-                },
-                cycle: 0,
-            });
-        }
-    }
+    profile_in_vpn_order(&mut e, 8);
     tick(&mut e, &mut k, 1.0, true); // the profile ends: Baseline
     assert!(matches!(e.units[0].stage, Stage::Baseline { .. }));
     // The co-runner exits; PID alone has run 3 M cycles, the unit 303 M.
