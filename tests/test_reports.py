@@ -158,3 +158,25 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     background = np.all(flat == flat[0], axis=1).mean()
     assert background < 0.97, background
     shutil.copy(png, Path("/tmp/cachecolor-report-screenshot.png")) if Path("/tmp").is_dir() else None
+
+
+def test_report_control_runs_are_labelled_apart_from_their_policy(tmp_path):
+    """Regression (`report --control`): a control run carries its policy's ``[policy] name``
+    and ``control = true``; labelled by the name alone, the control runs were folded into the
+    policy's rows (10 seeds of `global-pollute` for 5 asked, a summed IPC of 1.985x linux in the
+    robustness table) and each control's search plot overwrote the policy's."""
+    cfg = small(tmp_path)
+    out = tmp_path / "rep"
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux", "--policy", "static",
+                          "--control", "--seeds", "2", "--out", str(out), "--workers", "2", "-q", "--no-plots", "--no-html"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    raw = pd.read_csv(out / "comparison.csv")
+    assert set(raw.policy) == {"linux", "static", "static+control"}
+    assert (raw.groupby(["policy", "process"]).seed.nunique() == 2).all(), "each label holds its own 2 seeds"
+    assert len(raw) == raw[["policy", "process", "seed"]].drop_duplicates().shape[0], "one row per run and process"
+    md = (out / "report.md").read_text()
+    assert "## robustness: static against linux" in md and "## robustness: static+control against linux" in md
+    # The sweep's own table labels the runs the same way.
+    results = pd.read_parquet(out / "results.parquet")
+    assert set(results.policy) == {"linux", "static", "static+control"}

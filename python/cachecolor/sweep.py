@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._output import open_output, write_text
-from .system import SystemResult, apply_policy_seed, load_system_config
+from .system import SystemResult, apply_policy_seed, load_system_config, policy_label
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -586,7 +586,7 @@ def build_table(out_dir: PathLike, prepared: Sequence[Prepared]) -> Any:
         head: dict[str, Any] = {
             "key": p.key,
             "config": Path(p.point.config).stem,
-            "policy": json.loads(p.config_json).get("policy", {}).get("name", p.point.policy),
+            "policy": policy_label(json.loads(p.config_json), p.point.policy),
             "seed": p.point.seed,
         }
         for k in paths:

@@ -109,6 +109,19 @@ def simulate_system(
 CONTROL_SUFFIX = "+control"
 
 
+def policy_label(effective: dict[str, Any], requested: Optional[str] = None) -> str:
+    """The policy a run ran, as tables and files name it: the effective config's ``[policy]
+    name``, with ``+control`` for the policy's control run (``[policy] control``). The name
+    alone had folded a policy's control runs into the policy's own rows (``report --control``
+    counted 10 seeds of one policy for 5 asked, and each control's search plot overwrote the
+    policy's)."""
+    table = effective.get("policy", {})
+    name = table.get("name") or (requested or "linux")
+    if table.get("control") and not name.endswith(CONTROL_SUFFIX):
+        name += CONTROL_SUFFIX
+    return name
+
+
 def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed: Optional[int]) -> Any:
     """Apply ``policy`` and ``seed`` to ``cfg`` (changed in place) as ``simulate_system`` does;
     return the policy written in Python that the run needs (None for a built-in one)."""

@@ -74,11 +74,12 @@ def report_sweep(
     import json
 
     from ..sweep import read_point, results_of, sweep
+    from ..system import policy_label
 
     res = sweep(list(points), out_dir, executor=executor, workers=workers, progress=progress)
     runs = []
     for p, result in results_of(out_dir, res.points):
-        policy = json.loads(p.config_json).get("policy", {}).get("name", p.point.policy or "linux")
+        policy = policy_label(json.loads(p.config_json), p.point.policy)
         runs.append(Run(p.point.config, policy, p.point.seed, result))
     failures = []
     for key in res.failed:
