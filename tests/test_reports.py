@@ -180,3 +180,33 @@ def test_report_control_runs_are_labelled_apart_from_their_policy(tmp_path):
     # The sweep's own table labels the runs the same way.
     results = pd.read_parquet(out / "results.parquet")
     assert set(results.policy) == {"linux", "static", "static+control"}
+
+
+def test_report_figures_warn_nothing_and_keep_the_process_legend_when_a_panel_is_empty(tmp_path):
+    """Regression (the HTML report's per-process panels): the legend was taken from the last
+    panel, so a panel without the series printed matplotlib's "No artists with labels" warning
+    on stderr, and a figure whose other panels drew had no legend. On every POWER5 and sliced-i3
+    config the report counted the LLC's colors over the whole cache, not per slice as the
+    simulator does, so no run matched and the pages-per-color figure was dropped (after the
+    warning)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cachecolor.reports.html import _process_legend
+
+    fig, axes = plt.subplots(1, 2, squeeze=False)
+    axes[0][0].plot([0, 1], [1, 2], label="victim")
+    _process_legend(axes[0])
+    legend = axes[0][1].get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == ["victim"]
+    plt.close(fig)
+
+    cfg = Path(__file__).resolve().parent.parent / "examples" / "robustness" / "sliced-i3-two-fit.toml"
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux", "--seeds", "1",
+                          "--out", str(tmp_path / "rep"), "--no-plots", "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "Warning" not in run.stderr, run.stderr
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "Pages per color" in html and "32 colors of" in html, "core-i3-2100: 3 MiB / 2 slices / 12 ways / 4 KiB"

@@ -75,6 +75,17 @@ def _cycles_axis(ax: Any) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.number(v)))
 
 
+def _process_legend(axes: Any) -> None:
+    """The processes' legend on the last panel, from the first panel that drew any: a panel
+    of its own may be empty (a run without the series), and matplotlib then warned on stderr
+    and the figure had no legend."""
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            axes[-1].legend(handles, labels, title="process", fontsize=8)
+            return
+
+
 def _llc(run: Run) -> tuple[str, int, int, int]:
     """(name, size in bytes, colors, page size) of the run's last-level cache."""
     cfg = run.result.to_dict().get("config", {})
@@ -84,7 +95,12 @@ def _llc(run: Run) -> tuple[str, int, int, int]:
     size = int(llc.get("size", 0) or 0)
     ways = int(llc.get("ways", 1) or 1)
     page = int(h.get("page_size", 4096) or 4096)
-    colors = max(1, size // ways // page) if size else 0
+    slices = int(llc.get("slices", 1) or 1)
+    # Colors per slice, as the simulator counts them (`Geometry::colors`, COLORIS eq. 1 on one
+    # slice); the whole cache's size over ways and pages overcounted a sliced LLC (POWER5,
+    # core-i3-2100), and the pages-per-color figure, finding no run with that many colors, was
+    # left out without a word.
+    colors = max(1, size // slices // ways // page) if size else 0
     return str(llc.get("name", "LLC")), size, colors, page
 
 
@@ -143,7 +159,7 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
             ax.set_title(f"{stem} under {pol}", fontsize=10)
             ax.grid(True, alpha=0.3)
         axes[0][0].set_ylabel(ylabel)
-        axes[0][-1].legend(title="process", fontsize=8)
+        _process_legend(axes[0])
         out.append((caption, _svg(fig)))
 
     # Pages per LLC color at the end of the run, per process (the color assignment's outcome).
@@ -162,8 +178,8 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
             ax.set_title(f"{stem} under {pol}", fontsize=10)
             ax.grid(True, axis="y", alpha=0.3)
         axes[0][0].set_ylabel(f"pages ({fmt.bytes_(page)}) at the end")
-        axes[0][-1].legend(title="process", fontsize=8)
         if drawn:
+            _process_legend(axes[0])
             out.append(("Pages per color", _svg(fig)))
         else:
             plt.close(fig)
