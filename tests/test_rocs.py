@@ -149,10 +149,10 @@ def test_report_runs_best_offline_only_when_asked(tmp_path):
     cfg = tmp_path / "art_short.toml"
     cfg.write_text(ART.read_text().replace("references = 8_000_000", "references = 3_000_000"))
 
-    def report(*extra: str) -> "subprocess.CompletedProcess[str]":
+    def report(*extra: str, quiet: bool = True) -> "subprocess.CompletedProcess[str]":
         return subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux",
-                               "--policy", "rocs", "--out", str(tmp_path / f"rep{len(extra)}"), "--no-plots",
-                               "--no-html", "-q", *extra], capture_output=True, text=True)
+                               "--policy", "rocs", "--out", str(tmp_path / f"rep{len(extra)}{quiet}"), "--no-plots",
+                               *(["--no-html", "-q"] if quiet else []), *extra], capture_output=True, text=True)
 
     plain = report()
     assert plain.returncode == 0, plain.stderr
@@ -160,6 +160,11 @@ def test_report_runs_best_offline_only_when_asked(tmp_path):
     assert "best offline:" not in plain.stderr
     asked = report("--best-offline", "2")
     assert asked.returncode == 0, asked.stderr
-    assert "best_offline" in asked.stdout and "best offline: art_short, seed" in asked.stderr
+    assert "best_offline" in asked.stdout and "best offline:" not in asked.stderr, "-q: no progress on stderr"
+    # Regression: report.md and report.html each computed the tables, so the best offline ran
+    # twice (its N + 1 simulations per rocs run, one after another).
+    loud = report("--best-offline", "2", quiet=False)
+    assert loud.returncode == 0, loud.stderr
+    assert loud.stderr.count("best offline: art_short, seed") == 1, loud.stderr
     bad = report("--best-offline", "1")
     assert bad.returncode == 2 and "--best-offline 1" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -47,6 +47,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..reports import rocs as report_rocs
 
     report_rocs.best_offline_points = args.best_offline
+    report_rocs.best_offline_progress = not args.quiet
     sets = dict(_parse_sets(args.set))
     try:
         configs = config_paths(args.paths)

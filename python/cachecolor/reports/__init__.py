@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from . import azimi, coloris, rocs
-from .base import MatrixError, PolicyReporter, Run, aggregate, comparison, config_paths, run_matrix, write_report
+from .base import MatrixError, PolicyReporter, Run, aggregate, comparison, config_paths, report_tables, run_matrix, write_report
 
 REPORTERS: dict[str, PolicyReporter] = {
     "coloris": coloris.COLORIS,
@@ -89,10 +89,13 @@ def report_sweep(
     files = list(res.files)
     text = ""
     if runs:
-        text, written = write_report(runs, out_dir, plots=plots)
+        # The tables once for report.md and report.html: ROCS Figure 8's best offline runs
+        # N + 1 simulations per rocs run, and computing the tables twice had run them twice.
+        tables = report_tables(runs, comparison(runs), REPORTERS)
+        text, written = write_report(runs, out_dir, plots=plots, tables=tables)
         files += written
         if html:
             from .html import write_html
 
-            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"]))
+            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"], tables=tables))
     return Report(text, files, failures, runs)

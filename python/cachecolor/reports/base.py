@@ -129,13 +129,16 @@ def comparison(runs: Sequence[Run]) -> Any:
 
 
 def write_report(
-    runs: Sequence[Run], out_dir: PathLike, plots: bool = True, reporters: Optional[dict[str, PolicyReporter]] = None
+    runs: Sequence[Run], out_dir: PathLike, plots: bool = True, reporters: Optional[dict[str, PolicyReporter]] = None,
+    tables: Optional[list[tuple[str, Any]]] = None,
 ) -> tuple[str, list[Path]]:
     """Write ``comparison.csv`` (every run and process; first, so a failing policy table loses
     nothing of it), one CSV per policy table, ``report.md`` (the seeds' means and 95% intervals
     when there are several seeds, then every policy table, as pipe tables) and the policies'
     plots into ``out_dir``; return the report's text and the files written. ``reporters``
-    defaults to the registry (``cachecolor.reports.REPORTERS``)."""
+    defaults to the registry (``cachecolor.reports.REPORTERS``); ``tables``, when given, are
+    ``report_tables``'s already computed (a table may run simulations: ROCS Figure 8's best
+    offline)."""
     if reporters is None:
         from . import REPORTERS as reporters
     out = Path(out_dir)
@@ -145,7 +148,8 @@ def write_report(
     csv = out / "comparison.csv"
     _atomic_write(csv, frame.to_csv(index=False))
     written.append(csv)
-    tables = report_tables(runs, frame, reporters)
+    if tables is None:
+        tables = report_tables(runs, frame, reporters)
     if plots:
         for name in _policies_in(runs):
             reporter = reporters.get(name)

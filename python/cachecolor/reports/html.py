@@ -196,8 +196,10 @@ def _table(frame: Any) -> str:
     return "".join(parts)
 
 
-def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), reporters: Any = None) -> Path:
-    """Write ``out_dir/report.html`` (replaced only once complete) and return its path."""
+def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), reporters: Any = None,
+               tables: Any = None) -> Path:
+    """Write ``out_dir/report.html`` (replaced only once complete) and return its path;
+    ``tables``: ``report_tables``'s, when already computed (``write_report`` had them)."""
     from .. import __version__
 
     if reporters is None:
@@ -219,7 +221,7 @@ def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), rep
         for title, svg in _figures(config, [r for r in runs if r.config == config], frame):
             body.append(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>")
     body.append("<h2>Tables</h2>")
-    for title, table in report_tables(runs, frame, reporters):
+    for title, table in report_tables(runs, frame, reporters) if tables is None else tables:
         body.append(f"<h3>{html.escape(title)}</h3>{_table(table)}")
     if pngs:
         body.append("<h2>The policies' plots</h2>")

@@ -36,6 +36,8 @@ POLLUTE_POLICIES = ("rocs", "global-pollute")
 #: Runs of the best-offline sweep per rocs run in a report (0, the default, turns it off;
 #: ``cachecolor report --best-offline N`` sets it).
 best_offline_points = 0
+#: Whether Figure 8 says on stderr which best-offline runs it starts (``report -q``: no).
+best_offline_progress = True
 
 
 def _section(policy: str) -> str:
@@ -289,8 +291,9 @@ def figure8(runs: list[Run]) -> Any:
             "rocs_speedup_pct": 100.0 * (ipc(mine) / ipc(base) - 1.0),
         }
         if best_offline_points > 0:
-            print(f"best offline: {Path(r.config).stem}, seed {r.seed}: up to {best_offline_points + 1} runs",
-                  file=sys.stderr, flush=True)
+            if best_offline_progress:
+                print(f"best offline: {Path(r.config).stem}, seed {r.seed}: up to {best_offline_points + 1} runs",
+                      file=sys.stderr, flush=True)
             off = best_offline(r.config, r.seed, n_points=best_offline_points)
             if len(off):
                 b = off[off["best"]].iloc[0]
