@@ -177,6 +177,7 @@ def test_trace_filter_keeps_what_a_numpy_mask_keeps(run_cli, tmp_path):
         "size": rng.choice(np.array([1, 4, 8], dtype=np.uint16), size=n),
         "thread": rng.integers(0, 4, size=n, dtype=np.uint32),
         "privileged": (rng.random(n) < 0.3).astype(np.uint8),
+        "icount": rng.integers(0, 4, size=n, dtype=np.uint32),
     }
     src = tmp_path / "all.cctrace"
     cachecolor.write_trace(src, cols)
@@ -200,6 +201,16 @@ def test_trace_filter_keeps_what_a_numpy_mask_keeps(run_cli, tmp_path):
         assert f"kept {len(want):,} of {n:,}" in out.stdout, (opts, out.stdout)
         for col in ("addr", "kind", "size", "thread", "privileged"):
             assert np.array_equal(kept[col], want[col]), (opts, col)
+        # Regression: a dropped record's instructions go to its thread's next kept record in
+        # the same mode (they were lost: `--no-ifetch` left 0 instructions). Brute force:
+        icounts, carry = [], {}
+        for i in range(n):
+            key = (int(full["thread"][i]), bool(full["privileged"][i]))
+            if mask[i]:
+                icounts.append(int(full["icount"][i]) + carry.pop(key, 0))
+            else:
+                carry[key] = carry.get(key, 0) + int(full["icount"][i])
+        assert np.array_equal(kept["icount"], np.array(icounts)), opts
     # The same through the API, with a din input (format told from content by the CLI, given here).
     read, kept_n = cachecolor.filter_trace(src, tmp_path / "api.cctrace", kinds=["ifetch"])
     assert (read, kept_n) == (n, int((full["kind"] == 2).sum()))

@@ -10,7 +10,7 @@ bytes per record); simulation and conversion stream block by block and never hol
 Writing goes through `cachecolor_sim::trace::convert`, so a trace appears at its path only when
 complete (temporary file + rename). All file work runs with the GIL released.
 */
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use cachecolor_sim::trace::{self, native, Format, Kind, RecordSource, VecSource, BLOCK_RECORDS};
@@ -295,10 +295,40 @@ impl Keep {
 }
 
 /// A source passing on only the records `keep` keeps; counts what it read.
+///
+/// A record's `icount` is the instructions its thread retired since its previous record, so
+/// the instructions of a dropped record belong to the thread's next kept record: dropped, they
+/// had gone with it (`--no-ifetch` on a capture with one fetch per instruction left a trace of
+/// 0 instructions, which the simulator then counts as one per record: IPC and MPKI off 3x).
+/// They are carried per thread and mode: a thread, or a mode (`--user`), that the filter drops
+/// takes its instructions with it. The dropped records after a thread's last kept one have no
+/// record to carry them.
 struct Filtered<'a> {
     src: &'a mut dyn RecordSource,
     keep: Keep,
     read: u64,
+    /// Instructions of dropped records not yet carried, per (thread, privileged).
+    carry: HashMap<(u32, bool), u64>,
+}
+
+impl Filtered<'_> {
+    /// Keep `r` (with the instructions carried to it) or carry its instructions on.
+    fn pass(&mut self, r: &mut trace::Record) -> bool {
+        if !self.keep.keeps(r) {
+            if r.icount > 0 {
+                *self.carry.entry((r.thread, r.privileged)).or_default() += r.icount as u64;
+            }
+            return false;
+        }
+        if let Some(c) = self.carry.get_mut(&(r.thread, r.privileged)) {
+            // An icount is a u32: what does not fit waits for the thread's next record.
+            let room = (u32::MAX - r.icount) as u64;
+            let add = (*c).min(room);
+            r.icount += add as u32;
+            *c -= add;
+        }
+        true
+    }
 }
 
 impl RecordSource for Filtered<'_> {
@@ -311,7 +341,15 @@ impl RecordSource for Filtered<'_> {
                 return Ok(false);
             }
             self.read += buf.len() as u64;
-            buf.retain(|r| self.keep.keeps(r));
+            let mut kept = 0;
+            for i in 0..buf.len() {
+                let mut r = buf[i];
+                if self.pass(&mut r) {
+                    buf[kept] = r;
+                    kept += 1;
+                }
+            }
+            buf.truncate(kept);
             if !buf.is_empty() {
                 return Ok(true);
             }
@@ -387,6 +425,7 @@ pub fn filter_trace(
                 src: &mut *source,
                 keep,
                 read: 0,
+                carry: HashMap::new(),
             };
             let mut failed: Option<Failure> = None;
             let kept = trace::convert(&mut filtered, &out, &metadata, &mut |p| {
