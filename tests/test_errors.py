@@ -138,14 +138,29 @@ def test_bad_text_traces(run_cli, tmp_path, examples):
         (["simulate", "{one}", "--seed", "many"], ["--seed", "invalid int value"]),
         (["frobnicate"], ["invalid choice: 'frobnicate'"]),
         (["trace", "capture", "-o", "x.cctrace"], ["give the program to trace after '--'"]),
+        # Regressions: the Rust reader's OSError has no filename ("None: cannot open ...").
+        (["profile", "missing.cctrace", "--config", "{one}"], ["cannot open missing.cctrace", "No such file"]),
+        (["sdp", "missing.cctrace", "--cache-size", "64KiB", "--ways", "4"], ["cannot open missing.cctrace"]),
+        # Regression: a --plot format matplotlib cannot write was a traceback and exit 1 after
+        # the whole computation.
+        (["mrc", "--workload", "{one}", "--plot", "curve.xyz"], ["--plot curve.xyz", "unknown figure format .xyz", ".png"]),
     ],
-    ids=["missing-config", "missing-trace", "info-missing", "convert-missing", "unknown-format", "unknown-from", "bad-seed", "unknown-command", "capture-no-program"],
+    ids=["missing-config", "missing-trace", "info-missing", "convert-missing", "unknown-format", "unknown-from", "bad-seed",
+         "unknown-command", "capture-no-program", "profile-missing", "sdp-missing", "plot-format"],
 )
 def test_bad_command_lines(run_cli, examples, args, expected):
     args = [str(examples / "crossval" / "one-level.toml") if a == "{one}" else a for a in args]
     line = assert_one_line_error(run_cli(*args))
     for s in expected:
         assert s in line, (s, line)
+
+
+def test_sdp_pagemap_that_is_not_vpn_pfn_numbers_is_bad_input(run_cli, tmp_path, native_trace):
+    """Regression: a page map CSV with text in it was a ValueError traceback and exit 1."""
+    for name, text in (("text.csv", "vpn,pfn\nx,y\n"), ("columns.csv", "a,b\n1,2\n"), ("negative.csv", "vpn,pfn\n1,-2\n")):
+        (tmp_path / name).write_text(text)
+        line = assert_one_line_error(run_cli("sdp", native_trace, "--cache-size", "64KiB", "--ways", "4", "--pagemap", tmp_path / name))
+        assert f"--pagemap {tmp_path / name}" in line and "vpn,pfn" in line, line
 
 
 def test_missing_program_is_a_capture_failure(run_cli, tmp_path):

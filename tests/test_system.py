@@ -190,3 +190,20 @@ def test_report_names_a_missing_config(tmp_path):
     )
     assert run.returncode == 2 and "nope.toml: no such config" in run.stderr, run.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_control_run_says_so_in_the_printed_table(tmp_path):
+    """Regression: `simulate --policy rocs+control` printed `policy rocs` (a saved log of a
+    control run read as the policy itself); the table's `recolored` column is eager + lazy
+    recolors, the JSON's `recolors` the eager ones alone, and the header no longer calls both
+    `recolors`."""
+    cfg = ROOT / "examples" / "robustness" / "stream-beside-320k.toml"
+    out = tmp_path / "c.json"
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "simulate", str(cfg), "--policy", "rocs+control",
+                          "--json", str(out), "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("policy rocs+control, "), lines[0]
+    assert "recolored" in lines[1].split() and "recolors" not in lines[1].split()
+    doc = json.loads(out.read_text())
+    assert doc["config"]["policy"]["control"] is True and sum(doc["control"].values()) > 0

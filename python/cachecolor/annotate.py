@@ -746,6 +746,7 @@ def run(args: Any) -> int:
     from . import objects
     from ._output import check_output
     from .cli import EXIT_BAD_INPUT, CliError
+    from .commands._common import os_error_line
     from .progress import ProgressLine
 
     if (args.plot or args.no_search) and not args.objects:
@@ -768,7 +769,7 @@ def run(args: Any) -> int:
     except _core.TraceError as e:
         raise CliError(f"{args.trace}: {e}", EXIT_BAD_INPUT) from e
     except OSError as e:
-        raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+        raise CliError(os_error_line(e), EXIT_BAD_INPUT) from e
     finally:
         progress.close()
     if args.plot:

@@ -56,6 +56,7 @@ from .commands._common import (  # noqa: F401 - re-exported: cli.FORMATS, cli.PO
 from .commands import (
     bench, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
 )
+from .commands.profile import cmd_profile
 from .commands.trace import _normalise_argv, cmd_trace_info
 from .annotate import add_parser as _add_annotate_parser  # the module: cachecolor.annotate is its function
 from .evaluate import add_parser as _add_evaluate_parser
@@ -174,6 +175,22 @@ def _check_args(args: argparse.Namespace) -> None:
     for out in outputs:
         if isinstance(out, str):
             check_output(out, inputs)
+    plot = getattr(args, "plot", None)
+    if isinstance(plot, str) and getattr(args, "func", None) is not cmd_profile:  # profile's is a prefix
+        _check_figure_path(plot, inputs)
+
+
+def _check_figure_path(path: str, inputs: Sequence[str]) -> None:
+    """A ``--plot`` file's format (from its suffix) must be one matplotlib writes: it was found
+    out only after the whole computation, as a traceback and exit 1 (the JSON already written)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(path).suffix.lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise CliError(f"--plot {path}: unknown figure format .{suffix} (allowed: {', '.join('.' + f for f in sorted(formats))})",
+                       EXIT_BAD_INPUT)
+    check_output(path, inputs)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -243,14 +243,17 @@ class SystemResult:
     def table(self) -> str:
         chips = self._doc.get("chips", 1)
         head = (
-            f"{'process':12} {'instructions':>12} {'cycles':>14} {'IPC':>6} {'LLC miss':>9} {'LLC MPKI':>9} "
-            f"{'TLB miss':>9} {'walk cyc':>12} {'faults':>7} {'recolors':>8}"
+            # `LLC MR` a miss rate; `recolored` eager and lazy recolors together (the JSON's
+            # `recolors` is the eager ones alone).
+            f"{'process':12} {'instructions':>12} {'cycles':>14} {'IPC':>6} {'LLC MR':>9} {'LLC MPKI':>9} "
+            f"{'TLB miss':>9} {'walk cyc':>12} {'faults':>7} {'recolored':>9}"
         )
         if chips > 1:
             head += f" {'remote':>9}"
         cores = len(self._doc["cores"])
         lines = [
-            f"policy {self._doc['policy']}, allocator {self._doc['allocator']}, "
+            # A control run says so (`P+control`; it had read as the policy itself).
+            f"policy {policy_label(self._doc.get('config') or {}, self._doc['policy'])}, allocator {self._doc['allocator']}, "
             f"{chips} chip(s), {cores} core(s), {len(self._doc['intervals'])} intervals",
             head,
         ]
@@ -258,7 +261,7 @@ class SystemResult:
             line = (
                 f"{p['name'][:12]:12} {p['instructions']:>12,} {p['cycles']:>14,.0f} {p['ipc']:>6.3f} "
                 f"{p['llc_miss_rate']:>9.3f} {p['llc_mpki']:>9.2f} {p['tlb_misses']:>9,} "
-                f"{p['page_walk_cycles']:>12,.0f} {p['faults']:>7,} {p['recolors'] + p['lazy_recolors']:>8,}"
+                f"{p['page_walk_cycles']:>12,.0f} {p['faults']:>7,} {p['recolors'] + p['lazy_recolors']:>9,}"
             )
             if chips > 1:
                 line += f" {p['remote_accesses']:>9,}"

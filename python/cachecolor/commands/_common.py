@@ -139,3 +139,9 @@ def _executor(args: argparse.Namespace) -> Any:
 def _sweep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: all cores; 1 runs in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask scheduler instead (needs cachecolor[dask] on every worker)")
+
+
+def os_error_line(e: OSError) -> str:
+    """An OSError as one line naming the path: ``PATH: reason``, or the error's own text when it
+    has no filename (the Rust readers put the path in their message; it had read "None: ...")."""
+    return f"{e.filename}: {e.strerror or e}" if e.filename else str(e)

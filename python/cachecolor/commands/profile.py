@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _core
 from ..progress import ProgressLine
-from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _quiet, _status, _source_name, _save_plot
+from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _quiet, _status, _source_name, _save_plot, os_error_line
 
 
 def add_parser(sub: Any) -> None:
@@ -66,7 +66,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     except _core.TraceError as e:
         raise CliError(f"{_source_name(args)}: {e}", EXIT_BAD_INPUT) from e
     except OSError as e:
-        raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+        raise CliError(os_error_line(e), EXIT_BAD_INPUT) from e
     finally:
         progress.close()
     pages = prof.pages

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _size_arg, _quiet, _status, _write_json_first, _source_name, _save_plot
+from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _size_arg, _quiet, _status, _write_json_first, _source_name, _save_plot, os_error_line
 
 
 def add_parser(sub: Any) -> None:
@@ -76,7 +76,15 @@ def cmd_sdp(args: argparse.Namespace) -> int:
             if args.pagemap is not None:
                 import pandas as pd
 
-                where = pd.read_csv(args.pagemap)
+                try:
+                    where = pd.read_csv(args.pagemap)
+                except (OSError, ValueError) as e:  # pandas' parser errors are ValueErrors
+                    raise CliError(f"--pagemap {args.pagemap}: {e}", EXIT_BAD_INPUT) from e
+                missing = [c for c in ("vpn", "pfn") if c not in where.columns]
+                bad = [c for c in ("vpn", "pfn") if c in where.columns and where[c].dtype.kind not in "iu"]
+                if missing or bad or (len(where) and (where[["vpn", "pfn"]] < 0).any().any()):
+                    raise CliError(f"--pagemap {args.pagemap}: expected columns vpn,pfn of whole numbers >= 0 "
+                                   f"(columns: {', '.join(map(str, where.columns)) or 'none'})", EXIT_BAD_INPUT)
             source: Any = args.trace if args.trace is not None else analysis.WorkloadFile(args.workload)
             r = placement.physical_sdp(
                 source, cache_size=args.cache_size, ways=args.ways, line_size=args.line_size,
@@ -107,7 +115,7 @@ def cmd_sdp(args: argparse.Namespace) -> int:
     except _core.TraceError as e:
         raise CliError(f"{_source_name(args)}: {e}", EXIT_BAD_INPUT) from e
     except OSError as e:
-        raise CliError(f"{e.filename}: {e.strerror or e}", EXIT_BAD_INPUT) from e
+        raise CliError(os_error_line(e), EXIT_BAD_INPUT) from e
     if args.plot:
         _status(args, f"wrote {args.plot}")
     return EXIT_OK
