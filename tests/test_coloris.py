@@ -75,3 +75,18 @@ def test_report_keeps_the_hotcold_workload_apart_from_the_first():
     assert labels["recolor-c1-hotcold"] == "C1 hotcold"
     assert labels["recolor-c4-hotcold"] == "C4 hotcold"
     assert labels["recolor-c6-hotcold-win3"] == "C6 hotcold.WIN=3"
+
+
+def test_lazy_marks_and_scans_are_charged_to_the_process_whose_pages_they_touch():
+    """Regression (issue 19's rule that an untouched co-runner never pays for another process's
+    pages): COLORIS's lazy marks (their shootdowns) and Redistribution's accessed-bit scans ran
+    on the core of the policy's hook, so `small`, which gives colours up, stalled 533 K cycles
+    for `hungry`'s pages (its kernel stalls 619,480 against 86,000 of its own kernel work).
+    Each process's kernel stall is now exactly the kernel work done on its behalf."""
+    doc = cachecolor.simulate_system(EX / "recolor-c6-win5.toml", policy="coloris").to_dict()
+    marks = 0
+    for p in doc["processes"]:
+        own = sum(v["cycles"] for v in p["kernel"].values() if isinstance(v, dict))
+        assert p["stalls"]["kernel"] == pytest.approx(own, abs=1.0), p["name"]
+        marks += p["lazy_recolors"]
+    assert marks > 0, "the run recolors lazily (the case the bug was in)"

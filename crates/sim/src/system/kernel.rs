@@ -1,5 +1,7 @@
 //! The kernel actions a policy may take (DESIGN.md "The policy trait"), each carried out at
-//! once on the system and charged to the core running the policy's hook.
+//! once on the system and charged to the core running the policy's hook, except the work on
+//! one process's pages (moves, marks, accessed-bit scans), which is charged to a core of that
+//! process (`Ctx::core_of`).
 use super::{KernelPath, System};
 use crate::memory::{ColorSet, Pfn};
 use crate::mmu::Pte;
@@ -17,6 +19,20 @@ impl Ctx<'_> {
             Some(p) if p.space.is_some() => Ok(()),
             _ => Err(KernelError::NoProcess(pid)),
         }
+    }
+
+    /// The core that does (and is charged for) kernel work on `pid`'s pages: a core running one
+    /// of its threads, the hook's core only when it has none left. Issue 19: an untouched
+    /// co-runner never pays for another process's pages. Eager moves had this from the start;
+    /// COLORIS's lazy marks (their shootdowns) and accessed-bit scans (Redistribution) were
+    /// charged to the hook's core, so the process giving colours up stalled for the one taking
+    /// them (about 533 K cycles of `hungry`'s marks and scans on `small` in recolor-c6-win5).
+    fn core_of(&self, pid: usize) -> usize {
+        self.sys
+            .threads
+            .iter()
+            .find(|t| t.pid == pid && !t.done)
+            .map_or(self.core, |t| t.core)
     }
 }
 
@@ -90,15 +106,7 @@ impl Kernel for Ctx<'_> {
             c.refused_recolors += 1;
             return Ok(None);
         }
-        // Issue 19: the move runs (and is charged) on a core of the page's own process, not on
-        // whichever core ran the hook, so an untouched co-runner never pays for another
-        // process's pages (the hook's core only when the process has no thread left).
-        let core = self
-            .sys
-            .threads
-            .iter()
-            .find(|t| t.pid == pid && !t.done)
-            .map_or(self.core, |t| t.core);
+        let core = self.core_of(pid);
         // A page waiting for a lazy move is settled too: the remap makes it present again.
         let new = self.sys.move_page(core, pid, vpn, colors)?;
         self.sys.processes[pid].recolors += 1;
@@ -121,7 +129,8 @@ impl Kernel for Ctx<'_> {
         if !space.mark_for_recolor(vpn) {
             return Err(KernelError::NotMapped { pid, vpn });
         }
-        self.sys.shootdown(self.core, pid, Some(vpn));
+        let core = self.core_of(pid);
+        self.sys.shootdown(core, pid, Some(vpn));
         Ok(())
     }
 
@@ -130,10 +139,10 @@ impl Kernel for Ctx<'_> {
         let space = self.sys.processes[pid].space.as_mut().expect("live");
         let (visited, hot) = space.scan_and_clear_accessed();
         let cost = visited * self.sys.timing.config.scan_cycles_per_entry;
-        self.sys
-            .charge_kernel(self.core, KernelPath::Scan, cost, Some(pid));
+        let core = self.core_of(pid);
+        self.sys.charge_kernel(core, KernelPath::Scan, cost, Some(pid));
         // Cleared bits are set again only by walks: flush the process's translations.
-        self.sys.shootdown(self.core, pid, None);
+        self.sys.shootdown(core, pid, None);
         Ok(hot)
     }
 
