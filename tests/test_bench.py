@@ -114,6 +114,27 @@ def test_corun_runs_each_core_count(run_cli, tmp_path):
     assert [p["cores"] for p in doc["points"]] == list(range(1, len(doc["cpus"]) + 1))
 
 
+def test_one_trial_plots_without_an_interval_and_says_its_pattern(run_cli, tmp_path):
+    """Regression: one trial's intervals are null; the plot failed on them (TypeError, exit 1,
+    no PNG), the text printed the on-CPU interval as a made-up 0.00, and the title said
+    "uniform chase" whatever the pattern."""
+    out, png = tmp_path / "one.json", tmp_path / "one.png"
+    r = run_cli("bench", "--level", "L1", "--trials", "1", "--duration-ms", "1", "--points", "2",
+                "--pattern", "sequential", "--json", out, "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert png.is_file() and "+- 0.00" not in r.stdout, r.stdout
+    from cachecolor import bench
+
+    fig = bench.plot_sweeps([bench.load(str(out))])
+    title = fig.axes[0].get_title()
+    assert "sequential chase" in title and "uniform" not in title and "no interval" in title, title
+    # Another command's JSON is not a sweep: one clear line, exit 2 (it was a KeyError, exit 1).
+    (tmp_path / "other.json").write_text('{"processes": []}')
+    r = run_cli("bench", "--replot", tmp_path / "other.json", "--plot", tmp_path / "x.png")
+    assert r.returncode == 2 and "not a sweep written by `cachecolor bench --json`" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
+
+
 def test_bad_input_is_clear_and_changes_nothing(run_cli):
     before = nr_hugepages()
     r = run_cli("bench", "--level", "L1", "--sizes", "65536GiB", "--trials", "1")

@@ -176,9 +176,18 @@ def probe(reps: int = 15, duration_ms: float = 3.0, core: Optional[int] = None, 
 
 
 def load(path: str) -> Sweep:
-    """A sweep written by ``cachecolor bench --json``."""
+    """A sweep written by ``cachecolor bench --json``; ValueError naming the path when the file
+    is not one (another command's JSON was a KeyError from deep in the plot)."""
     with open(path, encoding="utf-8") as f:
-        return Sweep(json.load(f))
+        try:
+            doc = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from e
+    need = ("level", "points", "config")
+    if not isinstance(doc, dict) or any(k not in doc for k in need) or "pattern" not in doc["config"]:
+        raise ValueError(f"{path}: not a sweep written by `cachecolor bench --json` "
+                         f"(expected the keys {', '.join(need)}; a --corun result cannot be replotted as a sweep)")
+    return Sweep(doc)
 
 
 def plot_sweeps(sweeps: Iterable[Sweep], out: Optional[str] = None) -> Any:
@@ -194,24 +203,36 @@ def plot_sweeps(sweeps: Iterable[Sweep], out: Optional[str] = None) -> Any:
     for s in sweeps:
         if s.level["name"] not in levels:
             levels.append(s.level["name"])
+    import pandas as pd
+
     fig, axes = plt.subplots(1, len(levels), figsize=(5 * len(levels), 4), squeeze=False)
     for ax, name in zip(axes[0], levels):
         size = None
-        for s in (s for s in sweeps if s.level["name"] == name):
+        mine = [s for s in sweeps if s.level["name"] == name]
+        # The pattern is each sweep's own (the title had said "uniform chase" for every one).
+        patterns = list(dict.fromkeys(s.doc["config"].get("pattern", "uniform") for s in mine))
+        for s in mine:
             f = s.frame
             x = f["working_set_bytes"] / 1024
             y = f["ns_per_access"]
-            ci = f["ci95"].fillna(0)
-            (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{s.buffer}: wall clock")
-            ax.fill_between(x, y - ci, y + ci, color=line.get_color(), alpha=0.25)
+            tag = f"{s.buffer}" + (f", {s.doc['config'].get('pattern')}" if len(patterns) > 1 else "")
+            (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{tag}: wall clock")
+            # One trial has no interval (null in the JSON): no band then, not a zero-width one
+            # (an all-null column stayed of object type and the plot failed).
+            ci = pd.to_numeric(f["ci95"], errors="coerce")
+            if ci.notna().any():
+                ax.fill_between(x, y - ci, y + ci, color=line.get_color(), alpha=0.25)
             if f["cpu_ns_per_access"].notna().all():
-                yc, cc = f["cpu_ns_per_access"], f["cpu_ci95"].fillna(0)
-                ax.plot(x, yc, ls="--", marker="x", ms=3, color=line.get_color(), label=f"{s.buffer}: on-CPU")
-                ax.fill_between(x, yc - cc, yc + cc, color=line.get_color(), alpha=0.15)
+                yc, cc = f["cpu_ns_per_access"], pd.to_numeric(f["cpu_ci95"], errors="coerce")
+                ax.plot(x, yc, ls="--", marker="x", ms=3, color=line.get_color(), label=f"{tag}: on-CPU")
+                if cc.notna().any():
+                    ax.fill_between(x, yc - cc, yc + cc, color=line.get_color(), alpha=0.15)
             size = s.level["size"]
         if size:
             ax.axvline(size / 1024, color="grey", ls="--", lw=1, label=f"sysfs {name} = {size >> 10} KiB")
-        ax.set_title(f"{name}: mean ns per access, 95% CI (uniform chase)")
+        trials = min((s.doc["config"].get("trials", 2) for s in mine), default=2)
+        ax.set_title(f"{name}: mean ns per access, {', '.join(patterns)} chase\n"
+                     + ("95% CI" if trials > 1 else "1 trial: no interval"), fontsize=10)
         ax.set_xlabel("working set (KiB)")
         ax.set_ylabel("ns per access")
         ax.legend(fontsize=8)
@@ -256,6 +277,6 @@ def markdown_table(sweeps: Sequence[Sweep]) -> str:
         for s in sweeps:
             q = s.doc["points"][i]
             cells.append(f"{q['ns_per_access']:.2f} ± {q['ci95'] or 0:.2f}")
-            cells.append(f"{q['cpu_ns_per_access']:.2f} ± {q['cpu_ci95'] or 0:.2f}")
+            cells.append(f"{q['cpu_ns_per_access']:.2f} ± " + ("nan" if q["cpu_ci95"] is None else f"{q['cpu_ci95']:.2f}"))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)

@@ -61,7 +61,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.replot:
         if not args.plot:
             raise CliError("--replot needs --plot OUT.png", EXIT_BAD_INPUT)
-        sweeps = [b.load(p) for p in args.replot]
+        try:
+            sweeps = [b.load(p) for p in args.replot]
+        except OSError as e:
+            raise CliError(f"--replot {e.filename}: {e.strerror}", EXIT_BAD_INPUT) from e
+        except ValueError as e:
+            raise CliError(f"--replot {e}", EXIT_BAD_INPUT) from e
         b.plot_sweeps(sweeps, args.plot)
         for s in sweeps:
             print(f"{s.buffer:>20}  {s.knee()['text']}")
@@ -104,7 +109,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ci = p["ci95"] if p["ci95"] is not None else float("nan")
         extra = "".join(f"  {k}/access={c['per_access']:.3g}" for k, c in p["counters"].items())
         cpu = p.get("cpu_ns_per_access")
-        cpu_txt = f"  (on-CPU {cpu:.2f} +- {p['cpu_ci95'] or 0:.2f})" if cpu is not None else ""
+        # One trial has no interval: nan, as the wall-clock one (not a made-up 0).
+        cpu_ci = p["cpu_ci95"] if p.get("cpu_ci95") is not None else float("nan")
+        cpu_txt = f"  (on-CPU {cpu:.2f} +- {cpu_ci:.2f})" if cpu is not None else ""
         print(f"{p['working_set_bytes'] >> 10:>8} KiB  {p['ns_per_access']:8.2f} ns/access +- {ci:.2f}{cpu_txt}{extra}")
     print(s.knee()["text"])
     for n in s.doc["notes"]:
