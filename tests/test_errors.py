@@ -166,3 +166,34 @@ def test_sdp_pagemap_that_is_not_vpn_pfn_numbers_is_bad_input(run_cli, tmp_path,
 def test_missing_program_is_a_capture_failure(run_cli, tmp_path):
     line = assert_one_line_error(run_cli("trace", "-o", tmp_path / "x.cctrace", "--", "/no/such/program"), code=1)
     assert "/no/such/program" in line
+
+
+def test_inputs_of_one_file_name_are_refused_before_any_run(run_cli, tmp_path):
+    """Regression: `report`, `offload` and `oscache report` name a config's (machine's,
+    workload's) rows, sections and files by its file name; a second input of the same name from
+    another directory silently replaced the first (offload, oscache: one result of two) or was
+    merged with it (report). A directory holding no machine file ran the built-in baseline alone."""
+    import shutil
+
+    ex = Path(__file__).resolve().parent.parent / "examples"
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        for f in ("robustness/fits-half.toml", "oscache/offload-compute.toml", "oscache/baseline.toml", "oscache/workloads/jvm.toml"):
+            shutil.copy(ex / f, tmp_path / d)
+    a, b = tmp_path / "a", tmp_path / "b"
+    cases = [
+        (["report", a / "fits-half.toml", b, "--out", tmp_path / "r"], "'fits-half'"),
+        (["offload", a / "offload-compute.toml", b / "offload-compute.toml", "--out", tmp_path / "o"], "'offload-compute'"),
+        (["oscache", "report", a / "baseline.toml", b / "baseline.toml", "-o", tmp_path / "s"], "'baseline'"),
+        (["oscache", "report", ex / "oscache" / "baseline.toml", "--workload", a / "jvm.toml", "--workload", b / "jvm.toml",
+          "-o", tmp_path / "s"], "'jvm'"),
+    ]
+    for args, name in cases:
+        line = assert_one_line_error(run_cli(*args))
+        assert f"have the same name {name}" in line, line
+    for out in ("r", "o", "s"):
+        assert not (tmp_path / out).exists(), "nothing ran, nothing was written"
+    (tmp_path / "none").mkdir()
+    shutil.copy(ex / "oscache" / "offload-compute.toml", tmp_path / "none")
+    line = assert_one_line_error(run_cli("oscache", "report", tmp_path / "none", "-o", tmp_path / "s"))
+    assert "no machine file" in line, line

@@ -46,6 +46,19 @@ def test_sweep_tables_cover_triggers_migration_and_cores():
     assert "User cores sharing one OS core" in text
 
 
+def test_cores_table_is_measured_where_something_is_offloaded():
+    """Regression: the user-cores table took the grid's best speedup; on `compute` the points
+    that off-load nothing tie at 1.000 with it, the first won (N=5000), and the table measured an
+    idle OS core (0 runs off-loaded, 0.0% OS core time)."""
+    s = sweep(small("compute", 60_000), triggers=(0, 1_000_000), migration=(100,), cores=(1,))
+    none = next(p for p in s["grid"] if p["trigger"] == 1_000_000)
+    assert none["offloaded_runs"] == 0 and none["speedup"] == pytest.approx(1.0)
+    assert s["scaling"][0]["trigger"] == 0 and s["scaling"][0]["offloaded_runs"] > 0
+    # Nothing off-loaded at any point: the table says so.
+    s = sweep(small("compute", 60_000), triggers=(1_000_000,), migration=(100,), cores=(1,))
+    assert "nothing is off-loaded" in tables("compute", s)
+
+
 @pytest.mark.parametrize(
     "edit, field",
     [

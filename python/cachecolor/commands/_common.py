@@ -145,3 +145,18 @@ def os_error_line(e: OSError) -> str:
     """An OSError as one line naming the path: ``PATH: reason``, or the error's own text when it
     has no filename (the Rust readers put the path in their message; it had read "None: ...")."""
     return f"{e.filename}: {e.strerror or e}" if e.filename else str(e)
+
+
+def distinct_names(paths: Any, what: str) -> None:
+    """Refuse two different inputs of one file name: the reports name their rows, sections and
+    files by it, and the second had silently replaced (or merged into) the first."""
+    import os
+    from pathlib import Path
+
+    seen: dict[str, tuple[str, str]] = {}
+    for p in paths:
+        stem, real = Path(p).stem, os.path.realpath(p)
+        if stem in seen and seen[stem][1] != real:
+            raise CliError(f"{what} {seen[stem][0]} and {p} have the same name {stem!r}, which names their results: "
+                           "rename or copy one", EXIT_BAD_INPUT)
+        seen.setdefault(stem, (str(p), real))

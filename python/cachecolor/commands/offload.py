@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .. import _core
-from ._common import EXIT_OK, EXIT_BAD_INPUT, CliError, _quiet, _status
+from ._common import EXIT_OK, EXIT_BAD_INPUT, CliError, _quiet, _status, distinct_names
 
 
 def add_parser(sub: Any) -> None:
@@ -41,8 +41,10 @@ def cmd_offload(args: argparse.Namespace) -> int:
     cores = ints(args.cores, "--cores")
     if 0 in cores:
         raise CliError("--cores: at least 1 user core", EXIT_BAD_INPUT)
+    distinct_names(args.configs, "configs")
+    configs = list(dict.fromkeys(args.configs))  # one file named twice is one result
     try:
-        text, written = run_report(args.configs, args.out, triggers, migration, cores, not args.no_plots, progress=lambda m: _status(args, m))
+        text, written = run_report(configs, args.out, triggers, migration, cores, not args.no_plots, progress=lambda m: _status(args, m))
     except _core.ConfigError as e:
         raise CliError(f"{e}", EXIT_BAD_INPUT) from e
     print(text)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _core
 from ..progress import ProgressLine
-from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _Parser, _quiet, _status
+from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _Parser, _quiet, _status, distinct_names
 
 
 def add_parser(sub: Any) -> None:
@@ -50,8 +50,16 @@ def cmd_oscache_report(args: argparse.Namespace) -> int:
         if d is None:
             raise CliError("examples/oscache not found: name the machine files", EXIT_BAD_INPUT)
         machines = [str(d)]
+    try:
+        files = oscache.machine_files(machines)
+    except _core.ConfigError as e:
+        raise CliError(f"{e}", EXIT_BAD_INPUT) from e
+    if args.machines and not files:
+        raise CliError(f"no machine file (a .toml with [model] and no [offload]) in {', '.join(args.machines)}", EXIT_BAD_INPUT)
+    distinct_names(files, "machine files")
+    distinct_names(args.workload or [], "--workload files")
     sources: list = []
-    for w in args.workload or []:
+    for w in dict.fromkeys(args.workload or []):
         sources.append((Path(w).stem, oscache.load_workload(w, args.references), None))
     for t in args.trace or []:
         if not Path(t).is_file():

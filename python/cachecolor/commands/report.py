@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from .. import _core
-from ._common import PROG, EXIT_OK, EXIT_BAD_INPUT, POLICIES, CliError, _quiet, _status, _parse_sets, _executor, _sweep_options
+from ._common import PROG, EXIT_OK, EXIT_BAD_INPUT, POLICIES, CliError, _quiet, _status, _parse_sets, _executor, _sweep_options, distinct_names
 
 
 def add_parser(sub: Any) -> None:
@@ -51,6 +51,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     sets = dict(_parse_sets(args.set))
     try:
         configs = config_paths(args.paths)
+        distinct_names(configs, "configs")
         points = []
         for c in configs:
             names = args.policy or _default_policies(c)
