@@ -168,3 +168,31 @@ def test_report_runs_best_offline_only_when_asked(tmp_path):
     assert loud.stderr.count("best offline: art_short, seed") == 1, loud.stderr
     bad = report("--best-offline", "1")
     assert bad.returncode == 2 and "--best-offline 1" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_skipped_search_says_why_in_table3_and_draws_no_ipc(tmp_path, monkeypatch):
+    """Regression: swim (seed 1) skips its search ("no sampled reference hit"); Table 3 gave
+    0 pollute pages with no word, and the search plot drew its unmeasured baseline as IPC 0."""
+    from cachecolor import reports as report
+
+    runs = report.run_matrix([ROOT / "examples" / "rocs" / "swim.toml"], ["rocs"], seeds=[1])
+    s = runs[0].result.policy_report["units"][0]["searches"][0]
+    assert s["skipped"] and s["baseline_ipc"] == 0.0
+    t3 = report_rocs.table3(runs)
+    assert t3["skipped"][0] == s["skipped"]
+    from matplotlib.figure import Figure
+
+    drawn = []
+    save = Figure.savefig
+
+    def keep(fig, *a, **k):  # look at the figure as it is saved
+        left = fig.axes[0]
+        drawn.append(([line for line in left.lines if len(line.get_xdata())], [t.get_text() for t in left.texts]))
+        return save(fig, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    [png] = report_rocs._plots(runs, tmp_path)
+    assert png.is_file()
+    [(lines, texts)] = drawn
+    assert lines == [], "no IPC drawn for a search that measured none"
+    assert any("search skipped" in t and s["skipped"] in t for t in texts), texts

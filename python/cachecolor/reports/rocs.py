@@ -155,6 +155,8 @@ def table3(runs: list[Run]) -> Any:
                     "pct_of_mapped": nan if chosen is None else 100.0 * chosen / max(frames, 1),
                     "from_streaming": streaming / max(len(picked), 1)
                     if chosen is not None and any(a["streaming"] is not None for a in arrs) else nan,
+                    # Why a search measured nothing (its 0 pages are not a search's verdict).
+                    "skipped": s.get("skipped") or "",
                 }
             )
     return pd.DataFrame(rows)
@@ -339,17 +341,26 @@ def _plots(runs: list[Run], out: Path) -> list[Path]:
             continue
         s = searches[0]
         fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-        xs = [0] + [st["pages"] for st in s["steps"]]
-        ys = [s["baseline_ipc"]] + [st["ipc"] for st in s["steps"]]
-        a.plot(xs, ys, marker="o")
-        if s["chosen"] is not None:
+        if s.get("skipped"):
+            # Nothing was measured: no baseline IPC to draw (it had been drawn as an IPC of 0).
+            a.text(0.5, 0.5, f"search skipped:\n{s['skipped']}", ha="center", va="center", transform=a.transAxes, wrap=True)
+            a.set_xticks([])
+            a.set_yticks([])
+        else:
+            xs = [0] + [st["pages"] for st in s["steps"]]
+            ys = [s["baseline_ipc"]] + [st["ipc"] for st in s["steps"]]
+            a.plot(xs, ys, marker="o")
+        if s.get("skipped"):
+            pass
+        elif s["chosen"] is not None:
             a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
         else:
             a.plot([], [], " ", label="unfinished: the run ended mid-search")
         a.set_xlabel("pages mapped to the pollute buffer (top of the stack)")
         a.set_ylabel("IPC over the step's interval")
         a.set_title("Algorithm 1 FindPollutePages")
-        a.legend()
+        if not s.get("skipped"):
+            a.legend()
         for prof, label in ((s["profile"], "before"), (s["verify_profile"], "with buffer")):
             if prof:
                 b.plot([row[1] - prof[0][1] for row in prof], [row[3] / row[2] for row in prof], ".", label=label, alpha=0.6)
