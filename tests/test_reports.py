@@ -210,3 +210,23 @@ def test_report_figures_warn_nothing_and_keep_the_process_legend_when_a_panel_is
     assert "Warning" not in run.stderr, run.stderr
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "Pages per color" in html and "32 colors of" in html, "core-i3-2100: 3 MiB / 2 slices / 12 ways / 4 KiB"
+
+
+def test_a_policy_that_never_acted_says_so_in_simulate_and_report(tmp_path):
+    """Regression (the audit of issue 19): `mrc-partition` set no partition on 17 example
+    configs, `thread-cluster` migrated nothing, `rocs` targeted nothing, and neither `simulate`
+    nor `report` said a word: a column identical to linux's read as a measured null result."""
+    cfg = Path(__file__).resolve().parent.parent / "examples" / "robustness" / "mix2-both-fit.toml"
+    sim = subprocess.run([sys.executable, "-m", "cachecolor", "simulate", str(cfg), "--policy", "mrc-partition", "-q"],
+                         capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stderr
+    assert "warning: mrc-partition set no partition" in sim.stderr, sim.stderr
+    out = tmp_path / "rep"
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "report", str(cfg), "--policy", "linux", "--policy", "rocs",
+                          "--policy", "rocs+control", "--seeds", "2", "--out", str(out), "-q", "--no-plots", "--no-html"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    md = (out / "report.md").read_text()
+    section = md.split("## policy warnings")[1].split("\n## ")[0]
+    assert "| mix2-both-fit | rocs | 1, 2 | rocs targeted no process" in section, section
+    assert "rocs+control" not in section, "a control run is its own record (its refused moves), not a warning"

@@ -86,10 +86,10 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
 def _policy_warnings(result: Any) -> None:
     """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
     policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
-    report = result.policy_report
-    if isinstance(report, dict):
-        for w in report.get("warnings") or []:
-            print(f"{PROG}: warning: {w}", file=sys.stderr)
+    from ..system import policy_warnings
+
+    for w in policy_warnings(result.to_dict()):
+        print(f"{PROG}: warning: {w}", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

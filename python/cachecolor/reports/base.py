@@ -175,6 +175,27 @@ def write_report(
     return text, written
 
 
+def policy_warning_table(runs: Sequence[Run]) -> Any:
+    """One row per config, policy and warning (the seeds that gave it): a policy that never
+    acted had left the report's numbers to speak alone (an `mrc-partition` column identical to
+    linux's, with no word why)."""
+    import re
+
+    import pandas as pd
+
+    from ..system import policy_warnings
+
+    rows: dict[tuple[str, str, str], list[Any]] = {}
+    for r in runs:
+        for w in policy_warnings(r.result.to_dict()):
+            # The counts in a warning differ from seed to seed; the rows group by its words.
+            rows.setdefault((Path(r.config).stem, r.policy, re.sub(r"\d[\d,.]*", "N", w)), []).append((r.seed, w))
+    return pd.DataFrame([
+        {"config": c, "policy": p, "seeds": ", ".join("-" if s is None else str(s) for s, _ in got), "warning": got[0][1]}
+        for (c, p, _), got in rows.items()
+    ])
+
+
 def report_tables(runs: Sequence[Run], frame: Any, reporters: dict[str, PolicyReporter]) -> list[tuple[str, Any]]:
     """The report's tables in order: the comparison (seeds aggregated when there are several),
     then each policy reporter's."""
@@ -187,6 +208,9 @@ def report_tables(runs: Sequence[Run], frame: Any, reporters: dict[str, PolicyRe
     from . import robustness  # issue 19: a table per policy against the baseline
 
     tables.extend(robustness.tables(frame))
+    warned = policy_warning_table(runs)
+    if len(warned):
+        tables.append(("policy warnings: what a policy skipped or never did (the first seed's words; `cachecolor simulate` prints them on stderr)", warned))
     for name in _policies_in(runs):
         reporter = reporters.get(name)
         if reporter is not None:
