@@ -316,3 +316,18 @@ def test_set_works_on_cache_only_configs_too(tmp_path):
     assert run.returncode == 0, run.stderr
     doc = json.loads(out.read_text())
     assert doc["config"]["hierarchy"]["levels"][0]["ways"] == 4 and doc["records"] == 10_000
+
+
+def test_the_cli_names_a_failed_point_and_counts_each_point_once(tmp_path):
+    """Regressions (`cachecolor sweep`): a failed point was named by a 12-digit key alone, and a
+    spec repeating a value counted the repeats as points ("2 points: 0 run now, 1 already
+    done")."""
+    cfg = small(tmp_path)
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'configs = ["{cfg}"]\npolicies = ["static"]\nseeds = [1, 1]\n'
+                    f'[parameters]\n"memory.ram" = ["16MiB", "16MiB"]\n"{REFS[1]}" = [300000]\n')
+    run = subprocess.run([sys.executable, "-m", "cachecolor", "sweep", str(spec), "--out", str(tmp_path / "o"),
+                          "--workers", "1"], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    assert "1 points: 1 run now, 0 already done, 1 failed" in run.stderr, run.stderr
+    assert f"point failed ({cfg.stem}, static, memory.ram=16MiB" in run.stderr and "seed 1; points/" in run.stderr, run.stderr

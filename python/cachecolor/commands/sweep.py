@@ -41,9 +41,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         res = sweep(points, out, executor=_executor(args), workers=args.workers, progress=not args.quiet)
     except SweepError as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
-    _status(args, f"{len(res.points)} points: {len(res.ran)} run now, {len(res.reused)} already done, {len(res.failed)} failed")
+    # Distinct points: a spec may name one point twice (repeated values), and it runs once.
+    _status(args, f"{len({p.key for p in res.points})} points: {len(res.ran)} run now, {len(res.reused)} already done, "
+                  f"{len(res.failed)} failed")
+    labels = {p.key: p.point.label() for p in res.points}
     for key in res.failed:
         rec = json.loads((Path(out) / "points" / f"{key}.json").read_text())
-        print(f"{PROG}: point failed ({key[:12]}): {rec.get('error')}", file=sys.stderr)
+        # The point by its config, policy, parameters and seed (the key alone named nothing a
+        # user could find); the record stays in points/KEY.json.
+        print(f"{PROG}: point failed ({labels.get(key, key[:12])}; points/{key}.json): {rec.get('error')}", file=sys.stderr)
     _status(args, "wrote " + ", ".join(str(f) for f in res.files))
     return EXIT_FAILURE if res.failed else EXIT_OK
