@@ -144,9 +144,13 @@ def test_bad_text_traces(run_cli, tmp_path, examples):
         # Regression: a --plot format matplotlib cannot write was a traceback and exit 1 after
         # the whole computation.
         (["mrc", "--workload", "{one}", "--plot", "curve.xyz"], ["--plot curve.xyz", "unknown figure format .xyz", ".png"]),
+        # Regressions: a negative count or a NaN rate reached the Rust side as JSON and came
+        # back as serde's "invalid value: integer `-64`, expected u64 at line 1 column 18".
+        (["mrc", "--workload", "{one}", "--line-size", "-64"], ["--line-size", "'-64'", "whole number"]),
+        (["mrc", "--workload", "{one}", "--shards", "nan"], ["--shards", "'nan'", "finite"]),
     ],
     ids=["missing-config", "missing-trace", "info-missing", "convert-missing", "unknown-format", "unknown-from", "bad-seed",
-         "unknown-command", "capture-no-program", "profile-missing", "sdp-missing", "plot-format"],
+         "unknown-command", "capture-no-program", "profile-missing", "sdp-missing", "plot-format", "negative-count", "nan-rate"],
 )
 def test_bad_command_lines(run_cli, examples, args, expected):
     args = [str(examples / "crossval" / "one-level.toml") if a == "{one}" else a for a in args]

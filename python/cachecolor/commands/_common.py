@@ -51,6 +51,31 @@ def _size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size: use bytes (e.g. 1048576) or KiB/MiB/GiB (e.g. 1MiB)") from None
 
 
+def _whole(text: str) -> int:
+    """A whole number >= 0 for a count or size flag (a negative one had reached the Rust side
+    and come back as serde's "invalid value: integer `-64`, expected u64 at line 1 column 18")."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 0 to 2**63 - 1")
+    return v
+
+
+def _finite(text: str) -> float:
+    """A finite number (``nan`` and ``inf`` had reached the Rust side as malformed JSON)."""
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number")
+    return v
+
+
 def _quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or status messages on stderr")
 

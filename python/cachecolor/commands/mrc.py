@@ -10,7 +10,7 @@ import numpy as np
 from .. import _core
 from .._output import save_figure
 from ..progress import ProgressLine
-from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _size_arg, _quiet, _status, _source_name, _save_plot
+from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _size_arg, _quiet, _status, _source_name, _save_plot, _whole, _finite
 
 
 def add_parser(sub: Any) -> None:
@@ -28,27 +28,27 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--json", metavar="OUT", help="write the curve (sizes, miss_rate, metadata) as JSON")
     m.add_argument("--plot", metavar="OUT.png", help="plot the curve (matplotlib) to a PNG file")
     g = m.add_mutually_exclusive_group()
-    g.add_argument("--shards", type=float, metavar="RATE", help="SHARDS at a fixed sampling rate in (0, 1], e.g. 0.01")
-    g.add_argument("--shards-size", type=int, metavar="N", help="fixed-size SHARDS tracking at most N sampled lines")
-    g.add_argument("--aet", type=float, metavar="RATE", help="AET model from references sampled at RATE in (0, 1]")
-    m.add_argument("--salts", type=int, default=1, metavar="K", help="SHARDS: K independent samples (salts), min/max band (default 1)")
-    m.add_argument("--seed", type=int, default=0, metavar="N", help="first SHARDS salt / AET sampling seed (default 0)")
+    g.add_argument("--shards", type=_finite, metavar="RATE", help="SHARDS at a fixed sampling rate in (0, 1], e.g. 0.01")
+    g.add_argument("--shards-size", type=_whole, metavar="N", help="fixed-size SHARDS tracking at most N sampled lines")
+    g.add_argument("--aet", type=_finite, metavar="RATE", help="AET model from references sampled at RATE in (0, 1]")
+    m.add_argument("--salts", type=_whole, default=1, metavar="K", help="SHARDS: K independent samples (salts), min/max band (default 1)")
+    m.add_argument("--seed", type=_whole, default=0, metavar="N", help="first SHARDS salt / AET sampling seed (default 0)")
     m.add_argument("--no-adjust", action="store_true", help="SHARDS: do not apply SHARDS_adj")
     m.add_argument("--granularity", choices=("line", "page"), default="line", help="count lines or pages (default: line)")
-    m.add_argument("--line-size", type=int, default=64, metavar="B", help="line size in bytes (default 64)")
-    m.add_argument("--page-size", type=int, default=4096, metavar="B", help="page size in bytes for --granularity page (default 4096)")
+    m.add_argument("--line-size", type=_whole, default=64, metavar="B", help="line size in bytes (default 64)")
+    m.add_argument("--page-size", type=_whole, default=4096, metavar="B", help="page size in bytes for --granularity page (default 4096)")
     size_group = m.add_mutually_exclusive_group()
-    size_group.add_argument("--points", type=int, metavar="N", help="report N log-spaced sizes (default 1000)")
+    size_group.add_argument("--points", type=_whole, metavar="N", help="report N log-spaced sizes (default 1000)")
     size_group.add_argument("--all-sizes", action="store_true", help="report every size (exact only)")
-    m.add_argument("--sets", type=int, metavar="N", help="also profile every set of a cache with N sets (set = line mod N)")
+    m.add_argument("--sets", type=_whole, metavar="N", help="also profile every set of a cache with N sets (set = line mod N)")
     m.add_argument("--cache-size", type=_size_arg, metavar="B", help="also profile the sets of this cache (with --ways), e.g. 1MiB")
-    m.add_argument("--ways", type=int, metavar="A", help="associativity of --cache-size")
-    m.add_argument("--max-ways", type=int, metavar="A", help="largest associativity in the per-set profiles (default --ways, else 16)")
-    m.add_argument("--rapid", type=int, metavar="WINDOW", help="RapidMRC (Azimi et al. 3.2.2): the L2 curve from a window of WINDOW L1 misses, beside the exact one")
+    m.add_argument("--ways", type=_whole, metavar="A", help="associativity of --cache-size")
+    m.add_argument("--max-ways", type=_whole, metavar="A", help="largest associativity in the per-set profiles (default --ways, else 16)")
+    m.add_argument("--rapid", type=_whole, metavar="WINDOW", help="RapidMRC (Azimi et al. 3.2.2): the L2 curve from a window of WINDOW L1 misses, beside the exact one")
     m.add_argument("--l1-size", type=_size_arg, default=32 << 10, metavar="B", help="--rapid: the L1 whose misses feed it (default 32KiB)")
-    m.add_argument("--l1-ways", type=int, default=8, metavar="A", help="--rapid: its associativity (default 8)")
-    m.add_argument("--warmup", type=int, default=0, metavar="N", help="--rapid: the window's first N misses only fill the stack (default 0)")
-    m.add_argument("--start", type=int, default=0, metavar="N", help="--rapid: skip the first N L1 misses (default 0)")
+    m.add_argument("--l1-ways", type=_whole, default=8, metavar="A", help="--rapid: its associativity (default 8)")
+    m.add_argument("--warmup", type=_whole, default=0, metavar="N", help="--rapid: the window's first N misses only fill the stack (default 0)")
+    m.add_argument("--start", type=_whole, default=0, metavar="N", help="--rapid: skip the first N L1 misses (default 0)")
     _quiet(m)
     m.set_defaults(func=cmd_mrc)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _core
 from ..progress import ProgressLine
-from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _quiet, _status, _source_name, _save_plot, os_error_line
+from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _quiet, _status, _source_name, _save_plot, os_error_line, _whole, _finite
 
 
 def add_parser(sub: Any) -> None:
@@ -24,12 +24,12 @@ def add_parser(sub: Any) -> None:
     pp.add_argument("--config", required=True, metavar="CONFIG", help="simulation config with the [hierarchy] (cache-only)")
     pp.add_argument("--format", choices=FORMATS, help="format of TRACE (default: told from its content)")
     pp.add_argument("--level", metavar="NAME", help="the level profiled, by name (default: the hierarchy's last level)")
-    pp.add_argument("--page-size", type=int, default=4096, metavar="B", help="page size (default 4096)")
-    pp.add_argument("--sample-period", type=int, metavar="N", help="also estimate from one L1D miss in N (ROCS 3.1)")
-    pp.add_argument("--region-tolerance", type=float, default=0.15, metavar="D", help="miss-rate difference within a region (default 0.15)")
-    pp.add_argument("--region-gap", type=int, default=1, metavar="P", help="pages a region may skip between members (default 1: adjacent)")
-    pp.add_argument("--min-accesses", type=int, default=1, metavar="N", help="pages with fewer accesses stay out of regions (default 1)")
-    pp.add_argument("--min-share", type=float, default=0.01, metavar="F", help="list regions with at least this share of the accesses (default 0.01)")
+    pp.add_argument("--page-size", type=_whole, default=4096, metavar="B", help="page size (default 4096)")
+    pp.add_argument("--sample-period", type=_whole, metavar="N", help="also estimate from one L1D miss in N (ROCS 3.1)")
+    pp.add_argument("--region-tolerance", type=_finite, default=0.15, metavar="D", help="miss-rate difference within a region (default 0.15)")
+    pp.add_argument("--region-gap", type=_whole, default=1, metavar="P", help="pages a region may skip between members (default 1: adjacent)")
+    pp.add_argument("--min-accesses", type=_whole, default=1, metavar="N", help="pages with fewer accesses stay out of regions (default 1)")
+    pp.add_argument("--min-share", type=_finite, default=0.01, metavar="F", help="list regions with at least this share of the accesses (default 0.01)")
     pp.add_argument("--json", metavar="OUT", help="write every page and region as JSON")
     pp.add_argument("--csv", metavar="OUT", help="write the per-page table as CSV")
     pp.add_argument("--plot", metavar="PREFIX", help="write PREFIX-histogram.png (Figure 2) and PREFIX-address-space.png (Figure 3)")
