@@ -80,6 +80,13 @@ impl Comparison {
         );
         match self.effect {
             Some(true) => format!("{ci}: effective (CI above {DECIDE_RATIO:.2})"),
+            // Same-colour pages measurably *faster* is not a conflict effect, but it is not a
+            // clean null either: the arms differ in something else (where the buffers landed,
+            // the prefetcher, huge pages). Said so rather than a bare "no effect".
+            Some(false) if self.ci.1 < 1.0 => format!(
+                "{ci}: no conflict effect (CI below {DECIDE_RATIO:.2}), but same-color pages were faster \
+                 (CI below 1.00): the arms differ in something besides color"
+            ),
             Some(false) => format!("{ci}: no effect (CI below {DECIDE_RATIO:.2})"),
             None => format!(
                 "{ci}: undecided (the CI contains {DECIDE_RATIO:.2}; more --reps or a quieter machine would decide it)"
@@ -769,6 +776,20 @@ mod tests {
             .split(',')
             .map(|v| v.parse().unwrap())
             .collect()
+    }
+
+    /// Regression (the audit of issue 19): a probe with same-colour pages 7% faster (ratio 0.93,
+    /// CI 0.93-0.95) printed a bare "no effect"; it now says the arms differ in something else.
+    #[test]
+    fn probe_says_when_same_color_pages_are_faster() {
+        let same = [0.93, 0.94, 0.93, 0.94, 0.93, 0.95, 0.93];
+        let spread = [1.0; 7];
+        let c = judge(&same, &spread);
+        assert_eq!(c.effect, Some(false), "{}", c.describe());
+        assert!(c.describe().contains("same-color pages were faster"), "{}", c.describe());
+        // A null inside [1.00, 1.10) stays a plain "no effect".
+        let c = judge(&[1.01, 1.02, 1.01, 1.03, 1.02, 1.01, 1.02], &spread);
+        assert!(c.describe().ends_with("no effect (CI below 1.10)"), "{}", c.describe());
     }
 
     #[test]
