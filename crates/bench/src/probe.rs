@@ -786,10 +786,18 @@ mod tests {
         let spread = [1.0; 7];
         let c = judge(&same, &spread);
         assert_eq!(c.effect, Some(false), "{}", c.describe());
-        assert!(c.describe().contains("same-color pages were faster"), "{}", c.describe());
+        assert!(
+            c.describe().contains("same-color pages were faster"),
+            "{}",
+            c.describe()
+        );
         // A null inside [1.00, 1.10) stays a plain "no effect".
         let c = judge(&[1.01, 1.02, 1.01, 1.03, 1.02, 1.01, 1.02], &spread);
-        assert!(c.describe().ends_with("no effect (CI below 1.10)"), "{}", c.describe());
+        assert!(
+            c.describe().ends_with("no effect (CI below 1.10)"),
+            "{}",
+            c.describe()
+        );
     }
 
     #[test]

@@ -140,7 +140,8 @@ impl Kernel for Ctx<'_> {
         let (visited, hot) = space.scan_and_clear_accessed();
         let cost = visited * self.sys.timing.config.scan_cycles_per_entry;
         let core = self.core_of(pid);
-        self.sys.charge_kernel(core, KernelPath::Scan, cost, Some(pid));
+        self.sys
+            .charge_kernel(core, KernelPath::Scan, cost, Some(pid));
         // Cleared bits are set again only by walks: flush the process's translations.
         self.sys.shootdown(core, pid, None);
         Ok(hot)
