@@ -148,9 +148,15 @@ def test_bad_text_traces(run_cli, tmp_path, examples):
         # back as serde's "invalid value: integer `-64`, expected u64 at line 1 column 18".
         (["mrc", "--workload", "{one}", "--line-size", "-64"], ["--line-size", "'-64'", "whole number"]),
         (["mrc", "--workload", "{one}", "--shards", "nan"], ["--shards", "'nan'", "finite"]),
+        # Regressions: the bench's field named twice ("trials: trials: ..."), the probe blaming a
+        # valid --reps for a bad --duration-ms, and an empty --sysfs directory exiting 1.
+        (["bench", "--level", "L1", "--trials", "0"], ["error: trials: must be at least 1"]),
+        (["probe", "--duration-ms", "0"], ["error: duration_ms: a positive number"]),
+        (["machine", "--detect", "--sysfs", "."], ["--sysfs .", "no cpuN directories"]),
     ],
     ids=["missing-config", "missing-trace", "info-missing", "convert-missing", "unknown-format", "unknown-from", "bad-seed",
-         "unknown-command", "capture-no-program", "profile-missing", "sdp-missing", "plot-format", "negative-count", "nan-rate"],
+         "unknown-command", "capture-no-program", "profile-missing", "sdp-missing", "plot-format", "negative-count", "nan-rate",
+         "bench-field-once", "probe-duration", "sysfs-empty"],
 )
 def test_bad_command_lines(run_cli, examples, args, expected):
     args = [str(examples / "crossval" / "one-level.toml") if a == "{one}" else a for a in args]

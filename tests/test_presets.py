@@ -151,7 +151,8 @@ def test_cli_detect_with_a_fake_sysfs(run_cli, tmp_path):
         (["machine", "power5", "--detect"], 2, "not both"),
         (["machine", "power5", "--sysfs", "/tmp"], 2, "--sysfs applies to --detect only"),
         (["machine", "--list", "power5"], 2, "--list takes no NAME"),
-        (["machine", "--detect", "--sysfs", "/nonexistent/cachecolor"], 1, "cannot describe this host: cannot read /nonexistent/cachecolor"),
+        # A --sysfs path the user gave that describes no CPU is bad input (exit 2; it was 1).
+        (["machine", "--detect", "--sysfs", "/nonexistent/cachecolor"], 2, "--sysfs /nonexistent/cachecolor: cannot read /nonexistent/cachecolor"),
     ],
 )
 def test_cli_machine_errors(run_cli, args, code, message):

@@ -548,10 +548,15 @@ pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: 
 
 /// Run the probe.
 pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
-    if cfg.reps < 3 || cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
-        return Err(Error::BadInput(
-            "reps: at least 3; duration_ms: positive".into(),
-        ));
+    // Each bad field named alone (one message for both had blamed a valid --reps).
+    if cfg.reps < 3 {
+        return Err(Error::BadInput(format!("reps: at least 3 (got {})", cfg.reps)));
+    }
+    if cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
+        return Err(Error::BadInput(format!(
+            "duration_ms: a positive number of milliseconds (got {})",
+            cfg.duration_ms
+        )));
     }
     let t0 = engine::now_ns();
     let caches: Vec<HostCache> = host_caches()

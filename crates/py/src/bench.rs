@@ -16,13 +16,14 @@ use crate::errors::{catch_panic, CachecolorError, Failure};
 fn failure(e: BenchError, py_err: &mut Option<PyErr>) -> Failure {
     match e {
         BenchError::BadInput(m) => {
-            let field = m
-                .split_once(':')
-                .map(|(f, _)| f)
-                .filter(|f| !f.contains(' '))
-                .unwrap_or("")
-                .to_string();
-            Failure::Config(cachecolor_sim::ConfigError::new(field, m))
+            // "field: what" names its field once (the message kept the prefix, and the error's
+            // display added the field again: "trials: trials: must be at least 1").
+            match m.split_once(": ").filter(|(f, _)| !f.contains(' ')) {
+                Some((field, what)) => {
+                    Failure::Config(cachecolor_sim::ConfigError::new(field, what.to_string()))
+                }
+                None => Failure::Config(cachecolor_sim::ConfigError::new("", m)),
+            }
         }
         BenchError::Unsupported(m) => Failure::Py(CachecolorError::new_err(m)),
         BenchError::Interrupted => match py_err.take() {

@@ -84,6 +84,10 @@ def cmd_machine(args: argparse.Namespace) -> int:
         text = presets.machine_toml(name, args.sysfs)
     except _core.ConfigError as e:
         if name == "detect":
+            # A --sysfs directory that holds no CPU description is bad input (exit 2); this
+            # host's own /sys failing is a failure (exit 1).
+            if args.sysfs:
+                raise CliError(f"--sysfs {args.sysfs}: {str(e).removeprefix('detect: ')}", EXIT_BAD_INPUT) from e
             raise CliError(f"cannot describe this host: {str(e).removeprefix('detect: ')}", EXIT_FAILURE) from e
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
