@@ -550,7 +550,10 @@ pub fn verdict(control: Option<&Comparison>, levels: &[LevelProbe], hypervisor: 
 pub fn run_probe(cfg: &ProbeConfig) -> Result<ProbeResult, Error> {
     // Each bad field named alone (one message for both had blamed a valid --reps).
     if cfg.reps < 3 {
-        return Err(Error::BadInput(format!("reps: at least 3 (got {})", cfg.reps)));
+        return Err(Error::BadInput(format!(
+            "reps: at least 3 (got {})",
+            cfg.reps
+        )));
     }
     if cfg.duration_ms.is_nan() || cfg.duration_ms <= 0.0 {
         return Err(Error::BadInput(format!(
