@@ -185,12 +185,13 @@ def _check_figure_path(path: str, inputs: Sequence[str]) -> None:
     out only after the whole computation, as a traceback and exit 1 (the JSON already written)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
+    # The output contract first (a --plot naming the input is refused as such), then the format.
+    check_output(path, inputs)
     suffix = Path(path).suffix.lstrip(".").lower()
     formats = FigureCanvasBase.get_supported_filetypes()
     if suffix and suffix not in formats:
         raise CliError(f"--plot {path}: unknown figure format .{suffix} (allowed: {', '.join('.' + f for f in sorted(formats))})",
                        EXIT_BAD_INPUT)
-    check_output(path, inputs)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
