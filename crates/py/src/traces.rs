@@ -341,15 +341,7 @@ impl RecordSource for Filtered<'_> {
                 return Ok(false);
             }
             self.read += buf.len() as u64;
-            let mut kept = 0;
-            for i in 0..buf.len() {
-                let mut r = buf[i];
-                if self.pass(&mut r) {
-                    buf[kept] = r;
-                    kept += 1;
-                }
-            }
-            buf.truncate(kept);
+            buf.retain_mut(|r| self.pass(r));
             if !buf.is_empty() {
                 return Ok(true);
             }

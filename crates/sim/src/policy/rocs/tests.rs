@@ -163,25 +163,30 @@ fn cfg() -> PolluteConfig {
     }
 }
 
+/// A sample of PID's line `i` of page `v`: an LLC miss (from memory) or an L2 hit.
+fn line_sample(v: u64, i: u64, miss: bool) -> Sample {
+    Sample {
+        core: 0,
+        thread: 0,
+        pid: PID as u32,
+        write: false,
+        vaddr: v * PAGE + 64 * i,
+        paddr: 0,
+        source: if miss {
+            DataSource::Memory
+        } else {
+            DataSource::Level(1)
+        },
+        cycle: 0,
+    }
+}
+
 /// Samples of PID's `pages` pages that make the stack vpn order: page `v` has 20 samples and
 /// `20 - v` misses.
 fn profile_in_vpn_order(e: &mut PolluteEngine, pages: u64) {
     for v in 0..pages {
         for i in 0..20u64 {
-            e.sample(&Sample {
-                core: 0,
-                thread: 0,
-                pid: PID as u32,
-                write: false,
-                vaddr: v * PAGE + 64 * i,
-                paddr: 0,
-                source: if i < 20 - v.min(20) {
-                    DataSource::Memory
-                } else {
-                    DataSource::Level(1)
-                },
-                cycle: 0,
-            });
+            e.sample(&line_sample(v, i, i < 20 - v.min(20)));
         }
     }
 }
@@ -556,20 +561,7 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
     // page already on them moves off.
     for v in 0..8u64 {
         for i in 0..4u64 {
-            r.e.sample(&Sample {
-                core: 0,
-                thread: 0,
-                pid: PID as u32,
-                write: false,
-                vaddr: v * PAGE + 64 * i,
-                paddr: 0,
-                source: if i < 2 {
-                    DataSource::Memory
-                } else {
-                    DataSource::Level(1)
-                },
-                cycle: 0,
-            });
+            r.e.sample(&line_sample(v, i, i < 2));
         }
     }
     r.tick(1.0);
@@ -765,16 +757,7 @@ fn rocs_skips_the_search_when_no_sampled_reference_hit() {
     assert!(!r.e.reserved());
     for v in 0..8u64 {
         for i in 0..4u64 {
-            r.e.sample(&Sample {
-                core: 0,
-                thread: 0,
-                pid: PID as u32,
-                write: false,
-                vaddr: v * PAGE + 64 * i,
-                paddr: 0,
-                source: DataSource::Memory,
-                cycle: 0,
-            });
+            r.e.sample(&line_sample(v, i, true));
         }
     }
     r.tick(1.0); // the profile ends
