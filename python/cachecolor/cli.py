@@ -52,11 +52,11 @@ from ._output import OutputError, check_output
 # The shared names first (a command module may import them from here), then the commands.
 from .commands._common import (  # noqa: F401 - re-exported: cli.FORMATS, cli.POLICIES, cli.CliError, ...
     EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, FORMATS, POLICIES, PROG, CliError, _one_line, _Parser, _safe,
+    os_error_line,
 )
 from .commands import (
     bench, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
 )
-from .commands.profile import cmd_profile
 from .commands.trace import _normalise_argv, cmd_trace_info
 from .annotate import add_parser as _add_annotate_parser  # the module: cachecolor.annotate is its function
 from .evaluate import add_parser as _add_evaluate_parser
@@ -175,8 +175,8 @@ def _check_args(args: argparse.Namespace) -> None:
     for out in outputs:
         if isinstance(out, str):
             check_output(out, inputs)
-    plot = getattr(args, "plot", None)
-    if isinstance(plot, str) and getattr(args, "func", None) is not cmd_profile:  # profile's is a prefix
+    plot = getattr(args, "plot", None)  # a figure file (profile's prefix is `plot_prefix`)
+    if isinstance(plot, str):
         _check_figure_path(plot, inputs)
 
 
@@ -231,8 +231,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         if isinstance(e, BrokenPipeError):
             return EXIT_OK
-        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"{PROG}: error: {_safe(where + _one_line(e.strerror or e))}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(os_error_line(e))}", file=sys.stderr)
         # A full disk, a read-only or failing filesystem is not bad input (defect 5).
         return EXIT_FAILURE if e.errno in _ENVIRONMENT_ERRNOS or _environment_error(e) else EXIT_BAD_INPUT
     except (UnicodeDecodeError, RecursionError, ValueError) as e:

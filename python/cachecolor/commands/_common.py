@@ -167,9 +167,11 @@ def _sweep_options(p: argparse.ArgumentParser) -> None:
 
 
 def os_error_line(e: OSError) -> str:
-    """An OSError as one line naming the path: ``PATH: reason``, or the error's own text when it
-    has no filename (the Rust readers put the path in their message; it had read "None: ...")."""
-    return f"{e.filename}: {e.strerror or e}" if e.filename else str(e)
+    """An OSError as one line naming the path: ``PATH: reason``, or the reason alone when it has
+    no filename (the Rust readers put the path in their message; it had read "None: ..."). The
+    CLI's own OSError handler (``cli.main``) prints the same line."""
+    where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+    return where + _one_line(str(e.strerror or e))
 
 
 def distinct_names(paths: Any, what: str) -> None:

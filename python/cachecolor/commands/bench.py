@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from ._common import EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, CliError, _size_arg, _quiet, _status, _write_json_first
+from ._common import EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, CliError, _size_arg, _quiet, _status, _write_json_first, os_error_line
 
 
 def add_parser(sub: Any) -> None:
@@ -64,7 +64,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             sweeps = [b.load(p) for p in args.replot]
         except OSError as e:
-            raise CliError(f"--replot {e.filename}: {e.strerror}", EXIT_BAD_INPUT) from e
+            raise CliError(f"--replot {os_error_line(e)}", EXIT_BAD_INPUT) from e
         except ValueError as e:
             raise CliError(f"--replot {e}", EXIT_BAD_INPUT) from e
         b.plot_sweeps(sweeps, args.plot)

@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
     pp.add_argument("--min-share", type=_finite, default=0.01, metavar="F", help="list regions with at least this share of the accesses (default 0.01)")
     pp.add_argument("--json", metavar="OUT", help="write every page and region as JSON")
     pp.add_argument("--csv", metavar="OUT", help="write the per-page table as CSV")
-    pp.add_argument("--plot", metavar="PREFIX", help="write PREFIX-histogram.png (Figure 2) and PREFIX-address-space.png (Figure 3)")
+    pp.add_argument("--plot", dest="plot_prefix", metavar="PREFIX", help="write PREFIX-histogram.png (Figure 2) and PREFIX-address-space.png (Figure 3)")
     _quiet(pp)
     pp.set_defaults(func=cmd_profile)
 
@@ -95,8 +95,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         _atomic_write(Path(args.csv), pages.to_csv(index=False))
         _status(args, f"wrote {args.csv}")
-    if args.plot:
-        _save_plot(lambda ax: prof.plot_histogram(ax=ax), f"{args.plot}-histogram.png")
-        _save_plot(lambda ax: prof.plot_address_space(ax=ax), f"{args.plot}-address-space.png")
-        _status(args, f"wrote {args.plot}-histogram.png and {args.plot}-address-space.png")
+    if args.plot_prefix:
+        _save_plot(lambda ax: prof.plot_histogram(ax=ax), f"{args.plot_prefix}-histogram.png")
+        _save_plot(lambda ax: prof.plot_address_space(ax=ax), f"{args.plot_prefix}-address-space.png")
+        _status(args, f"wrote {args.plot_prefix}-histogram.png and {args.plot_prefix}-address-space.png")
     return EXIT_OK
