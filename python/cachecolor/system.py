@@ -259,6 +259,11 @@ class SystemResult:
         """What the policy reported of itself (its own JSON shape; None if it reports nothing)."""
         return self._doc.get("policy_report")
 
+    def warnings(self) -> list[str]:
+        """``policy_warnings`` of this run (read in place: ``to_dict`` copies the whole report,
+        time series included)."""
+        return policy_warnings(self._doc)
+
     def process(self, name: str) -> dict[str, Any]:
         for p in self._doc["processes"]:
             if p["name"] == name:

@@ -57,6 +57,7 @@ def cmd_oscache_report(args: argparse.Namespace) -> int:
     if args.machines and not files:
         raise CliError(f"no machine file (a .toml with [model] and no [offload]) in {', '.join(args.machines)}", EXIT_BAD_INPUT)
     distinct_names(files, "machine files")
+    files = list(dict.fromkeys(files))  # one file named twice is one machine
     distinct_names(args.workload or [], "--workload files")
     sources: list = []
     for w in dict.fromkeys(args.workload or []):
@@ -74,7 +75,7 @@ def cmd_oscache_report(args: argparse.Namespace) -> int:
         sources = [(f.stem, oscache.load_workload(f, args.references), None) for f in oscache.preset_workloads()]
     try:
         res = oscache.run_report(
-            machines,
+            files,  # the directories expanded once, above
             sources,
             args.trace_format,
             progress=lambda m: _status(args, m),

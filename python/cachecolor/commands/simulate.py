@@ -86,9 +86,7 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
 def _policy_warnings(result: Any) -> None:
     """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
     policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
-    from ..system import policy_warnings
-
-    for w in policy_warnings(result.to_dict()):
+    for w in result.warnings():
         print(f"{PROG}: warning: {w}", file=sys.stderr)
 
 

@@ -89,13 +89,15 @@ def report_sweep(
     files = list(res.files)
     text = ""
     if runs:
-        # The tables once for report.md and report.html: ROCS Figure 8's best offline runs
-        # N + 1 simulations per rocs run, and computing the tables twice had run them twice.
-        tables = report_tables(runs, comparison(runs), REPORTERS)
-        text, written = write_report(runs, out_dir, plots=plots, tables=tables)
+        # The comparison and the tables once for report.md and report.html: ROCS Figure 8's
+        # best offline runs N + 1 simulations per rocs run, and computing the tables twice had
+        # run them twice.
+        frame = comparison(runs)
+        tables = report_tables(runs, frame, REPORTERS)
+        text, written = write_report(runs, out_dir, plots=plots, tables=tables, frame=frame)
         files += written
         if html:
             from .html import write_html
 
-            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"], tables=tables))
+            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"], tables=tables, frame=frame))
     return Report(text, files, failures, runs)

@@ -130,21 +130,22 @@ def comparison(runs: Sequence[Run]) -> Any:
 
 def write_report(
     runs: Sequence[Run], out_dir: PathLike, plots: bool = True, reporters: Optional[dict[str, PolicyReporter]] = None,
-    tables: Optional[list[tuple[str, Any]]] = None,
+    tables: Optional[list[tuple[str, Any]]] = None, frame: Any = None,
 ) -> tuple[str, list[Path]]:
     """Write ``comparison.csv`` (every run and process; first, so a failing policy table loses
     nothing of it), one CSV per policy table, ``report.md`` (the seeds' means and 95% intervals
     when there are several seeds, then every policy table, as pipe tables) and the policies'
     plots into ``out_dir``; return the report's text and the files written. ``reporters``
-    defaults to the registry (``cachecolor.reports.REPORTERS``); ``tables``, when given, are
-    ``report_tables``'s already computed (a table may run simulations: ROCS Figure 8's best
-    offline)."""
+    defaults to the registry (``cachecolor.reports.REPORTERS``); ``frame`` and ``tables``, when
+    given, are ``comparison``'s and ``report_tables``'s already computed (a table may run
+    simulations: ROCS Figure 8's best offline)."""
     if reporters is None:
         from . import REPORTERS as reporters
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    frame = comparison(runs)
+    if frame is None:
+        frame = comparison(runs)
     csv = out / "comparison.csv"
     _atomic_write(csv, frame.to_csv(index=False))
     written.append(csv)
@@ -183,11 +184,9 @@ def policy_warning_table(runs: Sequence[Run]) -> Any:
 
     import pandas as pd
 
-    from ..system import policy_warnings
-
     rows: dict[tuple[str, str, str], list[Any]] = {}
     for r in runs:
-        for w in policy_warnings(r.result.to_dict()):
+        for w in r.result.warnings():
             # The counts in a warning differ from seed to seed; the rows group by its words.
             rows.setdefault((Path(r.config).stem, r.policy, re.sub(r"\d[\d,.]*", "N", w)), []).append((r.seed, w))
     return pd.DataFrame([

@@ -197,16 +197,17 @@ def _table(frame: Any) -> str:
 
 
 def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), reporters: Any = None,
-               tables: Any = None) -> Path:
+               tables: Any = None, frame: Any = None) -> Path:
     """Write ``out_dir/report.html`` (replaced only once complete) and return its path;
-    ``tables``: ``report_tables``'s, when already computed (``write_report`` had them)."""
+    ``frame``, ``tables``: ``comparison``'s and ``report_tables``'s, when already computed."""
     from .. import __version__
 
     if reporters is None:
         from . import REPORTERS as reporters
     runs = list(runs)
     _SVGS[0] = 0
-    frame = comparison(runs)
+    if frame is None:
+        frame = comparison(runs)
     configs = list(dict.fromkeys(r.config for r in runs))
     policies = list(dict.fromkeys(r.policy for r in runs))
     seeds = list(dict.fromkeys(r.seed for r in runs))

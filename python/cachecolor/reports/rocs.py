@@ -350,17 +350,14 @@ def _plots(runs: list[Run], out: Path) -> list[Path]:
             xs = [0] + [st["pages"] for st in s["steps"]]
             ys = [s["baseline_ipc"]] + [st["ipc"] for st in s["steps"]]
             a.plot(xs, ys, marker="o")
-        if s.get("skipped"):
-            pass
-        elif s["chosen"] is not None:
-            a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
-        else:
-            a.plot([], [], " ", label="unfinished: the run ended mid-search")
+            if s["chosen"] is not None:
+                a.axvline(s["chosen"], color="red", linestyle="--", label=f"kept {s['chosen']}")
+            else:
+                a.plot([], [], " ", label="unfinished: the run ended mid-search")
+            a.legend()
         a.set_xlabel("pages mapped to the pollute buffer (top of the stack)")
         a.set_ylabel("IPC over the step's interval")
         a.set_title("Algorithm 1 FindPollutePages")
-        if not s.get("skipped"):
-            a.legend()
         for prof, label in ((s["profile"], "before"), (s["verify_profile"], "with buffer")):
             if prof:
                 b.plot([row[1] - prof[0][1] for row in prof], [row[3] / row[2] for row in prof], ".", label=label, alpha=0.6)
