@@ -123,6 +123,17 @@ def test_partition_climb_of_three_processes_equals_brute_force(tmp_path):
         brute[a] = ws_apart(config, 1, linux, colors=ranges)
     assert o.gain == pytest.approx(max(brute.values()) - 1.0, abs=1e-12)
     assert o.runs < len(allocs), "the climb ran fewer simulations than the brute force"
+    # The climb itself, from the worst start there is (a stream given most of the cache):
+    # it must walk to the brute force's best.
+    from cachecolor.oracles import OracleRun, _climb, _score, partition_candidate
+
+    eff = json.loads(lps[0].config_json)
+    worst = min(brute, key=brute.get)
+    far = OracleRun("partition", str(config), 1, {}, None, "", math.nan)
+    start = [partition_candidate(lps[0].point, list(worst))]
+    _score([(far, start, eff, linux)], out, "serial", None, False)
+    _climb(far, start, eff, linux, out, 8, "serial", None, False)
+    assert far.gain == pytest.approx(max(brute.values()) - 1.0, abs=1e-12), (worst, far.best_label)
 
 
 def test_oracle_partition_is_at_least_the_static_policy_of_the_same_report(tmp_path):
