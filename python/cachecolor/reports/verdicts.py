@@ -7,16 +7,17 @@ processes of IPC / linux's IPC, minus 1, so 0.08 is 8% above linux):
 - ``headroom``: the best oracle's gain (0 when no oracle beats linux: doing nothing is always
   allowed), ``achieved``: the policy's, ``control``: its control run's (``P+control``; NaN when
   the report ran no controls). Each is the mean over seeds.
-- ``noise``: the larger of ``NOISE_FLOOR`` (1%) and the half-widths of the 95% intervals (Student's
-  t over seeds, so over placements: the seed is the placement seed) of the headroom and of the
-  achieved gain. One seed measures no spread: the floor alone, and the table says so.
+- ``noise``: the larger of ``NOISE_FLOOR`` (1%) and the half-width of the headroom's 95% interval
+  (Student's t over seeds, so over placements: the seed is the placement seed);
+  ``achieved_noise`` the same of the achieved gain. One seed measures no spread: the floor
+  alone, and the table says so. Two seeds give t = 12.7: use three or more.
 - ``share``: achieved / headroom (NaN when the headroom is within the noise).
 - ``verdict``, the first that applies:
-  1. ``side effect``: a control run exists, the policy is away from linux by more than the noise
-     and within the noise of its control (what changed it was placement or measurement, not
-     the mechanism's moves);
-  2. ``harm``: the headroom is within the noise and the policy lost more than the noise (and
-     at least 1%);
+  1. ``side effect``: a control run exists, the policy is away from linux by more than its
+     achieved_noise and within it of its control (what changed it was its color placement or
+     its measurement, not its moves);
+  2. ``harm``: the headroom is within the noise and the policy lost more than its
+     achieved_noise (at least 1%);
   3. ``nothing to gain``: the headroom is within the noise;
   4. ``gain taken``: share >= 0.5 and the control within the noise of linux (or no control run);
   5. ``gain missed``: the rest, with the reason the policy's own report gives (its warnings:
@@ -36,7 +37,8 @@ from ..system import CONTROL_SUFFIX
 from . import fmt
 from .base import Run
 
-COLUMNS = ("config", "policy", "seeds", "headroom", "best_oracle", "achieved", "share", "control", "noise", "verdict", "reason", "above_oracle")
+COLUMNS = ("config", "policy", "seeds", "headroom", "best_oracle", "achieved", "share", "control", "noise", "achieved_noise",
+           "verdict", "reason", "above_oracle")
 
 
 def _procs(r: Run) -> list[dict[str, Any]]:
@@ -89,26 +91,30 @@ def judge(config: str, policy: str, headrooms: Sequence[float], achieved: Sequen
     h, h_ci = fmt.mean_ci(headrooms)
     a, a_ci = fmt.mean_ci(achieved)
     c = fmt.mean_ci(controls)[0] if controls else math.nan
-    noise = max([NOISE_FLOOR] + [x for x in (h_ci, a_ci) if x == x])
+    # The headroom's noise decides whether there is anything to gain; the policy's own spread
+    # decides whether it harmed or merely moved with its control (a policy erratic over seeds
+    # does not make a headroom disappear).
+    noise = max([NOISE_FLOOR] + [h_ci] * (h_ci == h_ci))
+    a_noise = max([NOISE_FLOOR] + [a_ci] * (a_ci == a_ci))
     share = a / h if h > noise else math.nan
     why = ""
-    if controls and abs(a) > noise and abs(a - c) <= noise:
+    if controls and abs(a) > a_noise and abs(a - c) <= a_noise:
         verdict = "side effect"
         why = (f"its control run (its colors, no page or thread moved) is at {c:+.1%} too: the effect is its color "
                "placement or its measurement, not its moves")
-    elif h <= noise and a < -noise:
+    elif h <= noise and a < -a_noise:
         verdict = "harm"
         why = "; ".join(reasons)
     elif h <= noise:
         verdict = "nothing to gain"
-    elif share >= 0.5 and (not controls or abs(c) <= noise):
+    elif share >= 0.5 and (not controls or abs(c) <= a_noise):
         verdict = "gain taken"
         if not controls:
             why = "no control run (report --control) to rule out placement"
     else:
         verdict = "gain missed"
         why = "; ".join(reasons) or "its report gives no warning: it acted and the gain did not follow"
-        if controls and abs(c) > noise:
+        if controls and abs(c) > a_noise:
             why = f"control {c:+.1%} away from linux; " + why
     if len(headrooms) < 2:
         why = (why + "; " if why else "") + "one seed: noise is the 1% floor alone"
@@ -122,6 +128,7 @@ def judge(config: str, policy: str, headrooms: Sequence[float], achieved: Sequen
         "share": share,
         "control": c,
         "noise": noise,
+        "achieved_noise": a_noise,
         "verdict": verdict,
         "reason": why,
         "above_oracle": bool(a > h + noise),
@@ -132,8 +139,8 @@ def _facts(r: Run) -> list[str]:
     """What a pollute policy's report says it did, for a missed gain's reason: which processes
     each search targeted, what it kept, and why a walk stopped."""
     rep = r.result.policy_report
-    if not isinstance(rep, dict) or "units" not in rep:
-        return []
+    if not isinstance(rep, dict) or not isinstance(rep.get("units"), list):
+        return []  # not a pollute engine's report (mrc-partition's `units` is a count)
     names = [p["name"] for p in _procs(r)]
     out = []
     for u in rep["units"]:
@@ -196,9 +203,10 @@ def summary_line(table: Any) -> str:
 RULE = (
     "headroom: the best oracle's weighted speedup over linux minus 1 (0 if none beats linux); achieved: the "
     "policy's; control: its control run's; share = achieved / headroom; noise: the larger of 1% and the 95% "
-    "half-widths over seeds (placements) of headroom and achieved. Verdict, first that applies: side effect "
-    "(|achieved| > noise and within noise of control), harm (headroom <= noise, achieved < -noise), nothing to "
-    "gain (headroom <= noise), gain taken (share >= 0.5, control within noise of linux), gain missed (the "
+    "half-width over seeds (placements) of the headroom; achieved_noise the same of achieved. Verdict, first that "
+    "applies: side effect (|achieved| > achieved_noise and within it of control), harm (headroom <= noise, achieved "
+    "< -achieved_noise), nothing to gain (headroom <= noise), gain taken (share >= 0.5, control within achieved_noise "
+    "of linux), gain missed (the "
     "rest; reason from the policy's own warnings). Oracles are offline bounds named oracle:NAME, never policies "
     "(docs/verdicts.md)."
 )
