@@ -383,6 +383,9 @@ def uniform_hit_rates(xs: list[float], sizes: list[float]) -> list[list[float]]:
 def expected_conflicts(pages: int, bins: int, ways: int, frames_per_bin: Optional[int] = None) -> tuple[float, float, float]:
     """Eq. 3.2: (k_avg, k_min, k_sd) binomial, or (k_avg, k_min, nan) hypergeometric."""
 
+def lookahead_allocation(misses: list[list[float]], total: int, min: int) -> list[int]:
+    """Azimi et al. 3.2's lookahead allocation (``MrcPartition::lookahead``): colors per process."""
+
 def page_profile(
     config_json: str,
     options_json: str,

@@ -369,10 +369,13 @@ def evaluate(args: argparse.Namespace) -> int:
     if res.failed:
         print(f"evaluation: {len(res.failed)} runs failed (their point files in {out / 'sweep'} say why)", file=sys.stderr)
     frame = speedups(pd.DataFrame(rows))
+    verdict_parts: list[str] = []
+    if getattr(args, "oracle", None):
+        frame, verdict_parts = _with_oracles(args, out, res, where, frame)
     frame.to_csv(out / "evaluation.csv", index=False)
     table = summary(frame)
     elapsed = time.monotonic() - started
-    parts = [markdown(placement_spread(frame), "#### linux: the placement spread (IPC, mean over the group's processes)")]
+    parts = verdict_parts + [markdown(placement_spread(frame), "#### linux: the placement spread (IPC, mean over the group's processes)")]
     for size, title in ((1, "alone"), (2, "2-program mixes"), (4, "4-program mixes")):
         t = table[table.group.map(lambda n: n.count("+") + 1) == size]
         if len(t):
@@ -389,6 +392,35 @@ def evaluate(args: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def _with_oracles(args: argparse.Namespace, out: Path, res: Any, where: dict[int, Any], frame: Any) -> tuple[Any, list[str]]:
+    """``--oracle``: the oracles beside every linux run (docs/verdicts.md), the verdict columns
+    (``headroom``, ``achieved``, ``share``, ``control``, ``noise``, ``verdict``) joined to each
+    row by group, machine and policy, ``verdicts.csv`` / ``oracles.csv`` written, and the
+    verdict table to open ``evaluation.md``. Placements are the verdict's seeds (fresh is seed 0)."""
+    from .oracles import OracleError, parse_oracles, run_oracles
+    from .reports.base import Run
+    from .reports.verdicts import candidate_table, oracle_as_runs, oracle_table, verdict_markdown, verdict_table
+    from .sweep import results_of
+
+    try:
+        oracles = parse_oracles(args.oracle)
+    except OracleError as e:
+        raise EvaluationError(str(e)) from e
+    linux = [p for p in res.points if where[p.index][3] == "linux"]
+    done = run_oracles(linux, out / "sweep", oracles, args.oracle_steps, workers=args.workers, progress=not args.quiet,
+                       say=lambda m: None if args.quiet else print(m, file=sys.stderr))
+    runs = [Run(p.point.config, where[p.index][3], p.point.seed, r) for p, r in results_of(out / "sweep", res.points)]
+    verdicts = verdict_table(runs + oracle_as_runs(done), done)
+    oracle_table(done).to_csv(out / "oracles.csv", index=False)
+    candidate_table(done).to_csv(out / "oracle-candidates.csv", index=False)
+    verdicts.to_csv(out / "verdicts.csv", index=False)
+    cols = ["headroom", "achieved", "share", "control", "noise", "verdict"]
+    v = verdicts.assign(machine=verdicts.config.str.split("--").str[0], group=verdicts.config.str.split("--").str[1])
+    frame = frame.merge(v[["group", "machine", "policy", *cols]], on=["group", "machine", "policy"], how="left")
+    frame["verdict"] = frame["verdict"].fillna("")
+    return frame, [verdict_markdown(verdicts, oracle_table(done)).replace("## ", "#### ")]
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite (issue 21 item 4)",
                        description=__doc__.split("\n\n")[0])
@@ -402,6 +434,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", default="cachecolor-evaluation", help="output directory (points are reused)")
     p.add_argument("--markdown", help="replace the <!-- evaluation --> block of this file with the tables")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--oracle", nargs="?", const="all", metavar="NAMES",
+                   help="the oracles (partition, pollute, mrc; default all) beside each linux run, and each policy's "
+                   "verdict opening evaluation.md (docs/verdicts.md)")
+    p.add_argument("--oracle-steps", type=int, default=16, metavar="N", help="the oracles' granularity (default 16)")
     p.set_defaults(func=run)
 
 

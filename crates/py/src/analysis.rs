@@ -374,3 +374,31 @@ pub fn expected_conflicts(
         )),
     }
 }
+
+/// Azimi et al. section 3.2's allocation (the utility-based lookahead of `mrc-partition`,
+/// `MrcPartition::lookahead`): `total` colors divided among processes whose misses with `c`
+/// colors are `misses[i][c]`, each given at least `min`. `cachecolor.oracles` feeds it exact
+/// curves (`oracle:mrc`).
+#[pyfunction]
+pub fn lookahead_allocation(misses: Vec<Vec<f64>>, total: u64, min: u64) -> PyResult<Vec<u64>> {
+    if misses.is_empty() || misses.iter().any(|m| m.is_empty()) {
+        return Err(Failure::Config(RustConfigError::new(
+            "misses",
+            "give at least one process, each with misses at 0 colors and up",
+        ))
+        .into());
+    }
+    if min * misses.len() as u64 > total {
+        return Err(Failure::Config(RustConfigError::new(
+            "min",
+            format!(
+                "{min} colors each for {} processes is more than the {total} colors",
+                misses.len()
+            ),
+        ))
+        .into());
+    }
+    Ok(cachecolor_sim::policy::MrcPartition::lookahead(
+        &misses, total, min,
+    ))
+}

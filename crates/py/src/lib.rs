@@ -103,6 +103,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(objects::placed_page_tallies, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::expected_conflicts, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::lookahead_allocation, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_corun, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_probe, m)?)?;

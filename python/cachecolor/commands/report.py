@@ -30,6 +30,12 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--best-offline", type=int, default=0, metavar="N",
                    help="ROCS Figure 8's best offline: rerun each rocs run with N page counts mapped, no search "
                    "(N + 1 runs each, one after another; default 0: off)")
+    r.add_argument("--oracle", nargs="?", const="all", metavar="NAMES",
+                   help="add the oracles' runs (offline bounds: partition, pollute, mrc, comma-separated; default all) beside "
+                   "each linux run and open the report with each policy's verdict (docs/verdicts.md); a named oracle that "
+                   "cannot apply to a config is an error, 'all' skips it there with a note")
+    r.add_argument("--oracle-steps", type=int, default=16, metavar="N",
+                   help="oracles' granularity: the LLC's colors in N steps (partition) and N + 1 buffer prefixes (pollute); default 16")
     _sweep_options(r)
     _quiet(r)
     r.set_defaults(func=cmd_report)
@@ -49,12 +55,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_rocs.best_offline_points = args.best_offline
     report_rocs.best_offline_progress = not args.quiet
     sets = dict(_parse_sets(args.set))
+    oracles: tuple[str, ...] = ()
+    if args.oracle is not None:
+        from ..oracles import OracleError, parse_oracles
+
+        try:
+            oracles = parse_oracles(args.oracle)
+        except OracleError as e:
+            raise CliError(str(e), EXIT_BAD_INPUT) from e
+        if args.oracle_steps < 1:
+            raise CliError(f"--oracle-steps {args.oracle_steps}: give at least 1", EXIT_BAD_INPUT)
     try:
         configs = config_paths(args.paths)
         distinct_names(configs, "configs")
         points = []
         for c in configs:
             names = args.policy or _default_policies(c)
+            if oracles:
+                _check_oracle_input(c, names, oracles, args.oracle != "all", args.oracle_steps)
+                if "linux" not in names:
+                    names = ["linux", *names]  # the oracles' baseline
             if args.control:  # issue 19 defect 7: each policy beside its control run
                 names = [x for n in names for x in ([n] if n == "linux" or n.endswith("+control") else [n, n + "+control"])]
             points += grid([c], {k: [v] for k, v in sets.items()}, names, seeds)
@@ -64,7 +84,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     try:
         rep = report_sweep(points, args.out, executor=_executor(args), workers=args.workers,
-                           plots=not args.no_plots, html=not args.no_html, progress=not args.quiet)
+                           plots=not args.no_plots, html=not args.no_html, progress=not args.quiet,
+                           oracles=oracles, oracle_steps=args.oracle_steps, strict_oracles=args.oracle != "all",
+                           say=lambda m: _status(args, m))
     except SweepError as e:
         # Every point is checked before the first runs (issue 25 defect 6), so nothing ran.
         raise CliError(f"{e} (no config was run)", EXIT_BAD_INPUT) from e
@@ -82,3 +104,27 @@ def _default_policies(path: Any) -> list[str]:
 
     own = load_system_config(path).get("policy", {}).get("name", "linux")
     return ["linux"] if own == "linux" else ["linux", own]
+
+
+def _check_oracle_input(path: Any, names: list[str], oracles: tuple[str, ...], strict: bool, steps: int) -> None:
+    """``--oracle`` needs a policy to judge; a named ``partition`` or ``mrc`` needs processes
+    to divide the cache among (checked on the effective config, before anything runs)."""
+    import json
+
+    from ..oracles import OracleError, check_partition
+    from ..system import CONTROL_SUFFIX, load_system_config
+
+    judged = [n for n in names if n != "linux" and not n.endswith(CONTROL_SUFFIX)]
+    if not judged:
+        raise CliError(f"--oracle: {path} runs no policy but linux, so there is nothing to judge: give --policy NAME "
+                       "or a config with [policy] name", EXIT_BAD_INPUT)
+    if not strict:
+        return
+    effective = json.loads(_core.effective_system_config(json.dumps(load_system_config(path)), "json"))
+    try:
+        if "partition" in oracles:
+            check_partition(effective, str(path), steps)
+        if "mrc" in oracles and len(effective.get("processes", [])) < 2:
+            raise OracleError(f"{path}: oracle:mrc divides the cache among processes: this config has 1")
+    except OracleError as e:
+        raise CliError(str(e), EXIT_BAD_INPUT) from e

@@ -66,11 +66,18 @@ def report_sweep(
     plots: bool = True,
     html: bool = True,
     progress: Any = True,
+    oracles: Sequence[str] = (),
+    oracle_steps: int = 16,
+    strict_oracles: bool = False,
+    say: Any = None,
 ) -> Report:
     """Run ``points`` (``cachecolor.sweep.Point``) through ``sweep`` into ``out_dir`` and write
     the report of every point that finished: ``comparison.csv``, the policy tables' CSVs,
     ``report.md``, the plots and ``report.html``. Failed points are listed in ``failures`` and
-    left out of the tables."""
+    left out of the tables. ``oracles`` (``cachecolor.oracles.ORACLES``) adds their runs beside
+    every ``linux`` run, the verdict table first in ``report.md`` / ``report.html``
+    (``verdicts.csv``, ``oracles.csv``, ``oracle-candidates.csv``) and the verdict columns to
+    ``comparison.csv`` (docs/verdicts.md)."""
     import json
 
     from ..sweep import read_point, results_of, sweep
@@ -88,16 +95,30 @@ def report_sweep(
         failures.append(f"run failed ({label}): {rec.get('error', 'unknown error')}")
     files = list(res.files)
     text = ""
+    verdict = None
+    if oracles and runs:
+        from ..oracles import run_oracles
+        from . import verdicts as v
+
+        linux_points = [p for p in res.points if policy_label(json.loads(p.config_json), p.point.policy) == "linux"]
+        done = run_oracles(linux_points, out_dir, oracles, oracle_steps, executor=executor, workers=workers,
+                           progress=progress, say=say or (lambda m: None), strict=strict_oracles)
+        runs += v.oracle_as_runs(done)
+        verdict = (v.verdict_table(runs, done), v.oracle_table(done), v.candidate_table(done))
     if runs:
         # The comparison and the tables once for report.md and report.html: ROCS Figure 8's
         # best offline runs N + 1 simulations per rocs run, and computing the tables twice had
         # run them twice.
         frame = comparison(runs)
         tables = report_tables(runs, frame, REPORTERS)
-        text, written = write_report(runs, out_dir, plots=plots, tables=tables, frame=frame)
+        if verdict is not None:
+            from .verdicts import with_verdicts
+
+            frame = with_verdicts(frame, verdict[0])
+        text, written = write_report(runs, out_dir, plots=plots, tables=tables, frame=frame, verdicts=verdict)
         files += written
         if html:
             from .html import write_html
 
-            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"], tables=tables, frame=frame))
+            files.append(write_html(runs, out_dir, [f for f in written if f.suffix == ".png"], tables=tables, frame=frame, verdicts=verdict))
     return Report(text, files, failures, runs)

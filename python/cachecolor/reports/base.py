@@ -130,7 +130,7 @@ def comparison(runs: Sequence[Run]) -> Any:
 
 def write_report(
     runs: Sequence[Run], out_dir: PathLike, plots: bool = True, reporters: Optional[dict[str, PolicyReporter]] = None,
-    tables: Optional[list[tuple[str, Any]]] = None, frame: Any = None,
+    tables: Optional[list[tuple[str, Any]]] = None, frame: Any = None, verdicts: Optional[tuple[Any, Any, Any]] = None,
 ) -> tuple[str, list[Path]]:
     """Write ``comparison.csv`` (every run and process; first, so a failing policy table loses
     nothing of it), one CSV per policy table, ``report.md`` (the seeds' means and 95% intervals
@@ -138,7 +138,9 @@ def write_report(
     plots into ``out_dir``; return the report's text and the files written. ``reporters``
     defaults to the registry (``cachecolor.reports.REPORTERS``); ``frame`` and ``tables``, when
     given, are ``comparison``'s and ``report_tables``'s already computed (a table may run
-    simulations: ROCS Figure 8's best offline)."""
+    simulations: ROCS Figure 8's best offline). ``verdicts`` (the verdict, oracle and candidate
+    tables of ``report --oracle``) open ``report.md`` and are written as ``verdicts.csv``,
+    ``oracles.csv`` and ``oracle-candidates.csv``."""
     if reporters is None:
         from . import REPORTERS as reporters
     out = Path(out_dir)
@@ -158,6 +160,15 @@ def write_report(
                 written.extend(reporter.plots(list(runs), out))
     parts = []
     slugs = {"comparison"}
+    if verdicts is not None:
+        from .verdicts import verdict_markdown
+
+        for name, table in zip(("verdicts", "oracles", "oracle-candidates"), verdicts):
+            slugs.add(name)
+            csv = out / f"{name}.csv"
+            _atomic_write(csv, table.to_csv(index=False))
+            written.append(csv)
+        parts.append(verdict_markdown(verdicts[0], verdicts[1]))
     for i, (title, table) in enumerate(tables):
         if i > 0:
             slug = base = _slug(title)

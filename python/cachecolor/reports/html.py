@@ -197,7 +197,7 @@ def _table(frame: Any) -> str:
 
 
 def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), reporters: Any = None,
-               tables: Any = None, frame: Any = None) -> Path:
+               tables: Any = None, frame: Any = None, verdicts: Any = None) -> Path:
     """Write ``out_dir/report.html`` (replaced only once complete) and return its path;
     ``frame``, ``tables``: ``comparison``'s and ``report_tables``'s, when already computed."""
     from .. import __version__
@@ -217,6 +217,12 @@ def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), rep
         f'<p class="meta">cachecolor {html.escape(__version__)}; configs: {html.escape(", ".join(configs))}; '
         f"policies: {html.escape(', '.join(policies))}; seeds: {html.escape(seed_text)}.</p>",
     ]
+    if verdicts is not None:
+        # report --oracle: the verdict opens the page (docs/verdicts.md).
+        from .verdicts import RULE, summary_line
+
+        body.append(f"<h2>Verdicts</h2><p>{html.escape(summary_line(verdicts[0]))}</p>{_table(verdicts[0])}"
+                    f"<p class=\"meta\">{html.escape(RULE)}</p><h3>Oracles</h3>{_table(verdicts[1])}")
     for config in configs:
         body.append(f"<h2>{html.escape(Path(config).stem)}</h2><p class=\"meta\">{html.escape(config)}</p>")
         for title, svg in _figures(config, [r for r in runs if r.config == config], frame):

@@ -52,7 +52,7 @@ pub use coloris::{
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig, MrcPartitionReport};
 pub use pollute::{PolluteConfig, PolluteEngine, RocsReport};
-pub use static_sections::StaticSections;
+pub use static_sections::{PolluteSet, StaticConfig, StaticSections};
 pub use thread_cluster::{ThreadCluster, ThreadClusterConfig, ThreadClusterReport};
 
 use crate::error::ConfigError;
@@ -417,7 +417,9 @@ macro_rules! policies {
 
 policies! {
     Linux = "linux" => |_, m| Ok(Box::new(Linux::new(m.colors))),
-    Static = "static" => |_, m| Ok(Box::new(StaticSections::for_machine(m))),
+    Static = "static", [#[serde(skip_serializing_if = "StaticConfig::is_default")] static_sections: StaticConfig] => |c, m| {
+        Ok(Box::new(StaticSections::configured(&c.static_sections, m)?))
+    },
     Rocs = "rocs", [rocs: PolluteConfig] => |c, m| {
         Ok(Box::new(PolluteEngine::policy(&c.rocs, pollute::Scope::PerProcess, m)?))
     },

@@ -14,9 +14,64 @@
 //! - A process of n threads gets n cores (the least loaded, one at a time) and the union of
 //!   their sections, its threads pinned one per core. The paper's programs are
 //!   single-threaded; pinning every thread of a process to one core serialised them.
+//!
+//! `[policy.static]` may add an offline pollute set (`pollute_colors`, `pollute`): ROCS section
+//! 4's pollute buffer with its pages named before the run instead of found by sampling. It is
+//! what `cachecolor report --oracle` runs as `oracle:pollute` (docs/verdicts.md): the listed
+//! pages of each process take the buffer's colors, every other page its process's colors
+//! without them.
+use super::pollute::PolluteEngine;
 use super::{MachineInfo, Placement, Policy, ProcessInfo};
+use crate::error::ConfigError;
 use crate::memory::ColorSet;
-use std::collections::BTreeMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// `[policy.static]`: an offline pollute set (none by default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StaticConfig {
+    /// LLC colors of the pollute buffer (the colors `rocs` would use for a buffer of that many
+    /// colors, `PolluteEngine::buffer_colors`); 0: no buffer.
+    pub pollute_colors: u64,
+    /// The pages placed in the buffer, per process.
+    pub pollute: Vec<PolluteSet>,
+    /// When a fault finds no free frame in the allowed colors: false (default), the run fails
+    /// (the colors are fixed); true, as `mrc-partition` and COLORIS 3.2 (`ALLOC_COLORS` on
+    /// running out of memory) do: a page of the pollute set that no longer fits the buffer
+    /// takes its process's other colors (the buffer is full from then on), and a process out
+    /// of its own colors gets every color from then on. The oracles set it, so that a
+    /// candidate is the policy it bounds, not a run that stops.
+    pub widen_when_out_of_memory: bool,
+}
+
+/// One process's pages of an offline pollute set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolluteSet {
+    /// The process's `[[processes]] name`.
+    pub process: String,
+    /// Virtual page numbers (4 KiB pages of the machine's page size).
+    pub pages: Vec<u64>,
+}
+
+impl StaticConfig {
+    /// Nothing set: the table is left out of the effective config.
+    pub fn is_default(&self) -> bool {
+        *self == StaticConfig::default()
+    }
+}
+
+/// The offline pollute set as built for a machine.
+#[derive(Debug, Clone)]
+struct OfflinePollute {
+    buffer: ColorSet,
+    by_name: BTreeMap<String, HashSet<u64>>,
+    /// pid -> (its pages in the buffer, its colors without the buffer's).
+    by_pid: BTreeMap<usize, (HashSet<u64>, ColorSet)>,
+    /// The buffer had no free frame for a listed page (`widen_when_out_of_memory`).
+    full: bool,
+}
 
 #[derive(Debug, Clone)]
 pub struct StaticSections {
@@ -25,6 +80,11 @@ pub struct StaticSections {
     /// Each process's colors and the cores it was placed on (empty when the config gave it
     /// colors: it is placed as the config says).
     assigned: BTreeMap<usize, (ColorSet, Vec<usize>)>,
+    pollute: Option<OfflinePollute>,
+    /// `[policy.static] widen_when_out_of_memory`.
+    widen: bool,
+    /// The page the last `allowed_colors` answered (`out_of_colors` names only the process).
+    last: (usize, u64),
 }
 
 /// COLORIS section 3.2: `usable` (colors of an LLC of `colors`, in increasing order) cut into
@@ -76,7 +136,53 @@ impl StaticSections {
             load: vec![0; sections.len()],
             sections,
             assigned: BTreeMap::new(),
+            pollute: None,
+            widen: false,
+            last: (0, 0),
         }
+    }
+
+    /// `static` as `[policy.static]` configures it: the sections of `for_machine`, and the
+    /// offline pollute set if it names one.
+    pub fn configured(c: &StaticConfig, m: &MachineInfo) -> Result<Self, ConfigError> {
+        let mut s = Self::for_machine(m);
+        s.widen = c.widen_when_out_of_memory;
+        if c.pollute_colors == 0 {
+            if let Some(p) = c.pollute.iter().find(|p| !p.pages.is_empty()) {
+                return Err(ConfigError::new(
+                    "policy.static.pollute",
+                    format!(
+                        "process {:?} has pages for a pollute buffer of 0 colors: set \
+                         policy.static.pollute_colors (1..{})",
+                        p.process, m.colors
+                    ),
+                ));
+            }
+            return Ok(s);
+        }
+        if c.pollute_colors >= m.colors {
+            return Err(ConfigError::new(
+                "policy.static.pollute_colors",
+                format!(
+                    "{} leaves no color to the other pages: allowed 0..{} (the LLC has {} colors)",
+                    c.pollute_colors, m.colors, m.colors
+                ),
+            ));
+        }
+        let mut by_name: BTreeMap<String, HashSet<u64>> = BTreeMap::new();
+        for p in &c.pollute {
+            by_name
+                .entry(p.process.clone())
+                .or_default()
+                .extend(p.pages.iter().copied());
+        }
+        s.pollute = Some(OfflinePollute {
+            buffer: PolluteEngine::buffer_colors(c.pollute_colors, m),
+            by_name,
+            by_pid: BTreeMap::new(),
+            full: false,
+        });
+        Ok(s)
     }
 
     /// The section of `core`.
@@ -109,7 +215,94 @@ impl Policy for StaticSections {
         "static"
     }
 
+    fn check_processes(&self, names: &[String]) -> Result<(), ConfigError> {
+        if let Some(o) = &self.pollute {
+            if let Some(bad) = o.by_name.keys().find(|n| !names.contains(n)) {
+                return Err(ConfigError::new(
+                    "policy.static.pollute",
+                    format!(
+                        "process {bad:?} does not exist: the config's processes are {}",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
+        let placement = self.place(p);
+        if let Some(o) = &mut self.pollute {
+            let own = &self.assigned[&p.pid].0;
+            let outside = ColorSet::of(own.colors(), own.iter().filter(|&c| !o.buffer.contains(c)))
+                .expect("in range");
+            // A process whose own colors are all the buffer's keeps them.
+            let outside = if outside.is_empty() {
+                own.clone()
+            } else {
+                outside
+            };
+            let pages = o.by_name.get(&p.name).cloned().unwrap_or_default();
+            o.by_pid.insert(p.pid, (pages, outside));
+        }
+        placement
+    }
+
+    fn process_exited(&mut self, pid: usize) {
+        if let Some(o) = &mut self.pollute {
+            o.by_pid.remove(&pid);
+        }
+        if let Some((_, cores)) = self.assigned.remove(&pid) {
+            cores.iter().for_each(|&c| self.load[c] -= 1);
+        }
+    }
+
+    fn out_of_colors(&mut self, pid: usize) -> bool {
+        if !self.widen {
+            return false;
+        }
+        let (last_pid, vpn) = self.last;
+        if let Some(o) = &mut self.pollute {
+            let listed =
+                last_pid == pid && o.by_pid.get(&pid).is_some_and(|(p, _)| p.contains(&vpn));
+            if listed && !o.full {
+                o.full = true;
+                return true;
+            }
+            if let Some((_, outside)) = o.by_pid.get_mut(&pid) {
+                let all = ColorSet::all(outside.colors());
+                if *outside != all {
+                    *outside = all;
+                    return true;
+                }
+                return false;
+            }
+        }
+        match self.assigned.get_mut(&pid) {
+            Some((colors, _)) if *colors != ColorSet::all(colors.colors()) => {
+                *colors = ColorSet::all(colors.colors());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn allowed_colors(&mut self, pid: usize, vpn: u64) -> &ColorSet {
+        self.last = (pid, vpn);
+        if let Some((pages, outside)) = self.pollute.as_ref().and_then(|o| o.by_pid.get(&pid)) {
+            return if pages.contains(&vpn) && !self.pollute.as_ref().is_some_and(|o| o.full) {
+                &self.pollute.as_ref().expect("checked").buffer
+            } else {
+                outside
+            };
+        }
+        &self.assigned.get(&pid).expect("process_created first").0
+    }
+}
+
+impl StaticSections {
+    /// COLORIS 3.2's placement of a new process (the module's documentation).
+    fn place(&mut self, p: &ProcessInfo) -> Placement {
         if let Some(colors) = &p.colors {
             self.assigned.insert(p.pid, (colors.clone(), Vec::new()));
             return Placement::default();
@@ -143,16 +336,6 @@ impl Policy for StaticSections {
         self.assigned
             .insert(p.pid, (self.union(&cores), cores.clone()));
         Placement { pin: Some(cores) }
-    }
-
-    fn process_exited(&mut self, pid: usize) {
-        if let Some((_, cores)) = self.assigned.remove(&pid) {
-            cores.iter().for_each(|&c| self.load[c] -= 1);
-        }
-    }
-
-    fn allowed_colors(&mut self, pid: usize, _vpn: u64) -> &ColorSet {
-        &self.assigned.get(&pid).expect("process_created first").0
     }
 }
 
@@ -267,6 +450,135 @@ mod tests {
         assert_eq!(
             two_by_two.section(3).iter().collect::<Vec<_>>(),
             (8..16).collect::<Vec<_>>()
+        );
+    }
+
+    fn one_chip(colors: u64) -> MachineInfo {
+        MachineInfo {
+            cores: 2,
+            chips: 1,
+            colors,
+            inner_colors: 1,
+            llc_miss_penalty: 0,
+            page_move_cycles: 0,
+            llc_size: colors * 4096 * 8,
+            llc_ways: 8,
+            line_size: 64,
+            page_size: 4096,
+        }
+    }
+
+    /// The offline pollute set (`oracle:pollute`): a listed page of a process takes the
+    /// buffer's colors, every other page its process's colors without them; a process with no
+    /// listed page is kept off the buffer too (ROCS 4: normal pages never use the buffer).
+    #[test]
+    fn offline_pollute_set_places_listed_pages_in_the_buffer_and_others_outside() {
+        let cfg = StaticConfig {
+            pollute_colors: 2,
+            pollute: vec![PolluteSet {
+                process: "stream".into(),
+                pages: vec![7, 9],
+            }],
+            ..Default::default()
+        };
+        let mut s = StaticSections::configured(&cfg, &one_chip(16)).unwrap();
+        s.check_processes(&["stream".into(), "other".into()])
+            .unwrap();
+        let info = |pid, name: &str| ProcessInfo {
+            pid,
+            name: name.into(),
+            colors: Some(ColorSet::all(16)),
+            pinned: None,
+            threads: 1,
+        };
+        s.process_created(&info(0, "stream"));
+        s.process_created(&info(1, "other"));
+        let buffer: Vec<u64> = (14..16).collect();
+        let outside: Vec<u64> = (0..14).collect();
+        assert_eq!(s.allowed_colors(0, 7).iter().collect::<Vec<_>>(), buffer);
+        assert_eq!(s.allowed_colors(0, 9).iter().collect::<Vec<_>>(), buffer);
+        assert_eq!(s.allowed_colors(0, 8).iter().collect::<Vec<_>>(), outside);
+        assert_eq!(s.allowed_colors(1, 7).iter().collect::<Vec<_>>(), outside);
+    }
+
+    #[test]
+    fn offline_pollute_set_bad_input_names_the_field() {
+        let m = one_chip(16);
+        let pages = |process: &str| {
+            vec![PolluteSet {
+                process: process.into(),
+                pages: vec![1],
+            }]
+        };
+        let no_buffer = StaticConfig {
+            pollute_colors: 0,
+            pollute: pages("a"),
+            ..Default::default()
+        };
+        let e = StaticSections::configured(&no_buffer, &m).unwrap_err();
+        assert!(e.to_string().contains("policy.static.pollute"), "{e}");
+        let whole = StaticConfig {
+            pollute_colors: 16,
+            ..Default::default()
+        };
+        let e = StaticSections::configured(&whole, &m).unwrap_err();
+        assert!(e.to_string().contains("pollute_colors"), "{e}");
+        let unknown = StaticConfig {
+            pollute_colors: 1,
+            pollute: pages("nobody"),
+            ..Default::default()
+        };
+        let s = StaticSections::configured(&unknown, &m).unwrap();
+        let e = s.check_processes(&["a".into()]).unwrap_err();
+        assert!(e.to_string().contains("\"nobody\" does not exist"), "{e}");
+    }
+
+    /// `widen_when_out_of_memory` (the oracles' runs): a listed page that finds the buffer full
+    /// goes outside it, a process out of its own colors gets every color; without it the
+    /// colors stay fixed and the fault fails.
+    #[test]
+    fn offline_sets_widen_only_when_asked() {
+        let m = one_chip(16);
+        let info = ProcessInfo {
+            pid: 0,
+            name: "p".into(),
+            colors: Some(ColorSet::range(16, 0, 4).unwrap()),
+            pinned: None,
+            threads: 1,
+        };
+        let mut fixed = StaticSections::configured(&StaticConfig::default(), &m).unwrap();
+        fixed.process_created(&info);
+        assert!(!fixed.out_of_colors(0));
+        let widen = StaticConfig {
+            widen_when_out_of_memory: true,
+            ..Default::default()
+        };
+        let mut s = StaticSections::configured(&widen, &m).unwrap();
+        s.process_created(&info);
+        assert_eq!(s.allowed_colors(0, 1).len(), 4);
+        assert!(s.out_of_colors(0));
+        assert_eq!(s.allowed_colors(0, 1).len(), 16);
+        assert!(!s.out_of_colors(0), "nothing left to widen");
+
+        let buffered = StaticConfig {
+            pollute_colors: 2,
+            pollute: vec![PolluteSet {
+                process: "p".into(),
+                pages: vec![5],
+            }],
+            widen_when_out_of_memory: true,
+        };
+        let mut s = StaticSections::configured(&buffered, &m).unwrap();
+        s.process_created(&ProcessInfo {
+            colors: Some(ColorSet::all(16)),
+            ..info
+        });
+        assert_eq!(s.allowed_colors(0, 5).iter().collect::<Vec<_>>(), [14, 15]);
+        assert!(s.out_of_colors(0), "the buffer is full");
+        assert_eq!(
+            s.allowed_colors(0, 5).len(),
+            14,
+            "the listed page goes outside it"
         );
     }
 }
