@@ -65,19 +65,20 @@ def _chase(ws: int, steps: int) -> Program:
     return Program(f"chase-{label}", "chase", ws, steps, note="Cachetest's uniform pointer chase")
 
 
-#: The default set, in an order that interleaves the kinds (training = even positions).
+#: The default set. Training = even positions, held out = odd: the order puts half the chases
+#: and half the other kernels in each.
 PROGRAMS: tuple[Program, ...] = (
     _chase(16 << 10, 20_000_000),
-    Program("lookup-1m", "lookup", 1 * MIB, 10_000_000, note="independent random reads, L2-sized table"),
     _chase(256 << 10, 10_000_000),
+    Program("lookup-1m", "lookup", 1 * MIB, 10_000_000, note="independent random reads, L2-sized table"),
     Program("stream-8m", "stream", 8 * MIB, 8, note="sequential sum of doubles"),
     _chase(1 * MIB, 6_000_000),
-    Program("matmul", "matmul", 300_000, 3, note="i-k-j matrix product, n = 104"),
     _chase(4 * MIB, 4_000_000),
+    Program("matmul", "matmul", 300_000, 3, note="i-k-j matrix product, n = 104"),
     Program("lookup-32m", "lookup", 32 * MIB, 2_000_000, note="independent random reads, 32 MiB table"),
     _chase(16 * MIB, 2_000_000),
-    Program("lines-64m", "lines", 64 * MIB, 6, note="one load per 64 B line, in order"),
     _chase(64 * MIB, 2_000_000),
+    Program("lines-64m", "lines", 64 * MIB, 6, note="one load per 64 B line, in order"),
     Program("copy-8m", "copy", 8 * MIB, 8, note="b[i] = a[i] + 1"),
     Program("transpose", "transpose", 2 * MIB, 6, note="naive transpose, 512 x 512 floats"),
     Program("sort", "sort", 512 << 10, 1, note="qsort of 128 Ki random keys"),
@@ -691,3 +692,19 @@ def validation_note(config: dict[str, Any], text: str = "") -> str:
         return (f"timing: {preset} is a paper's machine (preset); its timing is not validated against hardware here "
                 "(docs/validation.md validates a calibrated host)")
     return "timing: not validated against hardware (docs/validation.md: `cachecolor calibrate`, `cachecolor validate`)"
+
+
+def markdown_table(doc: dict[str, Any]) -> str:
+    """The per-program table of docs/validation.md: measured (95% CI), predicted as calibrated
+    and with the parameters chosen on the training half, and their errors."""
+    tuned = "fit" in doc
+    head = "| program | half | what | measured ms (95% CI) | predicted ms | error |" + (" tuned ms | tuned error |" if tuned else "")
+    sep = "|---|---|---|---:|---:|---:|" + ("---:|---:|" if tuned else "")
+    rows = [head, sep]
+    for r in doc["programs"]:
+        ci = "-" if r["ci95_s"] is None else f"{r['ci95_s'] * 1e3:.2f}"
+        cells = [r["name"], r["half"], r["note"], f"{r['measured_s'] * 1e3:.2f} ± {ci}", f"{r['predicted_s'] * 1e3:.2f}", _pct(r["error"])]
+        if tuned:
+            cells += [f"{r['predicted_tuned_s'] * 1e3:.2f}", _pct(r["error_tuned"])]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
