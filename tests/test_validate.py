@@ -124,21 +124,22 @@ def test_linear_reprediction_matches_a_resimulation(tmp_path, native_trace):
     other = json.loads(json.dumps(m))
     other["timing"]["base_cpi"] = 0.4
     other["timing"]["mlp"] = 3.0
+    other["timing"]["walk_factor"] = 2.5
     rerun = val.simulate(other, [("p", native_trace, 0)])["p"]
-    est = val.predicted_cycles(base, 0.4, 3.0, 1.0, 1.0)
+    est = val.predicted_cycles(base, 0.4, 3.0, 1.0, 1.0, 2.5, 1.0)
     assert est == pytest.approx(rerun["cycles"], rel=2e-3)
-    assert rerun["cycles"] < base["cycles"]
+    assert base["stalls"]["tlb"] > 0 and rerun["stalls"]["tlb"] == pytest.approx(2.5 * base["stalls"]["tlb"], rel=1e-3)
 
 
 def test_choose_parameters_finds_the_generating_ones():
-    """Programs whose 'measured' times were made by the linear model with base_cpi 0.6 and mlp 2:
-    the grid search finds exactly those."""
+    """Programs whose 'measured' times were made by the linear model with base_cpi 0.6, mlp 2
+    and walk_factor 3: the grid search finds exactly those."""
     rows = []
-    for i, (comp, over) in enumerate([(1e6, 0.0), (1e6, 4e6), (2e5, 9e6), (5e6, 1e5)]):
-        sim = {"cycles": comp + over, "stalls": {"dram": over}}
-        rows.append({"sim": sim, "measured_s": val.predicted_cycles(sim, 0.6, 2.0, 1.0, 1.0) / 1e9})
+    for comp, over, walks in [(1e6, 0.0, 0.0), (1e6, 4e6, 1e5), (2e5, 9e6, 0.0), (5e6, 1e5, 3e6), (1e6, 0.0, 2e6)]:
+        sim = {"cycles": comp + over + walks, "stalls": {"dram": over, "tlb": walks}}
+        rows.append({"sim": sim, "measured_s": val.predicted_cycles(sim, 0.6, 2.0, 1.0, 1.0, 3.0) / 1e9})
     chosen = val.choose_parameters(rows, 1.0, 1.0, 1.0)
-    assert (chosen["base_cpi"], chosen["mlp"]) == (0.6, 2.0)
+    assert (chosen["base_cpi"], chosen["mlp"], chosen["walk_factor"]) == (0.6, 2.0, 3.0)
     assert chosen["train_mae_estimate"] == pytest.approx(0.0, abs=1e-9)
 
 
@@ -175,6 +176,7 @@ def test_validate_tiny_set_end_to_end(tmp_path, run_cli):
     assert "PMU" in out.stdout and "held-out half" in out.stdout
     tuned = _compat.tomllib.loads((tmp_path / "tuned.toml").read_text())["machine"]["timing"]
     assert (tuned["base_cpi"], tuned["mlp"]) == (fit["base_cpi"], fit["mlp"])
+    assert tuned["walk_factor"] == fit["walk_factor"]
     assert (tmp_path / "v.png").stat().st_size > 0
 
 
@@ -216,3 +218,16 @@ def test_calibrate_measures_and_writes_a_config_simulate_accepts(tmp_path, run_c
     text = (tmp_path / "m.toml").read_text()
     assert cal.calibrated_host(text) == cal.host_cpu()
     assert run_cli("simulate", tmp_path / "m.toml", "--trace", native_trace, "-q").returncode == 0
+
+
+def test_report_names_where_each_configs_timing_was_validated(tmp_path, examples):
+    from cachecolor.reports.base import Run, timing_notes
+
+    cfg = tmp_path / "cal.toml"
+    cfg.write_text(cal.calibrated_toml(fake_doc()))
+    runs = [Run(str(examples / "os" / "colors-disjoint.toml"), "linux", 1, None),
+            Run(str(cfg), "linux", 1, None), Run(str(cfg), "static", 1, None)]
+    notes = timing_notes(runs)
+    assert len(notes) == 2
+    assert notes[0].startswith("colors-disjoint: timing: ") and "not validated against hardware" in notes[0]
+    assert notes[1].startswith("cal: timing: calibrated on ")

@@ -97,7 +97,8 @@ TINY: tuple[Program, ...] = (
 
 #: The chase programs, whose per-step time draws the latency curve.
 GRID_CPI = [round(0.10 + 0.05 * i, 2) for i in range(39)]  # 0.10 .. 2.00
-GRID_MLP = [round(1.0 + 0.25 * i, 2) for i in range(29)]  # 1 .. 8
+GRID_MLP = [round(1.0 + 0.5 * i, 2) for i in range(31)]  # 1 .. 16 (16 L1D fill buffers on recent x86 cores)
+GRID_WALK = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0]
 
 
 def program_source() -> Path:
@@ -216,15 +217,19 @@ def simulate(machine: dict[str, Any], procs: list[tuple[str, Path, int]], huge: 
     return out
 
 
-def predicted_cycles(sim: dict[str, Any], base_cpi: float, mlp: float, sim_cpi: float, sim_mlp: float) -> float:
-    """The cycles the model would charge with ``base_cpi`` and ``mlp`` instead of the ones it ran
-    with: completion scales with the CPI, the overlapped stalls (levels below L1, DRAM, the
-    queue) with 1 / mlp; walks and kernel work are serial (``timing/mod.rs``)."""
+def predicted_cycles(sim: dict[str, Any], base_cpi: float, mlp: float, sim_cpi: float, sim_mlp: float,
+                     walk_factor: Optional[float] = None, sim_walk: float = 1.0) -> float:
+    """The cycles the model would charge with ``base_cpi``, ``mlp`` and ``walk_factor`` instead of
+    the ones it ran with: completion scales with the CPI, the overlapped stalls (levels below L1,
+    DRAM, the queue) with 1 / mlp, the walks' reads with the walk factor; kernel work is fixed
+    (``timing/mod.rs``)."""
     st = sim["stalls"]
     overlapped = sum(st.get(k, 0.0) for k in ("l2", "llc", "dram", "remote", "bandwidth"))
-    serial = sum(st.get(k, 0.0) for k in ("tlb", "kernel"))
-    completion = sim["cycles"] - overlapped - serial
-    return completion * base_cpi / sim_cpi + overlapped * sim_mlp / mlp + serial
+    walks = st.get("tlb", 0.0)
+    kernel = st.get("kernel", 0.0)
+    completion = sim["cycles"] - overlapped - walks - kernel
+    wf = sim_walk if walk_factor is None else walk_factor
+    return completion * base_cpi / sim_cpi + overlapped * sim_mlp / mlp + walks * wf / sim_walk + kernel
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
@@ -264,20 +269,22 @@ def errors(rows: list[dict[str, Any]], key: str = "predicted_s") -> dict[str, An
             "worst_program": ok[worst]["name"], "spearman": spearman([r[key] for r in ok], [r["measured_s"] for r in ok])}
 
 
-def choose_parameters(train: list[dict[str, Any]], sim_cpi: float, sim_mlp: float, ghz: float) -> dict[str, Any]:
-    """The (base_cpi, mlp) of the grid with the least mean absolute error on ``train``."""
+def choose_parameters(train: list[dict[str, Any]], sim_cpi: float, sim_mlp: float, ghz: float,
+                      sim_walk: float = 1.0) -> dict[str, Any]:
+    """The (base_cpi, mlp, walk_factor) of the grid with the least mean absolute error on ``train``."""
     best = None
     for cpi in GRID_CPI:
         for mlp in GRID_MLP:
-            e = 0.0
-            for r in train:
-                pred = predicted_cycles(r["sim"], cpi, mlp, sim_cpi, sim_mlp) / (ghz * 1e9)
-                e += abs(pred - r["measured_s"]) / r["measured_s"]
-            e /= len(train)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, cpi, mlp)
+            for wf in GRID_WALK:
+                e = 0.0
+                for r in train:
+                    pred = predicted_cycles(r["sim"], cpi, mlp, sim_cpi, sim_mlp, wf, sim_walk) / (ghz * 1e9)
+                    e += abs(pred - r["measured_s"]) / r["measured_s"]
+                e /= len(train)
+                if best is None or e < best[0] - 1e-12:
+                    best = (e, cpi, mlp, wf)
     assert best is not None
-    return {"base_cpi": best[1], "mlp": best[2], "train_mae_estimate": best[0]}
+    return {"base_cpi": best[1], "mlp": best[2], "walk_factor": best[3], "train_mae_estimate": best[0]}
 
 
 def load_machine(path: str) -> tuple[dict[str, Any], str]:
@@ -355,11 +362,12 @@ def validate(
     ghz = float(machine["memory"]["core_ghz"])
     timing = machine.get("timing") or {}
     sim_cpi, sim_mlp = float(timing.get("base_cpi", 1.0)), float(timing.get("mlp", 1.0))
+    sim_walk = float(timing.get("walk_factor", 1.0))
     doc: dict[str, Any] = {
         "version": 1, "machine_config": machine_path, "host_cpu": host_cpu(), "calibrated_on": calibrated_host(text),
         "warning": warning, "pmu": _pmu_line(), "ghz": ghz, "runs": runs,
         "loadavg_before": loadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "model": {"base_cpi": sim_cpi, "mlp": sim_mlp}, "programs": [], "skipped": [],
+        "model": {"base_cpi": sim_cpi, "mlp": sim_mlp, "walk_factor": sim_walk}, "programs": [], "skipped": [],
     }
     log(doc["pmu"])
     rows = []
@@ -393,10 +401,11 @@ def validate(
     if fit and rows:
         train = [r for r in rows if r["half"] == "train"]
         held = [r for r in rows if r["half"] == "held-out"]
-        chosen = choose_parameters(train or rows, sim_cpi, sim_mlp, ghz)
+        chosen = choose_parameters(train or rows, sim_cpi, sim_mlp, ghz, sim_walk)
         tuned = copy.deepcopy(machine)
-        tuned.setdefault("timing", {}).update(base_cpi=chosen["base_cpi"], mlp=chosen["mlp"])
-        log(f"parameters chosen on the {len(train)} training programs: base_cpi {chosen['base_cpi']}, mlp {chosen['mlp']}")
+        tuned.setdefault("timing", {}).update(base_cpi=chosen["base_cpi"], mlp=chosen["mlp"], walk_factor=chosen["walk_factor"])
+        log(f"parameters chosen on the {len(train)} training programs: base_cpi {chosen['base_cpi']}, mlp {chosen['mlp']}, "
+            f"walk_factor {chosen['walk_factor']}")
         for r in rows:  # re-simulated with the chosen parameters (not the linear estimate)
             s = simulate(tuned, [(r["name"], Path(capture_program(r["argv"] and [binary, *r["argv"]], work, r["name"])[0]), 0)])[r["name"]]
             r["predicted_tuned_s"] = s["cycles"] / (ghz * 1e9)
@@ -575,14 +584,14 @@ def summary_text(doc: dict[str, Any]) -> str:
     lines += text_table(header, rows, left=2)
     e = doc["errors"]
     if e["programs"]:
-        lines.append(f"as calibrated (base_cpi {doc['model']['base_cpi']}, mlp {doc['model']['mlp']}): MAE {100 * e['mae']:.1f}%, "
+        lines.append(f"as calibrated (base_cpi {doc['model']['base_cpi']}, mlp {doc['model']['mlp']}, walk_factor {doc['model'].get('walk_factor', 1.0)}): MAE {100 * e['mae']:.1f}%, "
                      f"worst {_pct(e['worst'])} ({e['worst_program']}), Spearman {e['spearman'] if e['spearman'] is None else round(e['spearman'], 3)}")
     if tuned:
         f = doc["fit"]
         for label, key in (("training half", "train"), ("held-out half", "held_out"), ("all", "all")):
             x = f[key]
             if x["programs"]:
-                lines.append(f"base_cpi {f['base_cpi']}, mlp {f['mlp']} (chosen on the training half): {label} ({x['programs']} programs) "
+                lines.append(f"base_cpi {f['base_cpi']}, mlp {f['mlp']}, walk_factor {f['walk_factor']} (chosen on the training half): {label} ({x['programs']} programs) "
                              f"MAE {100 * x['mae']:.1f}%, worst {_pct(x['worst'])} ({x['worst_program']}), Spearman "
                              f"{'-' if x['spearman'] is None else round(x['spearman'], 3)}")
     for s in doc["skipped"]:
@@ -619,6 +628,10 @@ def tuned_toml(doc: dict[str, Any], text: str) -> str:
             line = f"base_cpi = {f['base_cpi']}  # {note}"
         elif re.match(r"^mlp\s*=", line):
             line = f"mlp = {f['mlp']}  # {note}"
+            if not re.search(r"^walk_factor\s*=", text, re.MULTILINE):
+                line += f"\nwalk_factor = {f['walk_factor']}  # {note}"
+        elif re.match(r"^walk_factor\s*=", line):
+            line = f"walk_factor = {f['walk_factor']}  # {note}"
         out.append(line)
     return "\n".join(out) + "\n"
 
@@ -649,7 +662,8 @@ def plot(doc: dict[str, Any], out: str) -> None:
         a.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.2, label="±15%")
         a.set_xscale("log")
         a.set_yscale("log")
-    label = f"base_cpi {doc['fit']['base_cpi']}, mlp {doc['fit']['mlp']}" if "fit" in doc else "as calibrated"
+    label = (f"base_cpi {doc['fit']['base_cpi']}, mlp {doc['fit']['mlp']}, walk x{doc['fit']['walk_factor']}"
+             if "fit" in doc else "as calibrated")
     a.set_xlabel("measured on-CPU time (ms), 95% CI")
     a.set_ylabel(f"predicted time (ms), {label}")
     a.set_title(f"{doc['host_cpu']}\npredicted vs measured run time", fontsize=10)
