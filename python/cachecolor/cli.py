@@ -55,7 +55,7 @@ from .commands._common import (  # noqa: F401 - re-exported: cli.FORMATS, cli.PO
     os_error_line,
 )
 from .commands import (
-    bench, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
+    bench, calibrate, demo, examples, machine, mrc, offload, oscache, probe, profile, report, sdp, simulate, sweep, trace, workloads,
 )
 from .commands.trace import _normalise_argv, cmd_trace_info
 from .annotate import add_parser as _add_annotate_parser  # the module: cachecolor.annotate is its function
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     oscache.add_parser(sub)
     bench.add_parser(sub)
     probe.add_parser(sub)
+    calibrate.add_parser(sub)
     workloads.add_parser(sub)
     demo.add_parser(sub)
     examples.add_parser(sub)

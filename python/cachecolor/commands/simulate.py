@@ -62,7 +62,19 @@ def cmd_simulate_system(args: argparse.Namespace, config: dict[str, Any]) -> int
     _policy_warnings(result)
     code = _report(args, result)
     _kernel_notes(args.config, config)
+    _validation_note(args.config, config)
     return code
+
+
+def _validation_note(config_path: str, config: dict[str, Any]) -> None:
+    """Where the machine's timing was validated against hardware, or that it was not."""
+    from ..validate import validation_note
+
+    try:
+        text = Path(config_path).read_text(errors="replace")
+    except OSError:
+        text = ""
+    print(validation_note(config, text))
 
 
 def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:

@@ -180,11 +180,32 @@ def write_report(
             _atomic_write(csv, table.to_csv(index=False))
             written.append(csv)
         parts.append(f"## {title}\n\n{fmt.markdown_table(table)}\n")
+    notes = timing_notes(runs)
+    if notes:
+        parts.append("## Timing model\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     text = "\n".join(parts)
     md = out / "report.md"
     _atomic_write(md, text)
     written.append(md)
     return text, written
+
+
+def timing_notes(runs: Sequence[Run]) -> list[str]:
+    """Per config of the report, where its machine's timing was validated against hardware, or
+    that it was not (``cachecolor.validate.validation_note``; docs/validation.md)."""
+    from .. import _core
+    from ..system import load_system_config
+    from ..validate import validation_note
+
+    notes = []
+    for config in dict.fromkeys(str(r.config) for r in runs):
+        try:
+            text = Path(config).read_text(errors="replace")
+            raw = load_system_config(config)
+        except (OSError, _core.ConfigError):  # a config given as a dict, or gone since the run: no note
+            continue
+        notes.append(f"{Path(config).stem}: {validation_note(raw, text)}")
+    return notes
 
 
 def policy_warning_table(runs: Sequence[Run]) -> Any:
