@@ -137,6 +137,12 @@ pub struct CaptureOptions {
     /// then native version 3 with a PC column. Default true; needs `ifetch` (a data record's PC
     /// is the address of the fetch before it), so without fetches there are none.
     pub pcs: bool,
+    /// Basic-block vectors (qemu only; SimPoint, Sherwood et al. ASPLOS 2002): every this many
+    /// instructions (all threads, skipped ones included), one line of per-block instruction
+    /// counts appended to `bbv_out` in SimPoint's `.bb` format. 0 (default): none.
+    pub bbv_interval: u64,
+    /// Where the vectors go (required with `bbv_interval`).
+    pub bbv_out: Option<PathBuf>,
 }
 
 impl Default for CaptureOptions {
@@ -148,6 +154,8 @@ impl Default for CaptureOptions {
             syscalls: false,
             skip_instructions: 0,
             pcs: true,
+            bbv_interval: 0,
+            bbv_out: None,
         }
     }
 }
@@ -324,6 +332,15 @@ pub fn capture(
                 .into(),
         });
     }
+    if opts.bbv_interval > 0 && backend == Backend::Lackey {
+        return Err(CaptureError::Unsupported {
+            backend,
+            what: "basic-block vectors".into(),
+            hint:
+                "only the QEMU plugin counts them; use --backend qemu (apt-get install qemu-user)"
+                    .into(),
+        });
+    }
     let command: Vec<String> = std::iter::once(program.to_string())
         .chain(args.iter().cloned())
         .collect();
@@ -395,6 +412,7 @@ pub(crate) fn metadata(
         "max_records": opts.max_records,
         "syscalls": opts.syscalls,
         "skip_instructions": opts.skip_instructions,
+        "bbv_interval": opts.bbv_interval,
         "host": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
     })
     .to_string()
