@@ -29,12 +29,13 @@ def test_choice_is_the_dominant_phase_not_the_start():
     vectors = [_phase(rng, startup) for _ in range(6)]
     vectors += [_phase(rng, steady if i % 5 else other) for i in range(60)]
     c = regions.choose(vectors, 1000)
-    labels = np.array(c["labels"])
+    labels = [int(ch) for ch in c["labels"]]
     # Three phases found; the dominant one is the steady state (48 of 66 intervals).
     assert c["k"] == 3
     assert c["weights"][c["dominant_cluster"]] == pytest.approx(48 / 66, abs=1e-3)
     assert c["chosen_interval"] >= 6 and (c["chosen_interval"] - 6) % 5 != 0
     assert labels[c["chosen_interval"]] != labels[0] == c["first_interval_cluster"]
+    assert len(labels) == 66 and labels[:6] == [labels[0]] * 6
     assert c["skip"] == c["chosen_interval"] * 1000
     # Deterministic for a given vector file.
     assert regions.choose(vectors, 1000) == c

@@ -117,7 +117,8 @@ def choose(vectors: list[dict[int, int]], interval: int, *, max_k: int = MAX_K,
            seed: int = SEED) -> dict[str, Any]:
     """The region choice for ``vectors`` (one per ``interval`` instructions): the start (in
     instructions) of the interval nearest the dominant cluster's centroid, with k, each
-    cluster's weight (its share of the intervals) and the chosen interval's index."""
+    cluster's weight (its share of the intervals), the chosen interval's index and each
+    interval's cluster (``labels``: a string of digits, the program's phases in order)."""
     if not vectors:
         raise ValueError("no basic-block vectors: the program ran less than one interval")
     x = project(vectors, seed=seed)
@@ -145,7 +146,8 @@ def choose(vectors: list[dict[int, int]], interval: int, *, max_k: int = MAX_K,
         "chosen_interval": nearest,
         "skip": nearest * int(interval),
         "first_interval_cluster": int(labels[0]),
-        "labels": [int(v) for v in labels],
+        # Each interval's cluster, one digit per interval in program order (k <= 10).
+        "labels": "".join(str(int(v)) for v in labels),
         "projection_seed": int(seed),
     }
 

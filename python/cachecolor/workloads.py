@@ -632,7 +632,7 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
         "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'],"
         " bbv_interval=a['bbv'][0], bbv_out=a['bbv'][1])\n"
         "except CaptureError as e:\n    s = dict(getattr(e, 'summary', None) or {}, error=str(e))\n"
-        "print(json.dumps(s))\n"
+        "print(); print(json.dumps(s))\n"  # on a line of its own after the program's output
     )
     args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch,
                        "bbv": [bbv[0], str(bbv[1])] if bbv else [0, None]})
@@ -663,13 +663,16 @@ def _child_json(cmd: list[str], cwd: Path, what: str) -> tuple[dict[str, Any], f
     """Run a capture child in ``cwd``; (the JSON its last stdout line holds, seconds). A child
     that printed none raises ``RuntimeError`` naming ``what`` failed, its exit and last stderr."""
     t0 = time.monotonic()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    # Bytes: the traced program shares the child's stdout, and a compressor's output is not text
+    # (bug: xz's "\xfd7zXZ" skipped it with a UnicodeDecodeError once a region reached it).
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True)
     secs = time.monotonic() - t0
-    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    stdout, stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     try:
         return json.loads(last), secs
     except json.JSONDecodeError:
-        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        err = (stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{what} failed (exit {r.returncode}): {err}") from None
 
 
@@ -744,15 +747,21 @@ def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional
         summary, secs = capture_clean(list(w.command), probe, cwd=inp, skip=horizon, records=1, bbv=(interval, bb))
         if summary.get("error") and not summary.get("truncated"):
             raise RuntimeError(f"profiling run failed: {summary['error']}")
-        choice = regions.choose_file(bb, interval)
+        vectors = regions.read_bbv(bb)
+        if vectors:
+            choice = regions.choose(vectors, interval)
+        else:  # the whole run is shorter than one interval: it is its own region
+            choice = {"method": "simpoint", "interval": interval, "intervals": 0, "skip": 0,
+                      "note": "the program ran less than one interval: the region starts at its start"}
     finally:
         probe.unlink(missing_ok=True)
     bb.replace(d / "bbv.txt")
     choice.update(horizon=horizon, profile_seconds=round(secs, 1),
                   profiled_instructions=choice["intervals"] * interval)
     path.write_text(json.dumps({"key": key, "choice": choice}, indent=1) + "\n")
-    log(f"{w.name:8} region by phase: {choice['intervals']} intervals of {interval:,} instructions, k={choice['k']}, "
-        f"dominant cluster {choice['weights'][choice['dominant_cluster']]:.0%}, region at {choice['skip']:,} instructions")
+    if choice["intervals"]:
+        log(f"{w.name:8} region by phase: {choice['intervals']} intervals of {interval:,} instructions, k={choice['k']}, "
+            f"dominant cluster {choice['weights'][choice['dominant_cluster']]:.0%}, region at {choice['skip']:,} instructions")
     return choice
 
 
