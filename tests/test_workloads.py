@@ -146,6 +146,15 @@ def test_full_disk_while_capturing_is_one_line_and_leaves_no_trace(tmp_path, mon
     assert left == ["input"], left
 
 
+def test_region_fixed_in_instructions(tmp_path):
+    """--instructions N: the capture stops at the record that brings the trace to N
+    instructions (with fetches, one instruction per fetch: exactly N), the program killed."""
+    out = tmp_path / "i.cctrace"
+    s, _ = wl.capture_clean(["sort", "/etc/passwd"], out, cwd=tmp_path, skip=20_000, instructions=50_000)
+    assert s["truncated"], s
+    assert trace_info(out)["instructions"] == 50_000
+
+
 def test_capture_of_a_program_writing_binary_to_stdout(tmp_path):
     # Bug: xz's compressed output ("\xfd7zXZ", no newline) on the capture child's stdout made
     # the summary unreadable (UnicodeDecodeError) once a region reached the output: xz SKIPPED.

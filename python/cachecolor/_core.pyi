@@ -347,6 +347,7 @@ def capture(
     pcs: bool = True,
     bbv_interval: int = 0,
     bbv_out: Optional[_Path] = None,
+    max_instructions: Optional[int] = None,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 

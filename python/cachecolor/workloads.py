@@ -621,7 +621,8 @@ _CLEAN_ENV = {
 
 
 def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, records: Optional[int] = None,
-                  ifetch: bool = True, bbv: Optional[tuple[int, Path]] = None) -> tuple[dict[str, Any], float]:
+                  ifetch: bool = True, bbv: Optional[tuple[int, Path]] = None,
+                  instructions: Optional[int] = None) -> tuple[dict[str, Any], float]:
     """Capture ``argv`` with QEMU into ``out`` in a child Python with address-space randomisation
     off (``setarch -R``) and a clean, fixed environment, so that the guest program sees the same
     stack, environment and layout on every run. Returns (the capture summary, seconds); a
@@ -630,12 +631,12 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
         "import json, sys\nfrom cachecolor.traces import capture\nfrom cachecolor._core import CaptureError\n"
         "a = json.loads(sys.argv[1])\n"
         "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'],"
-        " bbv_interval=a['bbv'][0], bbv_out=a['bbv'][1])\n"
+        " bbv_interval=a['bbv'][0], bbv_out=a['bbv'][1], max_instructions=a['instructions'])\n"
         "except CaptureError as e:\n    s = dict(getattr(e, 'summary', None) or {}, error=str(e))\n"
         "print(); print(json.dumps(s))\n"  # on a line of its own after the program's output
     )
     args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch,
-                       "bbv": [bbv[0], str(bbv[1])] if bbv else [0, None]})
+                       "bbv": [bbv[0], str(bbv[1])] if bbv else [0, None], "instructions": instructions})
     cmd = ["setarch", "x86_64", "-R", "env", "-i", *[f"{k}={v}" for k, v in _CLEAN_ENV.items()],
            "HOME=/nonexistent", sys.executable, "-c", code, args]
     return _child_json(cmd, cwd, "capture")
@@ -753,6 +754,9 @@ def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional
         else:  # the whole run is shorter than one interval: it is its own region
             choice = {"method": "simpoint", "interval": interval, "intervals": 0, "skip": 0,
                       "note": "the program ran less than one interval: the region starts at its start"}
+    except BaseException:
+        bb.unlink(missing_ok=True)  # a failed profile leaves nothing behind
+        raise
     finally:
         probe.unlink(missing_ok=True)
     bb.replace(d / "bbv.txt")
@@ -767,13 +771,14 @@ def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional
 
 def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = None,
           root: Optional[Path] = None, force: bool = False, log: Callable[[str], Any] = print,
-          horizon: Optional[int] = None) -> dict[str, Any]:
+          horizon: Optional[int] = None, instructions: Optional[int] = None) -> dict[str, Any]:
     """Capture ``w`` (unless its cached trace matches); returns its metadata. Raises
     ``RuntimeError`` naming what failed (package missing, capture error).
 
     The region starts at ``skip`` instructions when given; else where ``w.region_by`` says: a
     user-mode program's phase choice (``choose_region`` over ``horizon`` instructions), or its
-    fixed ``w.skip``."""
+    fixed ``w.skip``. With ``instructions`` the region ends at that many instructions (its last
+    record is the one that reaches them) instead of at ``records`` records."""
     records = w.records if records is None else records
     d = wdir(w, root)
     if skip is not None:
@@ -793,6 +798,11 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         if why is not None:
             raise RuntimeError(f"{w.name} cannot be captured here: {why}")
     spec = _spec(w, skip, records)
+    if instructions is not None:
+        if w.capture == "system":
+            raise RuntimeError(f"--instructions: a full-system capture ends at a record count or the program's exit")
+        spec["instructions_requested"] = instructions
+        spec["records_requested"] = None
     missing = [p for p, v in spec["packages"].items() if v is None]
     if missing:
         raise RuntimeError(f"package(s) not installed: {', '.join(missing)} (make workloads installs them)")
@@ -810,7 +820,8 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
             raise RuntimeError(f"full-system capture failed: {doc['error']}")
         summary, guest = doc["summary"], doc.get("guest") or {}
     else:
-        summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip, records=records)
+        summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip,
+                                      records=None if instructions is not None else records, instructions=instructions)
     if summary.get("error") and not summary.get("truncated"):
         raise RuntimeError(f"capture failed: {summary['error']}")
     if not trace.exists():
@@ -965,27 +976,43 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
     return ch
 
 
+def region_text(m: dict[str, Any]) -> str:
+    """How a built trace's region was chosen and how long it is, for the suite table."""
+    c = m.get("region_choice") or {}
+    if m.get("capture") == "system":
+        start = "exec (full system)"
+    elif c.get("method") == "simpoint" and c.get("intervals"):
+        start = (f"phase: {m['skip']:,} (interval {c['chosen_interval']} of {c['intervals']}, k={c['k']}, "
+                 f"dominant {c['weights'][c['dominant_cluster']]:.0%})")
+    elif c.get("method") == "simpoint":
+        start = "phase: 0 (shorter than one interval)"
+    else:
+        start = f"fixed: {m['skip']:,}"
+    length = (f"{m['instructions_requested']:,} instructions" if m.get("instructions_requested")
+              else f"{m.get('records_requested') or 0:,} records")
+    return f"{start} / {length}"
+
+
 def suite_table(root: Optional[Path] = None) -> str:
     """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
-    rows = ["| program | class | packages (version) | input | region: skip / records | records | instructions | "
-            "IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    rows = ["| program | class | stands in for (the paper's figure) | packages (version) | input | region: start / length | "
+            "records | instructions | IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
+            "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for w in SUITE:
         m = info(w, root)
         if m is None:
-            rows.append(f"| {w.name} | {w.cls} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
+            rows.append(f"| {w.name} | {w.cls} | {w.stands_in} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
             continue
         cp = wdir(w, root) / "characterization.json"
         c = json.loads(cp.read_text()) if cp.exists() else {}
         pk = ", ".join(f"{p} {v}" for p, v in m["packages"].items())
         fp = f"{c['footprint_bytes'] / 2**20:.2f} MiB" if c else ""
         system = m.get("capture") == "system"
-        region = f"exec / {m['records_requested']:,} (full system)" if system else f"{m['skip']:,} / {m['records_requested']:,}"
         # Privileged share of the instructions: the kernel's in a full-system trace; none in user mode.
         priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
         why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
         rows.append(
-            f"| {w.name} | {w.cls} | {pk} | {w.input_desc} | {region} | {m['records']:,} | "
+            f"| {w.name} | {w.cls} | {w.stands_in} | {pk} | {w.input_desc} | {region_text(m)} | {m['records']:,} | "
             f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {priv} | {fp} | "
             f"`{m['trace_hash'][:12]}`{why} | {m['capture_seconds']} |"
         )
@@ -1037,6 +1064,8 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
                 kw["skip"] = args.skip
             if args.records is not None:
                 kw["records"] = args.records
+            if getattr(args, "instructions", None) is not None:
+                kw["instructions"] = args.instructions
             res = build_all([w.name for w in chosen], **kw)
         failed = [n for n, m in res.items() if "error" in m]
         print(f"{len(res) - len(failed)} built, {len(failed)} skipped" + (f" ({', '.join(failed)})" if failed else ""))
@@ -1044,7 +1073,10 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
     if args.workloads_cmd == "info":
         for w in chosen:
             m = info(w, root)
-            print(json.dumps({"name": w.name, "built": m is not None, **(m or {})}, indent=2))
+            doc = {"name": w.name, "built": m is not None, **(m or {})}
+            if m is not None:  # how the region was chosen, in one line, before the details
+                doc = {"name": w.name, "built": True, "region": region_text(m), **m}
+            print(json.dumps(doc, indent=2))
         return 0
     if args.workloads_cmd == "characterize":
         for w in chosen:

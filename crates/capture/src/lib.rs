@@ -143,6 +143,10 @@ pub struct CaptureOptions {
     pub bbv_interval: u64,
     /// Where the vectors go (required with `bbv_interval`).
     pub bbv_out: Option<PathBuf>,
+    /// Stop once the trace holds this many instructions (its last record is the one that
+    /// reaches them): a region fixed in instructions. The program is killed and the summary
+    /// says `truncated`, as with `max_records`; either limit stops the capture.
+    pub max_instructions: Option<u64>,
 }
 
 impl Default for CaptureOptions {
@@ -156,6 +160,7 @@ impl Default for CaptureOptions {
             pcs: true,
             bbv_interval: 0,
             bbv_out: None,
+            max_instructions: None,
         }
     }
 }
@@ -346,6 +351,7 @@ pub fn capture(
         .collect();
 
     let mut sink = sink::Sink::create(out, opts.max_records)?;
+    sink.limit_instructions(opts.max_instructions);
     sink.keep_pcs(opts.pcs && opts.ifetch);
     let run = match backend {
         Backend::Qemu => qemu::run(&prog, args, &command, opts, &mut sink, progress),
@@ -410,6 +416,7 @@ pub(crate) fn metadata(
         "cwd": cwd,
         "ifetch": opts.ifetch,
         "max_records": opts.max_records,
+        "max_instructions": opts.max_instructions,
         "syscalls": opts.syscalls,
         "skip_instructions": opts.skip_instructions,
         "bbv_interval": opts.bbv_interval,
