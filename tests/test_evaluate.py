@@ -67,7 +67,7 @@ def test_evaluate_runs_each_policy_beside_its_control_on_every_placement(tmp_pat
     (["--pairs", "xz"], "mix 'xz': expected 2 programs"),
     (["--seeds", "0"], "--seeds 0 leaves no aged placement"),
     (["--seeds", "-1", "--placements", "fresh"], "--seeds -1: the number of aged placements"),
-    (["--machines", "power9"], "--machines 'power9': power9 is not one of the evaluation's machines"),
+    (["--machines", "power9"], "--machines 'power9': power9 is not a machine preset"),
     (["--only", "mixes", "--pairs", "--quads"], "no group to run"),
     (["--instructions", "10"], "--instructions 10: at least 1000"),
 ])

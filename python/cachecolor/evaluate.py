@@ -333,17 +333,20 @@ def replace_block(doc: Path, text: str) -> None:
     write_text(doc, f"{head}{begin}\n{text}\n{end}{tail}")
 
 
-def _machines(arg: Optional[str]) -> Optional[set[str]]:
-    """``--machines``: the papers' machines to keep (None keeps all)."""
+def _machines(arg: Optional[str]) -> Optional[list[str]]:
+    """``--machines``: the machines every group runs on instead of its size's papers' machines
+    (None keeps those); any preset (``cachecolor machine --list``)."""
     if not arg:
         return None
-    known = sorted({m for ms in MACHINES.values() for m in ms})
-    chosen = {m.strip() for m in arg.split(",") if m.strip()}
-    bad = sorted(chosen - set(known))
+    from .presets import machine_names
+
+    known = [m for m in machine_names() if m != "detect"]
+    chosen = [m.strip() for m in arg.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in known]
     if bad or not chosen:
-        raise EvaluationError(f"--machines {arg!r}: {', '.join(bad) or 'none given'} is not one of the evaluation's machines "
+        raise EvaluationError(f"--machines {arg!r}: {', '.join(bad) or 'none given'} is not a machine preset "
                               f"({', '.join(known)})")
-    return chosen
+    return list(dict.fromkeys(chosen))
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -362,7 +365,9 @@ def evaluate(args: argparse.Namespace) -> int:
         if p not in known:
             raise EvaluationError(f"program {p!r} is not in the suite; the suite: {', '.join(sorted(known))}")
     machines = _machines(getattr(args, "machines", None))
-    chosen = [g for g in groups(programs, pairs, quads) if machines is None or g.machine in machines]
+    chosen = groups(programs, pairs, quads)
+    if machines is not None:
+        chosen = list(dict.fromkeys(Group(g.programs, m) for g in chosen for m in machines))
     if not chosen:  # bad mixes are named before anything runs (groups raises)
         raise EvaluationError("no group to run: --only, --programs/--pairs/--quads and --machines leave none")
     instructions = getattr(args, "instructions", None)
@@ -496,7 +501,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seeds", type=int, default=SEEDS, help="aged placements: seeds 1..N (0 only with --placements fresh)")
     p.add_argument("--placements", choices=("fresh", "aged", "all"), default="all",
                    help="the fresh placement, the aged ones (--seeds), or both (default)")
-    p.add_argument("--machines", help="comma-separated machines to keep (default: each group size's papers' machines)")
+    p.add_argument("--machines", help="comma-separated machine presets every group runs on (default: each group size's papers' machines)")
     p.add_argument("--only", choices=("alone", "mixes"), help="only the programs alone, or only the mixes")
     p.add_argument("--workers", type=int, default=None, help="parallel runs (default: all cores)")
     p.add_argument("--out", default="cachecolor-evaluation", help="output directory (points are reused)")
