@@ -265,19 +265,22 @@ def summary(frame: Any) -> Any:
     out = []
     for (g, m, pol), d in per_run.groupby(["group", "machine", "policy"], sort=False):
         fresh, aged = d[d.placement == "fresh"], d[d.placement == "aged"]
+        # The per-run figures below are the aged placements'; with only the fresh one
+        # (--placements fresh), the fresh one's, and the MPKI column says so.
+        where, m = ("aged", aged) if len(aged) else ("fresh", fresh)
         out.append({
             "group": g, "machine": m, "policy": pol,
             "fresh": fresh.speedup.mean() if len(fresh) else float("nan"),
             "aged mean": aged.speedup.mean() if len(aged) else float("nan"),
             "aged min": aged.speedup.min() if len(aged) else float("nan"),
             "aged max": aged.speedup.max() if len(aged) else float("nan"),
-            "LLC MPKI (aged)": aged.mpki.mean() if len(aged) else float("nan"),
-            "recolored": aged.recolored.mean() if len(aged) else float("nan"),
-            "pollute pages": aged.pollute.dropna().mean() if aged.pollute.notna().any() else None,
-            "partition": aged.partition.dropna().iloc[-1] if aged.partition.notna().any() else None,
-            "OS share": aged.os_share.mean() if len(aged) else float("nan"),
+            f"LLC MPKI ({where})": m.mpki.mean() if len(m) else float("nan"),
+            "recolored": m.recolored.mean() if len(m) else float("nan"),
+            "pollute pages": m.pollute.dropna().mean() if m.pollute.notna().any() else None,
+            "partition": m.partition.dropna().iloc[-1] if m.partition.notna().any() else None,
+            "OS share": m.os_share.mean() if len(m) else float("nan"),
             "kernel share": d.kernel_share.mean(),
-            "refused (control)": aged.refused.dropna().mean() if aged.refused.notna().any() else None,
+            "refused (control)": m.refused.dropna().mean() if m.refused.notna().any() else None,
         })
     return pd.DataFrame(out)
 
