@@ -189,6 +189,10 @@ def test_evaluate_relative_out_and_subsets(tmp_path):
     assert r.returncode == 0, r.stderr
     f = pd.read_csv(tmp_path / "rel" / "out" / "evaluation.csv")
     assert set(f.group) == {"xz+sort"} and set(f.machine) == {"xeon-e5506"}
+    md = (tmp_path / "rel" / "out" / "evaluation.md").read_text()
+    # With only the fresh placement its figures fill the summary (bug: the machine column once
+    # printed a DataFrame).
+    assert "| xz+sort | xeon-e5506 | coloris |" in md and "LLC MPKI (fresh)" in md
     assert set(f.placement) == {"fresh"} and set(f.policy) == {"linux", "coloris", "coloris+control"}
     cfg = json.loads((tmp_path / "rel" / "out" / "configs" / "xeon-e5506--xz+sort.json").read_text())
     assert [p["pin"] for p in cfg["processes"]] == [[0], [1]]

@@ -267,20 +267,20 @@ def summary(frame: Any) -> Any:
         fresh, aged = d[d.placement == "fresh"], d[d.placement == "aged"]
         # The per-run figures below are the aged placements'; with only the fresh one
         # (--placements fresh), the fresh one's, and the MPKI column says so.
-        where, m = ("aged", aged) if len(aged) else ("fresh", fresh)
+        where, src = ("aged", aged) if len(aged) else ("fresh", fresh)
         out.append({
             "group": g, "machine": m, "policy": pol,
             "fresh": fresh.speedup.mean() if len(fresh) else float("nan"),
             "aged mean": aged.speedup.mean() if len(aged) else float("nan"),
             "aged min": aged.speedup.min() if len(aged) else float("nan"),
             "aged max": aged.speedup.max() if len(aged) else float("nan"),
-            f"LLC MPKI ({where})": m.mpki.mean() if len(m) else float("nan"),
-            "recolored": m.recolored.mean() if len(m) else float("nan"),
-            "pollute pages": m.pollute.dropna().mean() if m.pollute.notna().any() else None,
-            "partition": m.partition.dropna().iloc[-1] if m.partition.notna().any() else None,
-            "OS share": m.os_share.mean() if len(m) else float("nan"),
+            f"LLC MPKI ({where})": src.mpki.mean() if len(src) else float("nan"),
+            "recolored": src.recolored.mean() if len(src) else float("nan"),
+            "pollute pages": src.pollute.dropna().mean() if src.pollute.notna().any() else None,
+            "partition": src.partition.dropna().iloc[-1] if src.partition.notna().any() else None,
+            "OS share": src.os_share.mean() if len(src) else float("nan"),
             "kernel share": d.kernel_share.mean(),
-            "refused (control)": m.refused.dropna().mean() if m.refused.notna().any() else None,
+            "refused (control)": src.refused.dropna().mean() if src.refused.notna().any() else None,
         })
     return pd.DataFrame(out)
 
