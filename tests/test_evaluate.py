@@ -65,7 +65,11 @@ def test_evaluate_runs_each_policy_beside_its_control_on_every_placement(tmp_pat
 @pytest.mark.parametrize("args, says", [
     (["--programs", "nosuch"], "program 'nosuch' is not in the suite"),
     (["--pairs", "xz"], "mix 'xz': expected 2 programs"),
-    (["--seeds", "0"], "--seeds 0: at least 1"),
+    (["--seeds", "0"], "--seeds 0 leaves no aged placement"),
+    (["--seeds", "-1", "--placements", "fresh"], "--seeds -1: the number of aged placements"),
+    (["--machines", "power9"], "--machines 'power9': power9 is not a machine preset"),
+    (["--only", "mixes", "--pairs", "--quads"], "no group to run"),
+    (["--instructions", "10"], "--instructions 10: at least 1000"),
 ])
 def test_evaluate_bad_input_is_one_line_and_exit_2(tmp_path, args, says):
     r = _evaluate(tmp_path, *args)
@@ -73,29 +77,157 @@ def test_evaluate_bad_input_is_one_line_and_exit_2(tmp_path, args, says):
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_evaluate_prefix_of_a_trace_with_pcs_drops_them(tmp_path, monkeypatch):
+def test_evaluate_window_is_the_trace_slice_and_counts_it(tmp_path):
+    """The window (written by streaming, in Rust) against the slice of the whole trace read
+    into memory: same records, its instructions and privileged share counted, its threads."""
+    from cachecolor.evaluate import kernel_share, prefix_trace, trace_threads, window_counts_path
+    from cachecolor.traces import read_trace
+
+    n = (1 << 20) + 7000  # more than one block
+    rng = np.random.default_rng(3)
+    cols = {"addr": rng.integers(0, 1 << 30, n).astype(np.uint64), "icount": rng.integers(0, 4, n).astype(np.uint32),
+            "thread": rng.integers(0, 3, n).astype(np.uint32), "privileged": rng.random(n) < 0.2}
+    src = tmp_path / "src.cctrace"
+    write_trace(src, cols)
+    whole = read_trace(src)
+    skip, recs = 600_000, 400_000
+    dest = prefix_trace(src, tmp_path / "w.cctrace", recs, skip)
+    back = read_trace(dest)
+    part = whole.iloc[skip:skip + recs].reset_index(drop=True)
+    for c in ("addr", "icount", "thread", "privileged", "kind", "size"):
+        assert (back[c].to_numpy() == part[c].to_numpy()).all(), c
+    counts = json.loads(window_counts_path(dest).read_text())
+    insns = int(part.icount.sum())
+    assert counts["records"] == recs and counts["instructions"] == insns
+    assert kernel_share(dest) == pytest.approx(part.icount[part.privileged].sum() / insns)
+    assert json.loads(back.attrs["metadata"])["skipped_records"] == skip
+    from types import SimpleNamespace
+    assert trace_threads(SimpleNamespace(threads=4, capture="user"), dest) == [0, 1, 2]
+    assert trace_threads(SimpleNamespace(threads=1, capture="user"), dest) == []
+    # Fixed in instructions: the window ends with the record that reaches them.
+    want = 300_000
+    d2 = prefix_trace(src, tmp_path / "i.cctrace", 1 << 62, skip, instructions=want)
+    got = read_trace(d2)
+    cum = np.cumsum(whole.icount.to_numpy()[skip:].astype(np.int64))
+    end = int(np.searchsorted(cum, want)) + 1
+    ic = got.icount.to_numpy().astype(np.int64)
+    assert len(got) == end and ic[:-1].sum() < want <= ic.sum()
+
+
+def test_evaluate_prefix_of_a_trace_with_pcs_drops_them(tmp_path):
     # Bug: once the suite's traces were native v3 (a `pc` column), every program was skipped
-    # ("unknown record column 'pc'") and the evaluation ran 0 groups, then failed with an
-    # AttributeError. The prefix keeps every column the simulator reads and drops the PCs.
-    import cachecolor.traces as traces
+    # ("unknown record column 'pc'"). The window keeps every column the simulator reads and no
+    # PCs (a version 2 trace); a PC-carrying source is read whatever its version.
     from cachecolor.evaluate import prefix_trace
+    from cachecolor.traces import read_trace, trace_info
 
     src = tmp_path / "src.cctrace"
     write_trace(src, np.arange(1000, dtype=np.uint64) * 64)
-    real = traces.read_trace
-
-    def with_pcs(path, **kw):
-        frame = real(path, **kw)
-        frame["pc"] = np.arange(len(frame), dtype=np.uint64) + 0x400000
-        return frame
-
-    monkeypatch.setattr(traces, "read_trace", with_pcs)
     dest = prefix_trace(src, tmp_path / "out" / "prefix.cctrace", 300)
-    back = real(dest)
+    back = read_trace(dest)
     assert len(back) == 300 and (back["addr"].to_numpy() == np.arange(300) * 64).all()
-    # write_trace names what it cannot write instead of a bare "unknown column".
-    with pytest.raises(ValueError, match="column 'pc'.*drop it first"):
-        write_trace(tmp_path / "x.cctrace", with_pcs(src))
+    assert "pc" not in back.columns and trace_info(dest)["version"] <= 2
+
+
+def _line_sweeps(path, records):
+    """``records`` loads sweeping a 2 MiB array line by line, over and over (one instruction each)."""
+    lines = (2 << 20) // 64
+    addr = (0x10000000 + 64 * (np.arange(records, dtype=np.uint64) % lines)).astype(np.uint64)
+    write_trace(path, {"addr": addr, "icount": np.ones(records, dtype=np.uint32)})
+
+
+def _peak_rss_kib(cmd, env, cwd=None):
+    """Run ``cmd``; (its result, the peak resident set of it and the children it waited for, KiB).
+    wait4's rusage is this child's alone, so other processes on the machine do not count."""
+    import os
+
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.stdout.read(), p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err), usage.ru_maxrss
+
+
+def test_evaluate_memory_is_flat_in_region_length(tmp_path):
+    """Bug: evaluate held each prefix in memory (about 210 bytes per record: 4.3 GB at 20 M
+    records) and died of a Rust allocation abort at 200 M. The windows are written by streaming
+    and the simulator reads them block by block: 10x the records costs no memory. Peak RSS is
+    the process's own (wait4), not the machine's, and RSS depends on no timing."""
+    cache = tmp_path / "cache"
+    d = cache / "workloads" / "xz"
+    d.mkdir(parents=True)
+    _line_sweeps(d / "trace.cctrace", 10_000_000)
+    (d / "meta.json").write_text(json.dumps({"name": "xz"}))
+    env = {"CACHECOLOR_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
+    peaks = {}
+    for n in (1_000_000, 10_000_000):
+        r, peaks[n] = _peak_rss_kib(
+            [sys.executable, "-m", "cachecolor", "evaluate", "--out", str(tmp_path / "out"), "--quiet", "--workers", "1",
+             "--programs", "xz", "--only", "alone", "--machines", "xeon-e5506", "--placements", "fresh", "--policies",
+             "--records", str(n)], env)
+        assert r.returncode == 0, r.stderr
+        f = pd.read_csv(tmp_path / "out" / "evaluation.csv")
+        assert len(f) == 1 and f.ipc.iloc[0] > 0
+    # 9 M more records held anywhere would add >= 9e6 * 20 bytes = 172 MiB (the raw record);
+    # the old prefix held ~210 bytes per record (1.8 GiB more).
+    grew = (peaks[10_000_000] - peaks[1_000_000]) / 1024
+    print(f"peak RSS {peaks} KiB")
+    assert grew < 48, f"peak RSS grew {grew:.0f} MiB from 1 M to 10 M records ({peaks})"
+
+
+def test_evaluate_relative_out_and_subsets(tmp_path):
+    """Bug: a relative --out (the Makefile's out/evaluation) named out/configs/out/traces/...
+    Subsets: only the fresh placement, one machine, only the mixes; --seeds 0 with fresh only."""
+    cache = tmp_path / "cache"
+    _fake_program(cache, "xz", 40, 3)
+    _fake_program(cache, "sort", 24, 3)
+    env = {"CACHECOLOR_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "cachecolor", "evaluate", "--out", "rel/out", "--quiet", "--workers", "1",
+                        "--programs", "xz", "--pairs", "xz+sort", "--quads", "--policies", "coloris", "--only", "mixes",
+                        "--placements", "fresh", "--seeds", "0", "--machines", "xeon-e5506", "--records", "20000"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    f = pd.read_csv(tmp_path / "rel" / "out" / "evaluation.csv")
+    assert set(f.group) == {"xz+sort"} and set(f.machine) == {"xeon-e5506"}
+    md = (tmp_path / "rel" / "out" / "evaluation.md").read_text()
+    # With only the fresh placement its figures fill the summary (bug: the machine column once
+    # printed a DataFrame).
+    assert "| xz+sort | xeon-e5506 | coloris |" in md and "LLC MPKI (fresh)" in md
+    assert set(f.placement) == {"fresh"} and set(f.policy) == {"linux", "coloris", "coloris+control"}
+    cfg = json.loads((tmp_path / "rel" / "out" / "configs" / "xeon-e5506--xz+sort.json").read_text())
+    assert [p["pin"] for p in cfg["processes"]] == [[0], [1]]
+    assert cfg["processes"][0]["threads"][0]["trace"] == "../traces/xz-20000.cctrace"
+
+
+def test_evaluate_runs_a_multithreaded_program_as_threads_on_cores(tmp_path, monkeypatch):
+    """A multithreaded capture's threads run as threads of one process, one per core, each
+    reading its own records of the trace (not one stream on core 0)."""
+    from cachecolor import evaluate, workloads
+
+    cache = tmp_path / "cache"
+    d = cache / "workloads" / "sort-mt"
+    d.mkdir(parents=True)
+    n = 40_000
+    write_trace(d / "trace.cctrace", {"addr": (0x10000000 + 64 * (np.arange(n) % 4096)).astype(np.uint64),
+                                      "thread": (np.arange(n) % 4).astype(np.uint32)})
+    (d / "meta.json").write_text(json.dumps({"name": "sort-mt"}))
+    env = {"CACHECOLOR_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "cachecolor", "evaluate", "--out", str(tmp_path / "out"), "--quiet",
+                        "--workers", "1", "--programs", "sort-mt", "--only", "alone", "--machines", "xeon-e5506",
+                        "--placements", "fresh", "--policies", "--records", "20000"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((tmp_path / "out" / "configs" / "xeon-e5506--sort-mt.json").read_text())
+    (proc,) = cfg["processes"]
+    assert proc["pin"] == [0, 1, 2, 3]
+    assert [t["trace_threads"] for t in proc["threads"]] == [[0], [1], [2], [3]]
+    # More threads than cores share them in turn (the PPC970FX blade has two).
+    from cachecolor.presets import machine_summaries
+
+    m = machine_summaries("ppc970fx")[0]
+    assert m["chips"] * m["cores"] == 2
+    g = evaluate.Group(("sort-mt",), "ppc970fx")
+    one = evaluate.group_config(g, {"sort-mt": d / "trace.cctrace"}, {"sort-mt": [0, 1, 2, 3]})
+    assert one["processes"][0]["pin"] == [0, 1, 0, 1]
 
 
 def test_evaluate_with_no_program_traced_is_one_line_and_exit_2(tmp_path):

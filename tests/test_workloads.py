@@ -118,6 +118,50 @@ def test_failing_program_is_reported_and_skipped(tmp_path, monkeypatch):
     assert any("SKIPPED" in s and "crash" in s for s in lines)
 
 
+def test_full_disk_while_capturing_is_one_line_and_leaves_no_trace(tmp_path, monkeypatch):
+    """The capture child's file size limit stands in for a full disk (its writes fail the
+    same way): the program is reported and skipped in one line, and its cache directory holds
+    no trace, partial or temporary, and no metadata."""
+    import resource
+    import signal
+
+    real_run = subprocess.run
+
+    def limited(cmd, *a, **kw):
+        if cmd and cmd[0] == "setarch":  # the capture child only
+            def cap():
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+            kw["preexec_fn"] = cap
+        return real_run(cmd, *a, **kw)
+
+    monkeypatch.setattr(wl.subprocess, "run", limited)
+    w = wl.by_name("sort")
+    lines: list[str] = []
+    res = wl.build_all(["sort"], root=tmp_path, log=lines.append, skip=2_000_000, records=3_000_000)
+    assert "error" in res["sort"], res
+    (line,) = [s for s in lines if "sort" in s]
+    assert "SKIPPED" in line and "File too large" in line and "\n" not in line, line
+    left = sorted(p.name for p in wl.wdir(w, tmp_path).iterdir())
+    assert left == ["input"], left
+
+
+def test_region_fixed_in_instructions(tmp_path):
+    """--instructions N: the capture stops at the record that brings the trace to N
+    instructions (with fetches, one instruction per fetch: exactly N), the program killed."""
+    out = tmp_path / "i.cctrace"
+    s, _ = wl.capture_clean(["sort", "/etc/passwd"], out, cwd=tmp_path, skip=20_000, instructions=50_000)
+    assert s["truncated"], s
+    assert trace_info(out)["instructions"] == 50_000
+
+
+def test_capture_of_a_program_writing_binary_to_stdout(tmp_path):
+    # Bug: xz's compressed output ("\xfd7zXZ", no newline) on the capture child's stdout made
+    # the summary unreadable (UnicodeDecodeError) once a region reached the output: xz SKIPPED.
+    s, _ = wl.capture_clean(["/bin/sh", "-c", r"printf '\375\067zXZ\000\001'"], tmp_path / "t.cctrace", cwd=tmp_path)
+    assert "error" not in s and s["records"] > 0, s
+
+
 def test_cli_rejects_unknown_program():
     r = subprocess.run([sys.executable, "-m", "cachecolor", "workloads", "build", "nosuch"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("cachecolor: error: unknown workload 'nosuch'"), r.stderr

@@ -287,6 +287,20 @@ def filter_trace(
 ) -> tuple[int, int]:
     """Copy the records passing every given criterion to a native trace; returns (read, kept)."""
 
+def window_trace(
+    src: _Path,
+    format: str,
+    out: _Path,
+    skip: int,
+    records: int,
+    metadata: str = "",
+    progress: Optional[_Progress] = None,
+    instructions: Optional[int] = None,
+) -> tuple[int, int, int, int, dict[int, int]]:
+    """Copy records ``skip .. skip + records`` (ending early at ``instructions``) to a native
+    trace, streaming; returns (read,
+    written, instructions, privileged instructions of the written records, records per thread)."""
+
 class TraceChunks:
     """A trace read ``chunk`` records at a time: iterating yields ``read_trace``'s dicts."""
     def __init__(self, path: _Path, format: str = "native", chunk: int = 1 << 20) -> None: ...
@@ -331,6 +345,9 @@ def capture(
     syscalls: bool = False,
     skip_instructions: int = 0,
     pcs: bool = True,
+    bbv_interval: int = 0,
+    bbv_out: Optional[_Path] = None,
+    max_instructions: Optional[int] = None,
 ) -> str:
     """Run ``program args`` under QEMU or Valgrind lackey and write its references to ``out``; returns the summary JSON."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ PAIRS = ("zstd+stream", "bzip2+spmv", "cc1+stencil", "sqlite+xz")
 QUADS = ("zstd+bzip2+stream+xz", "sqlite+cc1+spmv+stencil")
 RECORDS = 2_000_000
 SEEDS = 3
+#: A window without a record limit (``--instructions`` ends it).
+UNLIMITED = (1 << 63) - 1
 
 
 class EvaluationError(ValueError):
@@ -72,31 +75,17 @@ def groups(programs: Sequence[str], pairs: Sequence[str], quads: Sequence[str]) 
     return out
 
 
-def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0) -> Path:
-    """``records`` records of ``src`` after its first ``skip`` as a native trace at ``dest``
-    (once). ``skip`` is read through in chunks, so memory is bounded by the window."""
-    from .traces import read_trace, write_trace
+def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0, instructions: Optional[int] = None) -> Path:
+    """``records`` records of ``src`` after its first ``skip`` (with ``instructions``: up to the
+    record that brings the window to that many instructions) as a native trace at ``dest``
+    (once), written by streaming (``_core.window_trace``): memory is one block whatever the
+    window's length, and reading stops at its end. The window keeps every column the simulator
+    reads and no PCs (it reads none)."""
+    from . import _core
 
-    if not dest.exists():
+    if not (dest.exists() and window_counts_path(dest).exists()):
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if skip > 0:
-            import pandas as pd
-
-            parts, seen = [], 0
-            for chunk in read_trace(src, limit=skip + records, chunksize=1 << 20):
-                start = max(0, skip - seen)
-                seen += len(chunk)
-                if start < len(chunk):
-                    parts.append(chunk.iloc[start:])
-            frame = pd.concat(parts, ignore_index=True) if parts else read_trace(src, limit=0)
-        else:
-            frame = read_trace(src, limit=records)
-        # The simulator reads no instruction addresses: the prefix drops a v3 trace's `pc`
-        # column (`write_trace` writes none; bug: every program was skipped with "unknown
-        # record column 'pc'" once the suite's traces carried PCs).
-        frame = frame.drop(columns=["pc"], errors="ignore")
-        tmp = dest.with_suffix(".tmp")
-        meta: dict[str, Any] = {"prefix_of": str(src), "records": int(len(frame)), "skipped_records": int(skip)}
+        meta: dict[str, Any] = {"prefix_of": str(src), "skipped_records": int(skip)}
         # A full-system trace's prefix still holds kernel code: keep what says so (the
         # simulator's and oscache's "no kernel code" line reads it; fullsys.kernel_note), and the
         # kernel's share of the prefix's instructions (the evaluation's `kernel share` column).
@@ -105,13 +94,19 @@ def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0) -> Path:
         src_meta = _metadata_doc(src)
         if isinstance(src_meta, dict):
             meta.update({k: src_meta[k] for k in ("source", "backend", "system", "kernel_code", "syscalls") if k in src_meta})
-        meta["privileged_instruction_share"] = privileged_instruction_share(frame)
-        write_trace(tmp, frame, metadata=json.dumps(meta))
-        tmp.replace(dest)
+        _, written, insns, priv, threads = _core.window_trace(str(src), "native", str(dest), skip, records, json.dumps(meta),
+                                                              None, instructions)
+        # What the window holds, known once it is written: beside it (the header comes first).
+        from ._output import write_text
+
+        write_text(window_counts_path(dest), json.dumps({
+            "records": int(written), "instructions": int(insns),
+            "privileged_instruction_share": priv / insns if insns else 0.0,
+            "thread_records": {str(t): int(n) for t, n in threads.items()}}) + "\n")
     return dest
 
 
-def system_skip(w: Any, records: int) -> int:
+def system_skip(w: Any, records: int, instructions: Optional[int] = None) -> int:
     """Records of a full-system workload's region the evaluation reads past: the region's last
     ``records`` records. Its capture cannot fast-forward, so the region starts at the exec and
     its first 2 M records were 98.0% kernel (find) and 87.7% (httpd: the shell and ifconfig
@@ -122,46 +117,78 @@ def system_skip(w: Any, records: int) -> int:
     from . import workloads
 
     meta = workloads.info(w) or {}
-    return max(0, int(meta.get("records", 0)) - records)
+    total = int(meta.get("records", 0))
+    if instructions is not None:  # the records that hold about that many instructions, at the end
+        per = total / max(1, int(meta.get("instructions") or 0) or total)
+        records = int(instructions * per)
+    return max(0, total - records)
 
 
-def privileged_instruction_share(frame: Any) -> float:
-    """The share of a trace frame's instructions (``icount``) that its privileged records
-    carry: the kernel's share in a full-system trace (Nellans et al. Figure 1), 0 in a user-mode
-    capture without system calls."""
-    if "icount" not in frame or "privileged" not in frame:
-        return 0.0
-    ic = frame["icount"].to_numpy().astype("int64")
-    total = int(ic.sum())
-    return float(ic[frame["privileged"].to_numpy()].sum()) / total if total else 0.0
+def window_counts_path(trace: Path) -> Path:
+    """Where ``prefix_trace`` keeps a window's records, instructions and privileged share."""
+    return trace.with_name(trace.name + ".json")
+
+
+def trace_threads(w: Any, trace: Path) -> list[int]:
+    """The thread ids of a multithreaded program's window (each runs as a thread on its own
+    core); [] for a single-threaded program, or a full-system capture (its threads are guest
+    tasks, not the program's threads)."""
+    if getattr(w, "threads", 1) <= 1 or getattr(w, "capture", "user") != "user":
+        return []
+    p = window_counts_path(trace)
+    doc = json.loads(p.read_text()) if p.exists() else {}
+    return sorted(int(t) for t in doc.get("thread_records", {}))
 
 
 def kernel_share(trace: Path) -> float:
-    """``privileged_instruction_share`` as ``prefix_trace`` stored it (0 when absent)."""
-    from .fullsys import _metadata_doc
+    """The share of a window's instructions its privileged records carry (the kernel's in a
+    full-system trace, Nellans et al. Figure 1; 0 in a user-mode capture), as ``prefix_trace``
+    counted it; 0 when absent."""
+    p = window_counts_path(trace)
+    return float(json.loads(p.read_text()).get("privileged_instruction_share", 0.0)) if p.exists() else 0.0
 
-    doc = _metadata_doc(trace)
-    return float(doc.get("privileged_instruction_share", 0.0)) if isinstance(doc, dict) else 0.0
 
+def group_config(g: Group, traces: dict[str, Path], threads: Optional[dict[str, list[int]]] = None,
+                 base: Optional[Path] = None) -> dict[str, Any]:
+    """One process per program, its threads on consecutive cores from 0 (one chip's cores share
+    its LLC; past the machine's last core they wrap around): a multithreaded capture's threads (``threads[name]``: the trace's thread ids) run
+    as threads of one process, each reading its own records of the shared trace
+    (``trace_threads``), one per core. Trace paths are written relative to ``base`` (the config
+    file's directory, which the simulator resolves them against)."""
+    threads = threads or {}
+    from .presets import machine_summaries
 
-def group_config(g: Group, traces: dict[str, Path]) -> dict[str, Any]:
-    """One process per program, pinned to cores 0, 1, ... (one chip's cores share its LLC)."""
+    m = machine_summaries(g.machine)[0]
+    cores = int(m["chips"]) * int(m["cores"])  # more threads than cores share them in turn
+    procs, core = [], 0
+    for p in g.programs:
+        path = str(traces[p]) if base is None else os.path.relpath(traces[p], base)
+        ids = threads.get(p) or []
+        if len(ids) > 1:
+            ts = [{"trace": path, "format": "native", "trace_threads": [t]} for t in ids]
+        else:
+            ts = [{"trace": path, "format": "native"}]
+        procs.append({"name": p, "pin": [(core + i) % cores for i in range(len(ts))], "threads": ts})
+        core += len(ts)
     return {
         "machine": {"preset": g.machine},
         # color-pool: the colored policies need a color-aware allocator; an uncolored request
         # (linux) takes its buddy/per-CPU path (docs/system.md "Placement").
         "memory": {"ram": "2GiB", "allocator": "color-pool"},
         "policy": {"name": "linux"},
-        "processes": [
-            {"name": p, "pin": [i], "threads": [{"trace": str(traces[p]), "format": "native"}]}
-            for i, p in enumerate(g.programs)
-        ],
+        "processes": procs,
     }
 
 
-def placements(seeds: int) -> list[tuple[str, int]]:
-    """``(placement, seed)``: fresh once (its frames do not depend on the seed), aged per seed."""
-    return [("fresh", 0)] + [("aged", s) for s in range(1, seeds + 1)]
+def placements(seeds: int, which: str = "all") -> list[tuple[str, int]]:
+    """``(placement, seed)``: fresh once (its frames do not depend on the seed), aged per seed
+    1..``seeds``; ``which`` keeps ``fresh``, ``aged`` or ``all`` of them."""
+    out = []
+    if which in ("fresh", "all"):
+        out.append(("fresh", 0))
+    if which in ("aged", "all"):
+        out += [("aged", s) for s in range(1, seeds + 1)]
+    return out
 
 
 def _partition(policy_report: Any) -> Optional[str]:
@@ -238,19 +265,22 @@ def summary(frame: Any) -> Any:
     out = []
     for (g, m, pol), d in per_run.groupby(["group", "machine", "policy"], sort=False):
         fresh, aged = d[d.placement == "fresh"], d[d.placement == "aged"]
+        # The per-run figures below are the aged placements'; with only the fresh one
+        # (--placements fresh), the fresh one's, and the MPKI column says so.
+        where, src = ("aged", aged) if len(aged) else ("fresh", fresh)
         out.append({
             "group": g, "machine": m, "policy": pol,
             "fresh": fresh.speedup.mean() if len(fresh) else float("nan"),
             "aged mean": aged.speedup.mean() if len(aged) else float("nan"),
             "aged min": aged.speedup.min() if len(aged) else float("nan"),
             "aged max": aged.speedup.max() if len(aged) else float("nan"),
-            "LLC MPKI (aged)": aged.mpki.mean() if len(aged) else float("nan"),
-            "recolored": aged.recolored.mean() if len(aged) else float("nan"),
-            "pollute pages": aged.pollute.dropna().mean() if aged.pollute.notna().any() else None,
-            "partition": aged.partition.dropna().iloc[-1] if aged.partition.notna().any() else None,
-            "OS share": aged.os_share.mean() if len(aged) else float("nan"),
+            f"LLC MPKI ({where})": src.mpki.mean() if len(src) else float("nan"),
+            "recolored": src.recolored.mean() if len(src) else float("nan"),
+            "pollute pages": src.pollute.dropna().mean() if src.pollute.notna().any() else None,
+            "partition": src.partition.dropna().iloc[-1] if src.partition.notna().any() else None,
+            "OS share": src.os_share.mean() if len(src) else float("nan"),
             "kernel share": d.kernel_share.mean(),
-            "refused (control)": aged.refused.dropna().mean() if aged.refused.notna().any() else None,
+            "refused (control)": src.refused.dropna().mean() if src.refused.notna().any() else None,
         })
     return pd.DataFrame(out)
 
@@ -306,37 +336,74 @@ def replace_block(doc: Path, text: str) -> None:
     write_text(doc, f"{head}{begin}\n{text}\n{end}{tail}")
 
 
+def _machines(arg: Optional[str]) -> Optional[list[str]]:
+    """``--machines``: the machines every group runs on instead of its size's papers' machines
+    (None keeps those); any preset (``cachecolor machine --list``)."""
+    if not arg:
+        return None
+    from .presets import machine_names
+
+    known = [m for m in machine_names() if m != "detect"]
+    chosen = [m.strip() for m in arg.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in known]
+    if bad or not chosen:
+        raise EvaluationError(f"--machines {arg!r}: {', '.join(bad) or 'none given'} is not a machine preset "
+                              f"({', '.join(known)})")
+    return list(dict.fromkeys(chosen))
+
+
 def evaluate(args: argparse.Namespace) -> int:
     from . import workloads
     from .sweep import Point, results_of, sweep
 
-    out = Path(args.out)
-    programs = args.programs.split(",") if args.programs else [w.name for w in workloads.SUITE]
+    # Absolute: the configs name their traces relative to their own directory, whatever the
+    # working directory (a relative --out resolved twice named out/configs/out/traces/...).
+    out = Path(args.out).resolve()
+    only = getattr(args, "only", None) or "all"
+    programs = [] if only == "mixes" else (args.programs.split(",") if args.programs else [w.name for w in workloads.SUITE])
+    pairs = [] if only == "alone" else list(args.pairs)
+    quads = [] if only == "alone" else list(args.quads)
     known = {w.name for w in workloads.SUITE}
-    for p in programs + [x for mix in args.pairs + args.quads for x in mix.split("+")]:
+    for p in programs + [x for mix in pairs + quads for x in mix.split("+")]:
         if p not in known:
             raise EvaluationError(f"program {p!r} is not in the suite; the suite: {', '.join(sorted(known))}")
-    groups(programs, args.pairs, args.quads)  # bad mixes are named before anything runs
-    if args.records < 1000:
-        raise EvaluationError(f"--records {args.records}: at least 1000")
-    if args.seeds < 1:
-        raise EvaluationError(f"--seeds {args.seeds}: at least 1")
-    wanted = sorted(set(programs) | {x for mix in args.pairs + args.quads for x in mix.split("+")})
+    machines = _machines(getattr(args, "machines", None))
+    chosen = groups(programs, pairs, quads)
+    if machines is not None:
+        chosen = list(dict.fromkeys(Group(g.programs, m) for g in chosen for m in machines))
+    if not chosen:  # bad mixes are named before anything runs (groups raises)
+        raise EvaluationError("no group to run: --only, --programs/--pairs/--quads and --machines leave none")
+    instructions = getattr(args, "instructions", None)
+    if instructions is not None:
+        if instructions < 1000:
+            raise EvaluationError(f"--instructions {instructions}: at least 1000")
+        records, size = UNLIMITED, f"i{instructions}"
+    else:
+        if args.records < 1000:
+            raise EvaluationError(f"--records {args.records}: at least 1000")
+        records, size = args.records, str(args.records)
+    which = getattr(args, "placements", None) or "all"
+    if args.seeds < 0:
+        raise EvaluationError(f"--seeds {args.seeds}: the number of aged placements, 0 or more")
+    if which != "fresh" and args.seeds == 0:
+        raise EvaluationError(f"--seeds 0 leaves no aged placement: give --placements fresh, or --seeds 1 or more")
+    wanted = sorted({p for g in chosen for p in g.programs})
     started = time.monotonic()
     traces: dict[str, Path] = {}
+    thread_ids: dict[str, list[int]] = {}
     for name in wanted:
         w = workloads.by_name(name)
         try:
             if workloads.info(w) is None or not (workloads.wdir(w) / "trace.cctrace").exists():
                 workloads.build(w)
-            skip = system_skip(w, args.records)
+            skip = system_skip(w, records, instructions)
             suffix = f"-from{skip}" if skip else ""
             traces[name] = prefix_trace(workloads.wdir(w) / "trace.cctrace",
-                                        out / "traces" / f"{name}-{args.records}{suffix}.cctrace", args.records, skip)
+                                        out / "traces" / f"{name}-{size}{suffix}.cctrace", records, skip, instructions)
+            thread_ids[name] = trace_threads(w, traces[name])
         except Exception as e:  # a program that cannot be had is reported and skipped
             print(f"{name}: SKIPPED: {e}", file=sys.stderr)
-    gs = [g for g in groups([p for p in programs if p in traces], args.pairs, args.quads)
-          if all(p in traces for p in g.programs)]
+    gs = [g for g in chosen if all(p in traces for p in g.programs)]
     if not gs:
         raise EvaluationError(
             f"no group can run: no trace of {', '.join(sorted(set(wanted) - set(traces))) or 'any program'} "
@@ -348,17 +415,19 @@ def evaluate(args: argparse.Namespace) -> int:
     cfg_dir = out / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
     policies = ["linux"] + [x for p in args.policies for x in (p, f"{p}+control")]
+    places = placements(args.seeds, which)
     for g in gs:
         path = cfg_dir / f"{g.machine}--{g.name}.json"
-        text = json.dumps(group_config(g, traces), indent=1)
+        text = json.dumps(group_config(g, traces, thread_ids, base=cfg_dir), indent=1)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-        for placement, seed in placements(args.seeds):
+        for placement, seed in places:
             for pol in policies:
                 where[len(points)] = (g, placement, seed, pol)
                 points.append(Point(str(path), pol, seed, {"memory.aged": placement == "aged"}))
-    print(f"evaluation: {len(gs)} groups x {len(placements(args.seeds))} placements x {len(policies)} policies "
-          f"= {len(points)} runs of {args.records:,} records per program", file=sys.stderr)
+    print(f"evaluation: {len(gs)} groups x {len(places)} placements x {len(policies)} policies "
+          f"= {len(points)} runs of {f'{instructions:,} instructions' if instructions else f'{records:,} records'} per program",
+          file=sys.stderr)
     res = sweep(points, out / "sweep", workers=args.workers, progress=not args.quiet)
     import pandas as pd
 
@@ -387,7 +456,8 @@ def evaluate(args: argparse.Namespace) -> int:
     print(f"evaluation: {len(res.ran)} runs, {len(res.reused)} reused, {elapsed:.0f} s; tables in {out / 'evaluation.md'}",
           file=sys.stderr)
     (out / "run.json").write_text(json.dumps({"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
-                                              "seconds": round(elapsed), "records": args.records, "seeds": args.seeds,
+                                              "seconds": round(elapsed), "records": args.records, "instructions": instructions,
+                                              "seeds": args.seeds, "placements": which,
                                               "argv": sys.argv[1:]}, indent=1) + "\n")
     return 1 if res.failed else 0
 
@@ -428,8 +498,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--pairs", nargs="*", default=list(PAIRS), metavar="A+B", help="2-program mixes")
     p.add_argument("--quads", nargs="*", default=list(QUADS), metavar="A+B+C+D", help="4-program mixes")
     p.add_argument("--policies", nargs="*", default=list(POLICIES), help="policies besides linux (each with its control)")
-    p.add_argument("--records", type=int, default=RECORDS, help="records of each trace a run reads (its prefix)")
-    p.add_argument("--seeds", type=int, default=SEEDS, help="aged placements (seeds 1..N), besides the fresh one")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--records", type=int, default=RECORDS, help="records of each trace a run reads (its prefix)")
+    size.add_argument("--instructions", type=int, help="instructions of each program's region a run reads, instead of --records")
+    p.add_argument("--seeds", type=int, default=SEEDS, help="aged placements: seeds 1..N (0 only with --placements fresh)")
+    p.add_argument("--placements", choices=("fresh", "aged", "all"), default="all",
+                   help="the fresh placement, the aged ones (--seeds), or both (default)")
+    p.add_argument("--machines", help="comma-separated machine presets every group runs on (default: each group size's papers' machines)")
+    p.add_argument("--only", choices=("alone", "mixes"), help="only the programs alone, or only the mixes")
     p.add_argument("--workers", type=int, default=None, help="parallel runs (default: all cores)")
     p.add_argument("--out", default="cachecolor-evaluation", help="output directory (points are reused)")
     p.add_argument("--markdown", help="replace the <!-- evaluation --> block of this file with the tables")

@@ -153,6 +153,9 @@ def capture(
     syscalls: bool = False,
     skip_instructions: int = 0,
     pcs: bool = True,
+    bbv_interval: int = 0,
+    bbv_out: Optional[PathLike] = None,
+    max_instructions: Optional[int] = None,
 ) -> dict[str, Any]:
     """Run an unmodified program and write its memory references to the native trace ``out``.
 
@@ -167,13 +170,17 @@ def capture(
     has executed N instructions (all threads, counted per executed block: within one block).
     ``pcs=True`` (default, with ``ifetch``) keeps the PC of every record (native version 3), which
     ``cachecolor annotate`` needs; ``pcs=False`` writes a version 2 trace without them.
+    ``bbv_interval=N, bbv_out=PATH`` (qemu only) also writes basic-block vectors: one line per N
+    instructions (skipped ones included) in SimPoint's ``.bb`` format (``cachecolor.regions``).
+    ``max_instructions=N`` stops once the trace holds N instructions (its last record is the one
+    that reaches them), like ``max_records``; either limit stops the capture.
     """
     argv = [program_args] if isinstance(program_args, str) else list(program_args)
     if not argv:
         raise ValueError("capture needs a program to run")
     doc = _core.capture(
         argv[0], argv[1:], os.fspath(out), backend, ifetch, max_records, _wrap_progress(progress), syscalls,
-        skip_instructions, pcs,
+        skip_instructions, pcs, bbv_interval, None if bbv_out is None else os.fspath(bbv_out), max_instructions,
     )
     return json.loads(doc)
 

@@ -242,6 +242,173 @@ for _ in range(10000):
 """
 
 
+# ---- inputs for the SPEC stand-ins (COLORIS Table 1's and ROCS Table 2's programs) ----------
+
+def _gtp(path: Path, moves: int, seed: int) -> None:
+    """A Go game for GNU Go's GTP mode (gobmk is GNU Go: SPEC's inputs are GTP scripts): the
+    engine plays both sides of a 19x19 game, ``moves`` moves after a few seeded opening stones."""
+    rng = random.Random(seed)
+    cols = "ABCDEFGHJKLMNOPQRST"
+    lines = ["boardsize 19", "clear_board", "komi 6.5"]
+    taken = set()
+    for i in range(8):
+        while True:
+            v = f"{rng.choice(cols[2:17])}{rng.randrange(3, 18)}"
+            if v not in taken:
+                taken.add(v)
+                break
+        lines.append(f"play {'black' if i % 2 == 0 else 'white'} {v}")
+    lines += [f"genmove {'black' if i % 2 == 0 else 'white'}" for i in range(moves)]
+    lines += ["estimate_score", "quit"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+_AMINO = "ACDEFGHIKLMNPQRSTVWY"
+
+
+def _protein(rng: random.Random, n: int) -> str:
+    return "".join(rng.choices(_AMINO, k=n))
+
+
+def _hmm_input(d: Path, seed: int) -> None:
+    """hmmer's search (SPEC's hmmer runs hmmsearch): a profile HMM built (hmmbuild) from 40
+    mutated copies of a seeded 300-residue family, and a database of 20,000 random sequences with
+    200 family members planted in it."""
+    rng = random.Random(seed)
+    family = _protein(rng, 300)
+
+    def mutate(s: str, rate: float) -> str:
+        return "".join(rng.choice(_AMINO) if rng.random() < rate else c for c in s)
+
+    aln = ["# STOCKHOLM 1.0"] + [f"seq{i} {mutate(family, 0.25)}" for i in range(40)] + ["//"]
+    (d / "family.sto").write_text("\n".join(aln) + "\n")
+    with open(d / "db.fa", "w") as f:
+        for i in range(20_000):
+            seq = mutate(family, 0.4) if i % 100 == 0 else _protein(rng, rng.randrange(100, 600))
+            f.write(f">s{i}\n{seq}\n")
+    r = subprocess.run(["hmmbuild", "--seed", "1", "family.hmm", "family.sto"], cwd=d, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"hmmbuild failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}")
+
+
+def _pov_scene(path: Path, objects: int, seed: int) -> None:
+    """A POV-Ray scene (SPEC's povray renders one): seeded spheres and boxes with reflective and
+    refractive finishes, CSG differences, two lights, a checkered plane."""
+    rng = random.Random(seed)
+    s = ["#version 3.7;", "global_settings { assumed_gamma 1.0 max_trace_level 6 }",
+         "camera { location <0, 4, -14> look_at <0, 1, 0> angle 55 }",
+         "light_source { <-10, 12, -10> color rgb 1 }", "light_source { <8, 6, -6> color rgb 0.5 }",
+         "plane { y, 0 pigment { checker color rgb 0.9 color rgb 0.2 scale 1.5 } finish { reflection 0.2 } }"]
+    for i in range(objects):
+        x, z, r = rng.uniform(-7, 7), rng.uniform(-3, 10), rng.uniform(0.3, 1.1)
+        col = f"rgb <{rng.random():.3f}, {rng.random():.3f}, {rng.random():.3f}>"
+        fin = rng.choice(["finish { reflection 0.4 specular 0.6 }", "finish { phong 0.8 }",
+                          "finish { specular 0.3 } ", "finish { reflection 0.1 }"])
+        if i % 5 == 0:
+            s.append(f"difference {{ box {{ <{x - r:.3f}, 0, {z - r:.3f}>, <{x + r:.3f}, {2 * r:.3f}, {z + r:.3f}> }} "
+                     f"sphere {{ <{x:.3f}, {2 * r:.3f}, {z:.3f}>, {r * 1.2:.3f} }} pigment {{ color {col} }} {fin} }}")
+        elif i % 7 == 0:
+            s.append(f"sphere {{ <{x:.3f}, {r:.3f}, {z:.3f}>, {r:.3f} pigment {{ color rgbf <0.9, 0.95, 1, 0.8> }} "
+                     f"interior {{ ior 1.5 }} finish {{ specular 0.8 }} }}")
+        else:
+            s.append(f"sphere {{ <{x:.3f}, {r:.3f}, {z:.3f}>, {r:.3f} pigment {{ color {col} }} {fin} }}")
+    path.write_text("\n".join(s) + "\n")
+
+
+def _yuv(path: Path, frames: int, width: int, height: int, seed: int) -> None:
+    """Raw 4:2:0 video for x264 (h264ref encodes video): textured blocks moving over a gradient,
+    with seeded noise, so motion search has real work."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width]
+    texture = rng.integers(0, 256, size=(64, 64), dtype=np.uint8)
+    with open(path, "wb") as f:
+        for t in range(frames):
+            y = ((xx + yy + 2 * t) % 256).astype(np.uint8)
+            for k in range(6):
+                ox, oy = (37 * k + 3 * t * (k + 1)) % (width - 64), (23 * k + 2 * t) % (height - 64)
+                y[oy:oy + 64, ox:ox + 64] = texture
+            y = np.clip(y.astype(np.int16) + rng.integers(-6, 7, size=y.shape), 0, 255).astype(np.uint8)
+            u = np.full((height // 2, width // 2), 128 + (t % 32), dtype=np.uint8)
+            v = np.full((height // 2, width // 2), 128 - (t % 32), dtype=np.uint8)
+            f.write(y.tobytes() + u.tobytes() + v.tobytes())
+
+
+def _perl_script(path: Path, seed: int) -> None:
+    """A Perl workload in perlbench's spirit (its inputs run text processing and mail-filter
+    scripts): regular expressions, hashes, sorting, string building and sprintf."""
+    path.write_text(f"""# generated by cachecolor.workloads (seed {seed})
+use strict; use warnings;
+my $s = {seed}; sub rnd {{ $s = ($s * 1103515245 + 12345) % 2147483648; return $s; }}
+my @w = qw({' '.join(_WORDS)});
+for my $round (1 .. 60) {{
+    my (%count, @lines);
+    for my $i (1 .. 4000) {{
+        my $line = join(' ', map {{ $w[rnd() % @w] }} 1 .. 12) . " id=" . rnd() % 100000 . " <a\\@b.example>";
+        push @lines, $line;
+    }}
+    for my $l (@lines) {{
+        while ($l =~ /\\b(\\w+)\\b/g) {{ $count{{$1}}++; }}
+        (my $t = $l) =~ s/id=(\\d+)/sprintf("ID[%08x]", $1)/e;
+        $count{{length $t}}++ if $t =~ /^the|cache$/;
+    }}
+    my @top = (sort {{ $count{{$b}} <=> $count{{$a}} || $a cmp $b }} keys %count)[0 .. 9];
+    my $joined = join(',', map {{ uc }} @top);
+    print "$round $joined\\n";
+}}
+""")
+
+
+def _lp(path: Path, rows: int, cols: int, seed: int) -> None:
+    """A sparse, feasible, bounded linear program in MPS format (soplex solves LPs by the
+    simplex method): each row a seeded sparse combination, right-hand sides from a known
+    feasible point, a minimised cost with nonnegative coefficients plus bounds."""
+    rng = random.Random(seed)
+    point = [rng.uniform(0, 10) for _ in range(cols)]
+    entries: dict[int, list[tuple[int, float]]] = {j: [] for j in range(cols)}
+    rhs = []
+    for i in range(rows):
+        js = rng.sample(range(cols), 8)
+        total = 0.0
+        for j in js:
+            a = round(rng.uniform(-5, 5), 3)
+            entries[j].append((i, a))
+            total += a * point[j]
+        rhs.append(round(total + rng.uniform(0.5, 5), 3))  # a <= row: slack at the point
+    # Fixed-format MPS: fields at columns 2, 5, 15, 25, 40.
+    out = ["NAME          GENLP", "ROWS", " N  COST"] + [f" L  R{i}" for i in range(rows)] + ["COLUMNS"]
+    for j in range(cols):
+        out.append(f"    {f'X{j}':8}  {'COST':8}  {-round(rng.uniform(0.1, 3), 3):>12}")
+        out += [f"    {f'X{j}':8}  {f'R{i}':8}  {a:>12}" for i, a in entries[j]]
+    out.append("RHS")
+    out += [f"    {'RHS':8}  {f'R{i}':8}  {b:>12}" for i, b in enumerate(rhs)]
+    out.append("BOUNDS")
+    out += [f" UP {'BND':8}  {f'X{j}':8}  {20:>12}" for j in range(cols)]
+    out.append("ENDATA")
+    path.write_text("\n".join(out) + "\n")
+
+
+def _mincost_flow(path: Path, nodes: int, arcs: int, seed: int) -> None:
+    """A min-cost flow problem in GLPK's DIMACS format (mcf is a network simplex on a vehicle
+    scheduling min-cost flow): a seeded random network with a spanning path, so it is feasible,
+    supplies at 20 sources and demands at 20 sinks."""
+    rng = random.Random(seed)
+    edges = [(i, i + 1) for i in range(1, nodes)] + [(i + 1, i) for i in range(1, nodes)]
+    while len(edges) < arcs:
+        a, b = rng.randrange(1, nodes + 1), rng.randrange(1, nodes + 1)
+        if a != b:
+            edges.append((a, b))
+    supply = [0] * (nodes + 1)
+    for _ in range(20):
+        src, dst, amt = rng.randrange(1, nodes + 1), rng.randrange(1, nodes + 1), rng.randrange(5, 50)
+        supply[src] += amt
+        supply[dst] -= amt
+    lines = [f"p min {nodes} {len(edges)}"] + [f"n {v} {supply[v]}" for v in range(1, nodes + 1) if supply[v]]
+    lines += [f"a {a} {b} 0 {rng.randrange(50, 500)} {rng.randrange(1, 100)}" for a, b in edges]
+    path.write_text("\n".join(lines) + "\n")
+
+
 @dataclass(frozen=True)
 class Workload:
     """One program of the suite."""
@@ -261,6 +428,13 @@ class Workload:
     # "system": full-system capture (kernel and program, region from the exec; issue 27).
     capture: str = "user"
     guest_files: tuple[str, ...] = ()  # inputs copied into the guest (relative to the input dir)
+    # How the region starts: "phase" (user mode: the SimPoint choice of cachecolor.regions over
+    # the first `horizon` instructions) or "skip" (the fixed `skip` above).
+    region_by: str = "phase"
+    horizon: int = 0  # instructions profiled for the phase choice (0: PHASE_HORIZON)
+    # The SPEC CPU program of the papers this one stands in for, with the paper's figure for it
+    # where the paper gives one (COLORIS Table 1: run time alone on the Xeon E5506; ROCS Table 2).
+    stands_in: str = ""
 
 
 def _files(**texts: str) -> Callable[[Path], None]:
@@ -295,7 +469,8 @@ SUITE: tuple[Workload, ...] = (
     Workload("zstd", "compression", ("zstd",), ("zstd", "-19", "-c", "-T1", "corpus.txt"),
              lambda d: _corpus(d / "corpus.txt", 16 << 20, 2), "16 MiB generated text", 50 * M, 20 * M),
     Workload("bzip2", "compression", ("bzip2",), ("bzip2", "-9", "-c", "corpus.txt"),
-             lambda d: _corpus(d / "corpus.txt", 16 << 20, 3), "16 MiB generated text", 50 * M, 20 * M),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 3), "16 MiB generated text", 50 * M, 20 * M,
+             stands_in="401.bzip2 (COLORIS Table 1: 961 s alone)"),
     Workload("sqlite", "database", ("sqlite3",), ("sqlite3", ":memory:", ".read queries.sql"),
              lambda d: _sql(d / "queries.sql", 100_000, 100_000, 4),
              "100k-row table, 2 indexes, 100k queries (50% point, 30% range, 20% join)", 400 * M, 20 * M),
@@ -303,7 +478,8 @@ SUITE: tuple[Workload, ...] = (
              lambda d: _python_script(d / "work.py", 5), "generated script: BST, dicts, strings", 300 * M, 20 * M),
     Workload("cc1", "compiler", ("gcc", "cpp-12", "gcc-12"),
              ("/usr/lib/gcc/x86_64-linux-gnu/12/cc1", "-quiet", "-O2", "gen.c", "-o", "gen.s"),
-             lambda d: _c_source(d / "gen.c", 3000, 6), "generated C, 3000 functions, -O2", 200 * M, 20 * M),
+             lambda d: _c_source(d / "gen.c", 3000, 6), "generated C, 3000 functions, -O2", 200 * M, 20 * M,
+             stands_in="403.gcc (cc1 itself; COLORIS Table 1: 507 s alone)"),
     Workload("sort", "sort", ("coreutils",), ("sort", "--parallel=1", "-S", "512M", "lines.txt"),
              lambda d: _lines(d / "lines.txt", 500_000, 7), "500 k generated lines", 100 * M, 20 * M),
     Workload("sort-mt", "multithreaded, shared data", ("coreutils",),
@@ -311,6 +487,45 @@ SUITE: tuple[Workload, ...] = (
              lambda d: _lines(d / "lines.txt", 500_000, 8), "500 k generated lines, 4 threads",
              100 * M, 20 * M, threads=4,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    # SPEC CPU stand-ins: Debian programs doing what the papers' SPEC programs do (COLORIS
+    # Table 1, ROCS Table 2), on generated inputs.
+    Workload("gnugo", "game tree search", ("gnugo",),
+             ("/usr/games/gnugo", "--mode", "gtp", "--gtp-input", "game.gtp", "--level", "10", "--seed", "1"),
+             lambda d: _gtp(d / "game.gtp", 40, 11), "19x19 game, 8 seeded stones, 40 generated moves, level 10",
+             100 * M, 20 * M, stands_in="445.gobmk (GNU Go itself; COLORIS Table 1: 736 s alone)"),
+    Workload("hmmer", "profile HMM search", ("hmmer",),
+             ("hmmsearch", "--cpu", "0", "--seed", "1", "-o", "/dev/null", "family.hmm", "db.fa"),
+             lambda d: _hmm_input(d, 12), "HMM of a 300-residue family vs 20,000 sequences (200 members)",
+             100 * M, 20 * M, stands_in="456.hmmer (hmmsearch; COLORIS Table 1: 849 s alone)"),
+    Workload("povray", "ray tracing", ("povray",),
+             ("povray", "+Iscene.pov", "+Oscene.png", "+W320", "+H240", "-D", "+WT1", "+A0.3", "-V", "+Q9"),
+             lambda d: _pov_scene(d / "scene.pov", 60, 13), "60 seeded objects (CSG, reflection, refraction), 320x240",
+             100 * M, 20 * M, stands_in="453.povray (COLORIS Table 1: 366 s alone)"),
+    Workload("x264", "video encoding", ("x264",),
+             ("x264", "--threads", "1", "--no-progress", "--preset", "medium", "--input-res", "352x288", "--fps", "25",
+              "-o", "out.264", "video.yuv"),
+             lambda d: _yuv(d / "video.yuv", 60, 352, 288, 14), "60 CIF frames of generated moving texture",
+             100 * M, 20 * M, stands_in="464.h264ref (H.264 encoding; COLORIS Table 1: 1131 s alone)"),
+    Workload("perl", "interpreter (text processing)", ("perl",), ("perl", "work.pl"),
+             lambda d: _perl_script(d / "work.pl", 15), "generated script: regexes, hashes, sort, sprintf",
+             100 * M, 20 * M, stands_in="400.perlbench (COLORIS Table 1: 569 s alone)"),
+    Workload("clp", "linear programming (simplex)", ("coinor-clp",),
+             ("clp", "model.mps", "-primalsimplex", "-quit"),
+             lambda d: _lp(d / "model.mps", 6000, 9000, 16), "sparse LP, 6,000 rows x 9,000 columns, 8 per row",
+             100 * M, 20 * M, stands_in="450.soplex (simplex LP; COLORIS Table 1: 429 s alone)"),
+    Workload("glpk-mcf", "network flow (min-cost flow)", ("glpk-utils",),
+             ("glpsol", "--mincost", "flow.min", "-o", "/dev/null"),
+             lambda d: _mincost_flow(d / "flow.min", 20_000, 120_000, 17), "min-cost flow, 20,000 nodes, 120,000 arcs",
+             100 * M, 20 * M,
+             stands_in="429.mcf / 181.mcf (min-cost flow; COLORIS Table 1: 450 s; ROCS Table 2: IPC 0.05, L2 MPKI 68.3)"),
+    # Multithreaded, shared data: their threads run on cores of their own (cachecolor evaluate).
+    Workload("pigz", "multithreaded compression", ("pigz",), ("pigz", "-p", "4", "-6", "-c", "corpus.txt"),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 18), "16 MiB generated text, 4 threads",
+             50 * M, 20 * M, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    Workload("xz-mt", "multithreaded compression", ("xz-utils",),
+             ("xz", "-6", "-c", "-T4", "--block-size=2MiB", "corpus.txt"),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 19), "16 MiB generated text, 4 threads, 2 MiB blocks",
+             50 * M, 20 * M, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     # Full-system: no fast-forward (skip 0), the region from the exec to its record cap or the exit.
     Workload("find", "OS-intensive: file system walk", ("findutils",),
              ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),
@@ -408,7 +623,8 @@ _CLEAN_ENV = {
 
 
 def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, records: Optional[int] = None,
-                  ifetch: bool = True) -> tuple[dict[str, Any], float]:
+                  ifetch: bool = True, bbv: Optional[tuple[int, Path]] = None,
+                  instructions: Optional[int] = None) -> tuple[dict[str, Any], float]:
     """Capture ``argv`` with QEMU into ``out`` in a child Python with address-space randomisation
     off (``setarch -R``) and a clean, fixed environment, so that the guest program sees the same
     stack, environment and layout on every run. Returns (the capture summary, seconds); a
@@ -416,11 +632,13 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
     code = (
         "import json, sys\nfrom cachecolor.traces import capture\nfrom cachecolor._core import CaptureError\n"
         "a = json.loads(sys.argv[1])\n"
-        "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'])\n"
+        "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'],"
+        " bbv_interval=a['bbv'][0], bbv_out=a['bbv'][1], max_instructions=a['instructions'])\n"
         "except CaptureError as e:\n    s = dict(getattr(e, 'summary', None) or {}, error=str(e))\n"
-        "print(json.dumps(s))\n"
+        "print(); print(json.dumps(s))\n"  # on a line of its own after the program's output
     )
-    args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch})
+    args = json.dumps({"argv": argv, "out": str(out), "records": records, "skip": skip, "ifetch": ifetch,
+                       "bbv": [bbv[0], str(bbv[1])] if bbv else [0, None], "instructions": instructions})
     cmd = ["setarch", "x86_64", "-R", "env", "-i", *[f"{k}={v}" for k, v in _CLEAN_ENV.items()],
            "HOME=/nonexistent", sys.executable, "-c", code, args]
     return _child_json(cmd, cwd, "capture")
@@ -448,13 +666,16 @@ def _child_json(cmd: list[str], cwd: Path, what: str) -> tuple[dict[str, Any], f
     """Run a capture child in ``cwd``; (the JSON its last stdout line holds, seconds). A child
     that printed none raises ``RuntimeError`` naming ``what`` failed, its exit and last stderr."""
     t0 = time.monotonic()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    # Bytes: the traced program shares the child's stdout, and a compressor's output is not text
+    # (bug: xz's "\xfd7zXZ" skipped it with a UnicodeDecodeError once a region reached it).
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True)
     secs = time.monotonic() - t0
-    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    stdout, stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     try:
         return json.loads(last), secs
     except json.JSONDecodeError:
-        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        err = (stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{what} failed (exit {r.returncode}): {err}") from None
 
 
@@ -482,13 +703,94 @@ def info(w: Workload, root: Optional[Path] = None) -> Optional[dict[str, Any]]:
     return json.loads(p.read_text()) if p.exists() else None
 
 
+def _fresh_input(w: Workload, d: Path) -> Path:
+    """``d/input`` generated anew (deterministic: the same bytes every time)."""
+    inp = d / "input"
+    if inp.exists():
+        shutil.rmtree(inp)
+    inp.mkdir(parents=True)
+    w.make_input(inp)
+    return inp
+
+
+#: The phase choice's defaults: vectors of 10 M instructions over the first 2 B instructions
+#: (200 intervals; SimPoint's 100 M intervals would give 20).
+PHASE_INTERVAL = 10 * 1_000_000
+PHASE_HORIZON = 2_000 * 1_000_000
+REGION_VERSION = 1
+
+
+def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional[int] = None,
+                  interval: int = PHASE_INTERVAL, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Where ``w``'s region starts, chosen by phase (``cachecolor.regions``): a profiling run
+    under the QEMU plugin writes basic-block vectors for the first ``horizon`` instructions
+    (nothing is traced), and the region starts at the interval nearest the dominant cluster's
+    centroid. Cached in ``region.json`` beside the trace (keyed by the command, input, package
+    versions, horizon and interval). Raises ``RuntimeError`` when the profiling run fails."""
+    from . import regions
+
+    horizon = horizon or w.horizon or PHASE_HORIZON
+    d = wdir(w, root)
+    key = {"version": REGION_VERSION, "command": list(w.command), "input": w.input_desc,
+           "packages": package_versions(w.packages), "horizon": horizon, "interval": interval}
+    path = d / "region.json"
+    if path.exists():
+        doc = json.loads(path.read_text())
+        if doc.get("key") == key:
+            return doc["choice"]
+    missing = [p for p, v in key["packages"].items() if v is None]
+    if missing:
+        raise RuntimeError(f"package(s) not installed: {', '.join(missing)} (make workloads installs them)")
+    d.mkdir(parents=True, exist_ok=True)
+    inp = _fresh_input(w, d)
+    bb, probe = d / "bbv.txt.tmp", d / "profile.cctrace.tmp"
+    try:
+        # The trace is one record past the horizon (or none if the program ends first): the
+        # vectors are what this run is for.
+        summary, secs = capture_clean(list(w.command), probe, cwd=inp, skip=horizon, records=1, bbv=(interval, bb))
+        if summary.get("error") and not summary.get("truncated"):
+            raise RuntimeError(f"profiling run failed: {summary['error']}")
+        vectors = regions.read_bbv(bb)
+        if vectors:
+            choice = regions.choose(vectors, interval)
+        else:  # the whole run is shorter than one interval: it is its own region
+            choice = {"method": "simpoint", "interval": interval, "intervals": 0, "skip": 0,
+                      "note": "the program ran less than one interval: the region starts at its start"}
+    except BaseException:
+        bb.unlink(missing_ok=True)  # a failed profile leaves nothing behind
+        raise
+    finally:
+        probe.unlink(missing_ok=True)
+    bb.replace(d / "bbv.txt")
+    choice.update(horizon=horizon, profile_seconds=round(secs, 1),
+                  profiled_instructions=choice["intervals"] * interval)
+    path.write_text(json.dumps({"key": key, "choice": choice}, indent=1) + "\n")
+    if choice["intervals"]:
+        log(f"{w.name:8} region by phase: {choice['intervals']} intervals of {interval:,} instructions, k={choice['k']}, "
+            f"dominant cluster {choice['weights'][choice['dominant_cluster']]:.0%}, region at {choice['skip']:,} instructions")
+    return choice
+
+
 def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = None,
-          root: Optional[Path] = None, force: bool = False, log: Callable[[str], Any] = print) -> dict[str, Any]:
+          root: Optional[Path] = None, force: bool = False, log: Callable[[str], Any] = print,
+          horizon: Optional[int] = None, instructions: Optional[int] = None) -> dict[str, Any]:
     """Capture ``w`` (unless its cached trace matches); returns its metadata. Raises
-    ``RuntimeError`` naming what failed (package missing, capture error)."""
-    skip = w.skip if skip is None else skip
+    ``RuntimeError`` naming what failed (package missing, capture error).
+
+    The region starts at ``skip`` instructions when given; else where ``w.region_by`` says: a
+    user-mode program's phase choice (``choose_region`` over ``horizon`` instructions), or its
+    fixed ``w.skip``. With ``instructions`` the region ends at that many instructions (its last
+    record is the one that reaches them) instead of at ``records`` records."""
     records = w.records if records is None else records
     d = wdir(w, root)
+    if skip is not None:
+        choice: dict[str, Any] = {"method": "given skip", "skip": skip}
+    elif w.capture == "user" and w.region_by == "phase":
+        choice = choose_region(w, root=root, horizon=horizon, log=log)
+        skip = int(choice["skip"])
+    else:
+        skip = w.skip
+        choice = {"method": "exec (full system: no fast-forward)" if w.capture == "system" else "fixed skip", "skip": skip}
     if w.capture == "system":
         from .fullsys import missing_system_tools
 
@@ -498,6 +800,11 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         if why is not None:
             raise RuntimeError(f"{w.name} cannot be captured here: {why}")
     spec = _spec(w, skip, records)
+    if instructions is not None:
+        if w.capture == "system":
+            raise RuntimeError(f"--instructions: a full-system capture ends at a record count or the program's exit")
+        spec["instructions_requested"] = instructions
+        spec["records_requested"] = None
     missing = [p for p, v in spec["packages"].items() if v is None]
     if missing:
         raise RuntimeError(f"package(s) not installed: {', '.join(missing)} (make workloads installs them)")
@@ -505,11 +812,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
     old = info(w, root)
     if not force and old and trace.exists() and all(old.get(k) == v for k, v in spec.items()):
         return old
-    inp = d / "input"
-    if inp.exists():
-        shutil.rmtree(inp)
-    inp.mkdir(parents=True)
-    w.make_input(inp)
+    inp = _fresh_input(w, d)
     (d / "meta.json").unlink(missing_ok=True)  # a failed capture leaves no stale metadata
     guest: dict[str, Any] = {}
     if w.capture == "system":
@@ -519,7 +822,8 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
             raise RuntimeError(f"full-system capture failed: {doc['error']}")
         summary, guest = doc["summary"], doc.get("guest") or {}
     else:
-        summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip, records=records)
+        summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip,
+                                      records=None if instructions is not None else records, instructions=instructions)
     if summary.get("error") and not summary.get("truncated"):
         raise RuntimeError(f"capture failed: {summary['error']}")
     if not trace.exists():
@@ -535,7 +839,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
         trace_hash=trace_hash(trace), trace_bytes=trace.stat().st_size,
         reproducible=w.threads == 1 and w.capture == "user", note=w.note,
-        capture=w.capture,
+        capture=w.capture, region_choice=choice,
         # User mode runs no kernel: no kernel records (docs/oscache.md).
         kernel_code=w.capture == "system",
     )
@@ -674,27 +978,43 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
     return ch
 
 
+def region_text(m: dict[str, Any]) -> str:
+    """How a built trace's region was chosen and how long it is, for the suite table."""
+    c = m.get("region_choice") or {}
+    if m.get("capture") == "system":
+        start = "exec (full system)"
+    elif c.get("method") == "simpoint" and c.get("intervals"):
+        start = (f"phase: {m['skip']:,} (interval {c['chosen_interval']} of {c['intervals']}, k={c['k']}, "
+                 f"dominant {c['weights'][c['dominant_cluster']]:.0%})")
+    elif c.get("method") == "simpoint":
+        start = "phase: 0 (shorter than one interval)"
+    else:
+        start = f"fixed: {m['skip']:,}"
+    length = (f"{m['instructions_requested']:,} instructions" if m.get("instructions_requested")
+              else f"{m.get('records_requested') or 0:,} records")
+    return f"{start} / {length}"
+
+
 def suite_table(root: Optional[Path] = None) -> str:
     """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
-    rows = ["| program | class | packages (version) | input | region: skip / records | records | instructions | "
-            "IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    rows = ["| program | class | stands in for (the paper's figure) | packages (version) | input | region: start / length | "
+            "records | instructions | IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
+            "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for w in SUITE:
         m = info(w, root)
         if m is None:
-            rows.append(f"| {w.name} | {w.cls} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
+            rows.append(f"| {w.name} | {w.cls} | {w.stands_in} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
             continue
         cp = wdir(w, root) / "characterization.json"
         c = json.loads(cp.read_text()) if cp.exists() else {}
         pk = ", ".join(f"{p} {v}" for p, v in m["packages"].items())
         fp = f"{c['footprint_bytes'] / 2**20:.2f} MiB" if c else ""
         system = m.get("capture") == "system"
-        region = f"exec / {m['records_requested']:,} (full system)" if system else f"{m['skip']:,} / {m['records_requested']:,}"
         # Privileged share of the instructions: the kernel's in a full-system trace; none in user mode.
         priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
         why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
         rows.append(
-            f"| {w.name} | {w.cls} | {pk} | {w.input_desc} | {region} | {m['records']:,} | "
+            f"| {w.name} | {w.cls} | {w.stands_in} | {pk} | {w.input_desc} | {region_text(m)} | {m['records']:,} | "
             f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {priv} | {fp} | "
             f"`{m['trace_hash'][:12]}`{why} | {m['capture_seconds']} |"
         )
@@ -721,9 +1041,10 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
         raise error(str(e.args[0])) from None
     root = Path(args.cache) if getattr(args, "cache", None) else None
     if args.workloads_cmd == "list":
-        print(f"{'name':8} {'class':32} {'packages':34} {'region (skip / records)':>24}  input")
+        print(f"{'name':8} {'class':32} {'packages':34} {'region (start / records)':>24}  input")
         for w in chosen:
-            skip = f"{w.skip:>13,}" if w.capture == "user" else f"{'exec (system)':>13}"
+            skip = (f"{'exec (system)':>13}" if w.capture == "system" else f"{'by phase':>13}" if w.region_by == "phase"
+                    else f"{w.skip:>13,}")
             print(f"{w.name:8} {w.cls[:32]:32} {' '.join(w.packages)[:34]:34} {skip} / {w.records:>10,}  {w.input_desc}")
         return 0
     if args.workloads_cmd == "install":
@@ -745,6 +1066,8 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
                 kw["skip"] = args.skip
             if args.records is not None:
                 kw["records"] = args.records
+            if getattr(args, "instructions", None) is not None:
+                kw["instructions"] = args.instructions
             res = build_all([w.name for w in chosen], **kw)
         failed = [n for n, m in res.items() if "error" in m]
         print(f"{len(res) - len(failed)} built, {len(failed)} skipped" + (f" ({', '.join(failed)})" if failed else ""))
@@ -752,7 +1075,10 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
     if args.workloads_cmd == "info":
         for w in chosen:
             m = info(w, root)
-            print(json.dumps({"name": w.name, "built": m is not None, **(m or {})}, indent=2))
+            doc = {"name": w.name, "built": m is not None, **(m or {})}
+            if m is not None:  # how the region was chosen, in one line, before the details
+                doc = {"name": w.name, "built": True, "region": region_text(m), **m}
+            print(json.dumps(doc, indent=2))
         return 0
     if args.workloads_cmd == "characterize":
         for w in chosen:

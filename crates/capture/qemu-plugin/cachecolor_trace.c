@@ -47,6 +47,16 @@
  *                 whole); then each thread starts recording at its next block (default 0).
  *                 TB definitions and THREAD records are still sent while skipping (the reader
  *                 needs them); the skipped instructions appear nowhere in the stream.
+ *   bbv=N         basic-block vectors (SimPoint: Sherwood et al., ASPLOS 2002, section 3): for
+ *                 every N instructions the guest (all threads together) executes, append one
+ *                 line to bbvout=PATH in SimPoint's .bb format, "T:ID:COUNT :ID:COUNT ...",
+ *                 COUNT the instructions executed in basic block ID (1, 2, ... in translation
+ *                 order; a block is its start address and length) during that interval. The
+ *                 intervals count while skipping too (a region is chosen from them before it
+ *                 is captured); a last interval shorter than N is not written. With several
+ *                 threads the counts of blocks running while another thread closes an
+ *                 interval may land in the next one.
+ *   bbvout=PATH   where the vectors go (required with bbv=; created, truncated)
  *
  * Why blocks, not one record per instruction: an instruction-fetch record per executed
  * instruction would dominate the stream (~90% of records) and cost a callback each. Instead the
@@ -199,6 +209,26 @@ static int skipping = 0;
 static int64_t skip_left = 0;
 static volatile int skip_done = 0;
 static uint8_t vcpu_on[MAX_VCPUS];
+
+/* bbv=N: the basic blocks seen (by start address and length, in an open-addressing table and
+ * by id), the instructions executed so far and the vector file. Blocks are allocated once and
+ * never freed (a TB's callback holds its block); the table and the list only grow, under
+ * bbv_lock; the hot path touches a block's counter and the total with atomics. */
+struct bbv_block {
+    uint64_t pc;
+    uint32_t n;
+    uint32_t id;
+    uint64_t count; /* instructions in the current interval (atomic) */
+};
+static uint64_t bbv_interval = 0;
+static FILE *bbv_file = NULL;
+static pthread_mutex_t bbv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bbv_block **bbv_table = NULL;
+static size_t bbv_cap = 0;
+static struct bbv_block **bbv_list = NULL;
+static size_t bbv_n = 0, bbv_list_cap = 0;
+static uint64_t bbv_total = 0; /* instructions executed (atomic) */
+static uint64_t bbv_written = 0; /* intervals written, under bbv_lock */
 
 /* maps=PATH (issue 22): the memory-map log, the last /proc/self/maps read (its lines, sorted by
  * address as the kernel gives them), the next event number and the guest's system call numbers
@@ -500,6 +530,101 @@ static void maps_start(uint64_t first_pc)
     pthread_mutex_unlock(&maps_lock);
 }
 
+/* ---- basic-block vectors (bbv=) ---- */
+
+static uint64_t bbv_hash(uint64_t pc, uint32_t n)
+{
+    uint64_t h = (pc ^ ((uint64_t)n << 48)) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+/* The block starting at `pc` with `n` instructions (created on first sight); NULL when out of
+ * memory (the block is then not counted). */
+static struct bbv_block *bbv_block_for(uint64_t pc, uint32_t n)
+{
+    pthread_mutex_lock(&bbv_lock);
+    if (2 * (bbv_n + 1) > bbv_cap) {
+        size_t cap = bbv_cap ? 2 * bbv_cap : 1 << 14;
+        struct bbv_block **t = calloc(cap, sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&bbv_lock);
+            return NULL;
+        }
+        for (size_t i = 0; i < bbv_n; i++) {
+            struct bbv_block *b = bbv_list[i];
+            size_t j = bbv_hash(b->pc, b->n) & (cap - 1);
+            while (t[j]) {
+                j = (j + 1) & (cap - 1);
+            }
+            t[j] = b;
+        }
+        free(bbv_table);
+        bbv_table = t;
+        bbv_cap = cap;
+    }
+    size_t j = bbv_hash(pc, n) & (bbv_cap - 1);
+    while (bbv_table[j] && !(bbv_table[j]->pc == pc && bbv_table[j]->n == n)) {
+        j = (j + 1) & (bbv_cap - 1);
+    }
+    struct bbv_block *b = bbv_table[j];
+    if (!b) {
+        if (bbv_n == bbv_list_cap) {
+            size_t cap = bbv_list_cap ? 2 * bbv_list_cap : 1 << 13;
+            struct bbv_block **l = realloc(bbv_list, cap * sizeof *l);
+            if (!l) {
+                pthread_mutex_unlock(&bbv_lock);
+                return NULL;
+            }
+            bbv_list = l;
+            bbv_list_cap = cap;
+        }
+        b = calloc(1, sizeof *b);
+        if (b) {
+            b->pc = pc;
+            b->n = n;
+            b->id = (uint32_t)(bbv_n + 1);
+            bbv_list[bbv_n++] = b;
+            bbv_table[j] = b;
+        }
+    }
+    pthread_mutex_unlock(&bbv_lock);
+    return b;
+}
+
+/* Write the intervals the total has completed: the first gets the blocks' counts, any further
+ * one (a block longer than the interval) is empty. */
+static void bbv_write_upto(uint64_t intervals)
+{
+    pthread_mutex_lock(&bbv_lock);
+    while (bbv_written < intervals && bbv_file) {
+        fputc('T', bbv_file);
+        for (size_t i = 0; i < bbv_n; i++) {
+            uint64_t c = __atomic_exchange_n(&bbv_list[i]->count, 0, __ATOMIC_RELAXED);
+            if (c) {
+                fprintf(bbv_file, ":%u:%llu ", bbv_list[i]->id, (unsigned long long)c);
+            }
+        }
+        fputc('\n', bbv_file);
+        bbv_written++;
+    }
+    /* the program may be killed at any time once the region is captured */
+    if (bbv_file) {
+        fflush(bbv_file);
+    }
+    pthread_mutex_unlock(&bbv_lock);
+}
+
+static void on_tb_bbv(unsigned int vcpu, void *udata)
+{
+    (void)vcpu;
+    struct bbv_block *b = udata;
+    __atomic_add_fetch(&b->count, b->n, __ATOMIC_RELAXED);
+    uint64_t after = __atomic_add_fetch(&bbv_total, b->n, __ATOMIC_RELAXED);
+    if (unlikely(after / bbv_interval != (after - b->n) / bbv_interval)) {
+        bbv_write_upto(after / bbv_interval);
+    }
+}
+
 /* ---- execution-time callbacks (hot) ---- */
 
 /* skip=N only, registered before a block's other callbacks: count the block's `udata`
@@ -646,6 +771,13 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         uint64_t hi = __atomic_load_n(&shim_hi, __ATOMIC_ACQUIRE);
         if (pc < hi && pc >= shim_lo) {
             return;
+        }
+    }
+    if (bbv_interval) {
+        struct bbv_block *b = bbv_block_for(qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, 0)),
+                                            (uint32_t)n);
+        if (b) {
+            qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_bbv, QEMU_PLUGIN_CB_NO_REGS, b);
         }
     }
     if (!describe_blocks) {
@@ -809,23 +941,32 @@ static void on_exit_all(qemu_plugin_id_t id, void *udata)
         out_fd = -1;
     }
     pthread_mutex_unlock(&out_lock);
+    pthread_mutex_lock(&bbv_lock);
+    if (bbv_file) {
+        fclose(bbv_file); /* the last, partial interval is not written */
+        bbv_file = NULL;
+    }
+    pthread_mutex_unlock(&bbv_lock);
 }
 
 /* ---- guest fork: only the initial process is traced ---- */
 
 static void atfork_prepare(void)
 {
+    pthread_mutex_lock(&bbv_lock);
     pthread_mutex_lock(&out_lock);
 }
 
 static void atfork_parent(void)
 {
     pthread_mutex_unlock(&out_lock);
+    pthread_mutex_unlock(&bbv_lock);
 }
 
 static void atfork_child(void)
 {
     active = 0;
+    bbv_file = NULL; /* the parent's: a forked child writes no vectors */
     if (maps_fd >= 0) {
         close(maps_fd);
         maps_fd = -1;
@@ -835,6 +976,7 @@ static void atfork_child(void)
         out_fd = -1;
     }
     pthread_mutex_unlock(&out_lock);
+    pthread_mutex_unlock(&bbv_lock);
 }
 
 /* ---- install ---- */
@@ -914,6 +1056,21 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             }
             skip_left = (int64_t)n;
             skipping = n > 0;
+        } else if (klen == 3 && !strncmp(a, "bbv", 3)) {
+            char *end = NULL;
+            errno = 0;
+            long long n = strtoll(v, &end, 10);
+            if (errno || end == v || *end || n < 1) {
+                fprintf(stderr, "cachecolor-trace: bbv=%s: expected an interval of instructions >= 1\n", v);
+                return -1;
+            }
+            bbv_interval = (uint64_t)n;
+        } else if (klen == 6 && !strncmp(a, "bbvout", 6)) {
+            bbv_file = fopen(v, "we");
+            if (!bbv_file) {
+                fprintf(stderr, "cachecolor-trace: cannot open %s: %s\n", v, strerror(errno));
+                return -1;
+            }
         } else {
             fprintf(stderr, "cachecolor-trace: unknown argument '%s'\n", a);
             return -1;
@@ -932,6 +1089,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return -1;
     }
     out_fd = fd;
+    if (!bbv_interval != !bbv_file) {
+        fprintf(stderr, "cachecolor-trace: bbv=N and bbvout=PATH go together\n");
+        return -1;
+    }
 
     if (alloc_buf(&overflow_buf, buf_cap) || alloc_buf(&def_buf, 1 << 16)) {
         fprintf(stderr, "cachecolor-trace: out of memory\n");

@@ -137,6 +137,16 @@ pub struct CaptureOptions {
     /// then native version 3 with a PC column. Default true; needs `ifetch` (a data record's PC
     /// is the address of the fetch before it), so without fetches there are none.
     pub pcs: bool,
+    /// Basic-block vectors (qemu only; SimPoint, Sherwood et al. ASPLOS 2002): every this many
+    /// instructions (all threads, skipped ones included), one line of per-block instruction
+    /// counts appended to `bbv_out` in SimPoint's `.bb` format. 0 (default): none.
+    pub bbv_interval: u64,
+    /// Where the vectors go (required with `bbv_interval`).
+    pub bbv_out: Option<PathBuf>,
+    /// Stop once the trace holds this many instructions (its last record is the one that
+    /// reaches them): a region fixed in instructions. The program is killed and the summary
+    /// says `truncated`, as with `max_records`; either limit stops the capture.
+    pub max_instructions: Option<u64>,
 }
 
 impl Default for CaptureOptions {
@@ -148,6 +158,9 @@ impl Default for CaptureOptions {
             syscalls: false,
             skip_instructions: 0,
             pcs: true,
+            bbv_interval: 0,
+            bbv_out: None,
+            max_instructions: None,
         }
     }
 }
@@ -324,11 +337,21 @@ pub fn capture(
                 .into(),
         });
     }
+    if opts.bbv_interval > 0 && backend == Backend::Lackey {
+        return Err(CaptureError::Unsupported {
+            backend,
+            what: "basic-block vectors".into(),
+            hint:
+                "only the QEMU plugin counts them; use --backend qemu (apt-get install qemu-user)"
+                    .into(),
+        });
+    }
     let command: Vec<String> = std::iter::once(program.to_string())
         .chain(args.iter().cloned())
         .collect();
 
     let mut sink = sink::Sink::create(out, opts.max_records)?;
+    sink.limit_instructions(opts.max_instructions);
     sink.keep_pcs(opts.pcs && opts.ifetch);
     let run = match backend {
         Backend::Qemu => qemu::run(&prog, args, &command, opts, &mut sink, progress),
@@ -393,8 +416,10 @@ pub(crate) fn metadata(
         "cwd": cwd,
         "ifetch": opts.ifetch,
         "max_records": opts.max_records,
+        "max_instructions": opts.max_instructions,
         "syscalls": opts.syscalls,
         "skip_instructions": opts.skip_instructions,
+        "bbv_interval": opts.bbv_interval,
         "host": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
     })
     .to_string()

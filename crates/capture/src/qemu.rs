@@ -159,6 +159,7 @@ fn qemu_argv(
     skip: u64,
     maps: Option<&Path>,
     heap_shim: Option<&Path>,
+    bbv: Option<(u64, &Path)>,
 ) -> Vec<String> {
     let mut v = Vec::new();
     if matches!(
@@ -179,7 +180,7 @@ fn qemu_argv(
     }
     v.push("-plugin".into());
     v.push(format!(
-        "{},out={},ifetch={}{}{}{}{}",
+        "{},out={},ifetch={}{}{}{}{}{}",
         qemu_opt_escape(so),
         qemu_opt_escape(fifo),
         if ifetch { "on" } else { "off" },
@@ -196,6 +197,10 @@ fn qemu_argv(
             format!(",skip={skip}")
         } else {
             String::new()
+        },
+        match bbv {
+            Some((n, out)) => format!(",bbv={n},bbvout={}", qemu_opt_escape(out)),
+            None => String::new(),
         }
     ));
     match &prog.interpreter {
@@ -383,6 +388,10 @@ pub(crate) fn run(
         opts.skip_instructions,
         (want_map || want_heap).then_some(maps_path.as_path()),
         want_heap.then_some(shim_path.as_path()),
+        match (&opts.bbv_out, opts.bbv_interval) {
+            (Some(out), n) if n > 0 => Some((n, out.as_path())),
+            _ => None,
+        },
     );
     sink.start(&metadata(
         Backend::Qemu,
@@ -504,6 +513,7 @@ mod tests {
             0,
             None,
             None,
+            None,
         );
         assert_eq!(
             v,
@@ -534,13 +544,14 @@ mod tests {
             5000,
             Some(Path::new("/t/m.log")),
             Some(Path::new("/t/h.so")),
+            Some((1000, Path::new("/t/b,b"))),
         );
         assert_eq!(v[6..], ["-0", "/bin/sh", "/bin/sh", "-e", "/t/s.sh"]);
         assert_eq!(v[2], "-E");
         assert!(v[3].starts_with("LD_PRELOAD=/t/h.so"));
         assert_eq!(
             v[5],
-            "/p.so,out=/f,ifetch=on,syscalls=on,maps=/t/m.log,heap=/t/h.so,skip=5000"
+            "/p.so,out=/f,ifetch=on,syscalls=on,maps=/t/m.log,heap=/t/h.so,skip=5000,bbv=1000,bbvout=/t/b,,b"
         );
     }
 }

@@ -71,6 +71,9 @@ pub(crate) struct Sink {
     counts: Counts,
     records: u64,
     max: u64,
+    /// Instructions accepted (the records' `icount`) and the cap on them (`limit_instructions`).
+    instructions: u64,
+    max_instructions: u64,
     last_progress: Instant,
 }
 
@@ -91,6 +94,8 @@ impl Sink {
             counts: Counts::default(),
             records: 0,
             max: max_records.unwrap_or(u64::MAX),
+            instructions: 0,
+            max_instructions: u64::MAX,
             last_progress: Instant::now(),
         })
     }
@@ -159,9 +164,15 @@ impl Sink {
         self.counts
     }
 
-    /// True once `max_records` records have been accepted.
+    /// Stop once `n` instructions have been accepted: the last record taken is the one whose
+    /// `icount` reaches them (a region fixed in instructions rather than records).
+    pub(crate) fn limit_instructions(&mut self, n: Option<u64>) {
+        self.max_instructions = n.unwrap_or(u64::MAX);
+    }
+
+    /// True once `max_records` records (or the instruction limit) have been accepted.
     pub(crate) fn full(&self) -> bool {
-        self.records >= self.max
+        self.records >= self.max || self.instructions >= self.max_instructions
     }
 
     /// Append records (as many as `max_records` still allows), then report progress if due.
@@ -175,9 +186,20 @@ impl Sink {
         progress: &mut dyn FnMut(u64),
     ) -> Result<bool, CaptureError> {
         debug_assert!(counts.is_none_or(|c| c == Counts::of(recs)));
-        let room = self.max - self.records;
-        let (recs, counts) = if (recs.len() as u64) > room {
-            let r = &recs[..room as usize];
+        let mut room = (self.max - self.records).min(recs.len() as u64) as usize;
+        if self.max_instructions != u64::MAX {
+            let mut left = self.max_instructions - self.instructions;
+            for (i, r) in recs[..room].iter().enumerate() {
+                left -= (r.icount as u64).min(left);
+                if left == 0 {
+                    room = i + 1;
+                    break;
+                }
+            }
+            self.instructions = self.max_instructions - left;
+        }
+        let (recs, counts) = if recs.len() > room {
+            let r = &recs[..room];
             (r, Counts::of(r))
         } else {
             (recs, counts.unwrap_or_else(|| Counts::of(recs)))

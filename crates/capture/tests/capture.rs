@@ -205,6 +205,7 @@ fn opts(backend: Backend, ifetch: bool) -> CaptureOptions {
         syscalls: false,
         skip_instructions: 0,
         pcs: true,
+        ..CaptureOptions::default()
     }
 }
 
@@ -587,6 +588,7 @@ fn max_records_truncates_and_stops_the_program() {
                 syscalls: false,
                 skip_instructions: 0,
                 pcs: true,
+                ..CaptureOptions::default()
             },
             &mut |_| {},
         )

@@ -42,7 +42,7 @@ pub fn summary_json(s: &CaptureSummary) -> String {
 
 /// Capture `program args` into the native trace `out`. Returns the summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false, skip_instructions = 0, pcs = true))]
+#[pyo3(signature = (program, args, out, backend = "auto", ifetch = true, max_records = None, progress = None, syscalls = false, skip_instructions = 0, pcs = true, bbv_interval = 0, bbv_out = None, max_instructions = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn capture(
     py: Python<'_>,
@@ -56,6 +56,9 @@ pub fn capture(
     syscalls: bool,
     skip_instructions: u64,
     pcs: bool,
+    bbv_interval: u64,
+    bbv_out: Option<PathBuf>,
+    max_instructions: Option<u64>,
 ) -> PyResult<String> {
     let backend = Backend::parse(backend).map_err(Failure::from)?;
     let opts = CaptureOptions {
@@ -65,6 +68,9 @@ pub fn capture(
         syscalls,
         skip_instructions,
         pcs,
+        bbv_interval,
+        bbv_out,
+        max_instructions,
     };
     let progress = progress.as_ref();
     let doc = py.detach(|| {

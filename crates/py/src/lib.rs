@@ -30,6 +30,7 @@ mod presets;
 mod simulate;
 mod system;
 mod traces;
+mod window;
 
 use pyo3::prelude::*;
 
@@ -84,6 +85,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(traces::filter_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(window::window_trace, m)?)?;
     m.add_class::<traces::TraceChunks>()?;
     m.add_function(wrap_pyfunction!(capture::capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture::capture_backends, m)?)?;

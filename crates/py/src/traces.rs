@@ -25,7 +25,7 @@ use crate::simulate::{report, Columns};
 type Opened = (Box<dyn RecordSource + Send>, Option<(String, u16)>);
 
 /// Open `path` as `format`.
-fn open(path: &Path, format: Format) -> Result<Opened> {
+pub(crate) fn open(path: &Path, format: Format) -> Result<Opened> {
     if format == Format::Native {
         let r = native::TraceReader::open(path)?;
         let meta = (r.metadata().to_string(), r.version());

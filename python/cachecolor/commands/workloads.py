@@ -22,8 +22,11 @@ def add_parser(sub: Any) -> None:
         if wname == "build":
             wc.add_argument("--ci", action="store_true", help="the CI subset's short regions")
             wc.add_argument("--force", action="store_true", help="capture again even if cached")
-            wc.add_argument("--skip", type=int, metavar="N", help="instructions to fast-forward (default: the program's)")
-            wc.add_argument("--records", type=int, metavar="N", help="records to capture (default: the program's)")
+            wc.add_argument("--skip", type=int, metavar="N",
+                            help="instructions to fast-forward (default: chosen by phase, or the program's fixed skip)")
+            size = wc.add_mutually_exclusive_group()
+            size.add_argument("--records", type=int, metavar="N", help="records to capture (default: the program's)")
+            size.add_argument("--instructions", type=int, metavar="N", help="capture a region of N instructions instead")
         if wname == "characterize":
             wc.add_argument("--plots", metavar="DIR", help="write one plot per program (NAME.png) here")
             wc.add_argument("--markdown", metavar="DOC", help="rewrite the suite table between <!-- suite-table --> markers in DOC")
