@@ -1,6 +1,6 @@
-"""``cachecolor evaluate``: every policy on the real-program suite (issue 21 item 4), alone and in
-2- and 4-program mixes on the papers' machines, over several placements, with each policy's
-control run (issue 19 defect 7).
+"""``cachecolor evaluate``: every policy on the real-program suite, alone and in 2- and
+4-program mixes on the papers' machines, over several placements, with each policy's control
+run (its colors, no page or thread moved).
 
 What one evaluation is:
 
@@ -492,7 +492,7 @@ def _with_oracles(args: argparse.Namespace, out: Path, res: Any, where: dict[int
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite (issue 21 item 4)",
+    p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--programs", help="comma-separated suite programs run alone (default: the whole suite)")
     p.add_argument("--pairs", nargs="*", default=list(PAIRS), metavar="A+B", help="2-program mixes")
