@@ -295,9 +295,16 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
             fl[j] = path
             continue
         by_file.setdefault(path, []).append((j, link))
+    # One addr2line per file, run side by side (they are separate processes; the loader's and
+    # libc's line tables are large, and the files are independent).
+    from concurrent.futures import ThreadPoolExecutor
+
+    links_of = {path: np.array([a for _, a in items], dtype=np.uint64) for path, items in by_file.items()}
+    with ThreadPoolExecutor(max_workers=max(1, min(len(by_file), os.cpu_count() or 1))) as pool:
+        resolved = dict(zip(links_of, pool.map(lambda kv: _addr2line(Path(kv[0]), kv[1]), links_of.items())))
     for path, items in by_file.items():
-        links = np.array([a for _, a in items], dtype=np.uint64)
-        where = _addr2line(Path(path), links)
+        links = links_of[path]
+        where = resolved[path]
         unknown = [k for k, (f_, _file, _line) in enumerate(where) if f_ == "??"]
         near = _nearest_symbols(path, [int(links[k]) for k in unknown]) if unknown else []
         near_of = dict(zip(unknown, near))

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from . import _output
+
 #: The papers' machines for each group size.
 MACHINES = {1: ("ppc970fx", "xeon-e5506"), 2: ("power5", "xeon-e5506"), 4: ("xeon-e5506",)}
 #: The policies evaluated (each also as its control).
@@ -420,7 +422,7 @@ def evaluate(args: argparse.Namespace) -> int:
         path = cfg_dir / f"{g.machine}--{g.name}.json"
         text = json.dumps(group_config(g, traces, thread_ids, base=cfg_dir), indent=1)
         if not path.exists() or path.read_text() != text:
-            path.write_text(text)
+            _output.write_text(path, text)
         for placement, seed in places:
             for pol in policies:
                 where[len(points)] = (g, placement, seed, pol)
@@ -450,15 +452,14 @@ def evaluate(args: argparse.Namespace) -> int:
         if len(t):
             parts.append(markdown(t, f"#### {title}"))
     text = "\n\n".join(parts)
-    (out / "evaluation.md").write_text(text + "\n")
+    _output.write_text(out / "evaluation.md", text + "\n")
     if args.markdown:
         replace_block(Path(args.markdown), text)
     print(f"evaluation: {len(res.ran)} runs, {len(res.reused)} reused, {elapsed:.0f} s; tables in {out / 'evaluation.md'}",
           file=sys.stderr)
-    (out / "run.json").write_text(json.dumps({"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
-                                              "seconds": round(elapsed), "records": args.records, "instructions": instructions,
-                                              "seeds": args.seeds, "placements": which,
-                                              "argv": sys.argv[1:]}, indent=1) + "\n")
+    _output.write_json(out / "run.json", {"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
+                                          "seconds": round(elapsed), "records": args.records, "instructions": instructions,
+                                          "seeds": args.seeds, "placements": which, "argv": sys.argv[1:]})
     return 1 if res.failed else 0
 
 

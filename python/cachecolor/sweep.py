@@ -258,7 +258,8 @@ _TRACE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def trace_hash(path: PathLike) -> str:
-    """SHA-256 of a trace file's content (remembered per path, size and mtime)."""
+    """SHA-256 of a trace file's whole content, metadata included (remembered per path, size and
+    mtime): part of a sweep point's key. (``workloads.records_hash`` hashes the records alone.)"""
     st = os.stat(path)
     memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if memo not in _TRACE_HASHES:
