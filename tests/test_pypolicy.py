@@ -527,16 +527,6 @@ def test_out_of_colors_widens_and_the_fault_retries():
         cachecolor.simulate_system(_sampled(), policy=Empty)
 
 
-def test_docs_list_every_event():
-    """docs/policies.md lists exactly the PMU's events (``cachecolor.EVENTS``, from the Rust enum)."""
-    import re
-
-    text = (ROOT / "docs" / "policies.md").read_text()
-    block = text.split("<!-- events: generated from cachecolor.EVENTS -->", 1)[1].split("<!-- end events -->", 1)[0]
-    assert re.findall(r"`([a-z0-9-]+)`", block) == list(cachecolor.EVENTS)
-    assert "llc-misses" in cachecolor.EVENTS and len(cachecolor.EVENTS) >= 20
-
-
 class _Counting(cachecolor.Policy):
     """Asks for the LLC's accesses and misses and keeps what every tick gave."""
 
