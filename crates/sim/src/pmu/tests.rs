@@ -381,7 +381,11 @@ fn interval_estimate_scales_the_interval_alone() {
     for t in 1..=4u64 {
         let d = pmu.interval(0, &reading([500 * t, 0], 1000 * t, [500 * t, 0]));
         assert_eq!(d.get(Event::LlcAccesses), 1000);
-        assert_eq!(d.get(Event::LlcMisses), 0, "not counted: no estimate, not a guess");
+        assert_eq!(
+            d.get(Event::LlcMisses),
+            0,
+            "not counted: no estimate, not a guess"
+        );
     }
     // Tick 5: misses on a counter for half the interval (100 counted), accesses for the other.
     let d = pmu.interval(0, &reading([2500, 100], 5000, [2500, 500]));
@@ -394,5 +398,9 @@ fn interval_estimate_scales_the_interval_alone() {
         running: vec![2500, 500],
     }
     .estimate(&events);
-    assert_eq!(total.get(Event::LlcMisses), 1000, "the cumulative estimate scales the whole run");
+    assert_eq!(
+        total.get(Event::LlcMisses),
+        1000,
+        "the cumulative estimate scales the whole run"
+    );
 }
