@@ -201,7 +201,7 @@ def test_cli_tables_json_csv_and_unknown_code_kept(program, capsys):
     out = capsys.readouterr().out
     assert "per function" in out and "sum_reused" in out and "pollute" in out
     assert "s += reused[i];" in out  # the source around a top line
-    assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]), "-q", "--json"]) == 0
+    assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]), "-q", "--json", "-"]) == 0
     rows = json.loads(capsys.readouterr().out)
     # The dynamic loader's and libc's code is kept, and named through the memory map lackey's
     # capture records (valgrind's own account of where it loaded each object): nothing dropped.
@@ -212,7 +212,7 @@ def test_cli_tables_json_csv_and_unknown_code_kept(program, capsys):
     ours = {"main", "init_reused", "sum_reused", "pollute"}
     libs = [r for r in rows if r["function"] not in ours and not r["function"].startswith("(") and r["line"] > 0]
     assert sum(r["ifetches"] for r in libs) > 10_000  # the loader's and libc's own lines
-    assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]), "-q", "--csv"]) == 0
+    assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]), "-q", "--csv", "-"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.startswith("function,file,line,") and "LL_misses" in head
 
@@ -283,3 +283,102 @@ def test_a_program_that_maps_and_unmaps_repeatedly_keeps_every_reference(tmp_pat
     byo = objs.set_index("object")
     assert byo.loc["(unmapped)", "writes"] >= 200 * 1024
     assert "churn" in byo.index and any(o.startswith("libc.so.6") for o in byo.index), list(byo.index)
+
+
+def cachegrind_functions(path: Path) -> dict[tuple[str, str], dict[str, int]]:
+    """Per (file name, function) counts of a cachegrind.out file or of cg_diff's output (which
+    keeps functions and drops line numbers)."""
+    events: list[str] = []
+    per: dict[tuple[str, str], dict[str, int]] = {}
+    file, fn = "??", "??"
+    for raw in path.read_text().splitlines():
+        if raw.startswith("events:"):
+            events = raw.split()[1:]
+        elif raw.startswith(("fl=", "fi=", "fe=")):
+            file = raw[3:].strip()
+        elif raw.startswith("fn="):
+            fn = raw[3:].strip()
+        elif raw and (raw[0].isdigit() or raw[0] == "-"):
+            nums = [int(x) for x in raw.split()]
+            row = per.setdefault((os.path.basename(file), fn), dict.fromkeys(events, 0))
+            for k, v in zip(events, nums[1:]):
+                row[k] += v
+    return per
+
+
+@needs_tools
+def test_annotate_diff_equals_cg_diff_on_two_configs(program, tmp_path, capsys):
+    """One trace on two configs (the LL at 256 KiB, then 1 MiB, where the reused array stays
+    cached between passes): annotate --diff's change of LL data misses per function equals
+    cg_diff's (which compares per function) of cachegrind's two runs with the same geometries,
+    within 1% of the function's counts, for every function of the program; D1 misses and
+    accesses change in neither."""
+    if shutil.which("cg_diff") is None:
+        pytest.skip("cg_diff (valgrind) is needed")
+    big = json.loads(json.dumps(CONFIG))
+    big["hierarchy"]["levels"][2]["size"] = "1MiB"
+    cg_big = tmp_path / "cachegrind-1m.out"
+    subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64",
+                    "--LL=1048576,8,64", f"--cachegrind-out-file={cg_big}", str(program["exe"])],
+                   check=True, capture_output=True)
+    diff_out = tmp_path / "cg.diff"
+    with open(diff_out, "w") as f:
+        subprocess.run(["cg_diff", str(program["cg"]), str(cg_big)], check=True, stdout=f)
+    name = program["src"].name
+    cg = {k[1]: v for k, v in cachegrind_functions(diff_out).items() if k[0] == name}
+    before = {k[1]: v for k, v in cachegrind_functions(program["cg"]).items() if k[0] == name}
+    after = {k[1]: v for k, v in cachegrind_functions(cg_big).items() if k[0] == name}
+    assert {"main", "sum_reused", "pollute", "init_reused"} <= set(cg)
+
+    small_cfg, big_cfg = tmp_path / "small.json", tmp_path / "big.json"
+    small_cfg.write_text(json.dumps(CONFIG))
+    big_cfg.write_text(json.dumps(big))
+    out_json = tmp_path / "diff.json"
+    assert main(["annotate", str(program["trace"]), "--config", str(small_cfg), "--diff", "--diff-config",
+                 str(big_cfg), "--binary", str(program["exe"]), "-q", "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    assert "difference:" in text and "minus" in text and "sum_reused" in text
+    rows = [r for r in json.loads(out_json.read_text()) if os.path.basename(r["file"]) == name]
+    mine: dict[str, int] = {}
+    for r in rows:
+        mine[r["function"]] = mine.get(r["function"], 0) + r["LL_data_misses"]
+        assert r["D1_data_misses"] == 0 and r["reads"] == 0 and r["writes"] == 0
+    total_change = 0
+    for fn, v in cg.items():
+        want = v["DLmr"] + v["DLmw"]
+        got = mine.get(fn, 0)
+        scale = sum(c.get(fn, {}).get(e, 0) for c in (before, after) for e in ("DLmr", "DLmw"))
+        assert abs(got - want) <= 0.01 * scale, f"LL change in {fn}: annotate {got}, cg_diff {want}"
+        assert v["D1mr"] + v["D1mw"] == 0 and v["Dr"] + v["Dw"] == 0
+        total_change += abs(want)
+    # sum_reused's 7 passes after the first no longer miss the 1 MiB LL: 7 x 2,048 lines.
+    assert mine["sum_reused"] == pytest.approx(-7 * 2048, abs=0.01 * 7 * 2048)
+    assert total_change > 10_000  # not vacuous
+
+
+@needs_tools
+def test_annotate_accepts_a_machine_preset_config(program, tmp_path, capsys):
+    """Regression: `annotate --config` with `[machine] preset = ...` (which `simulate` accepts)
+    failed with `machine: unknown field machine`. It runs on the preset's caches, as simulate
+    does: the same per-line counts as the preset's hierarchy given as a cache-only config."""
+    machine = tmp_path / "xeon.toml"
+    machine.write_text('[machine]\npreset = "xeon-e5506"\n')
+    hierarchy = cachecolor.presets.machine_hierarchy({"preset": "xeon-e5506"})
+    via_preset = cachecolor.annotate(program["trace"], machine, binary=program["exe"])
+    direct = cachecolor.annotate(program["trace"], hierarchy, binary=program["exe"])
+    assert via_preset.attrs["levels"] == [lv["name"] for lv in hierarchy["hierarchy"]["levels"]]
+    assert via_preset.equals(direct) and via_preset["L3_misses"].sum() > 0
+    assert main(["annotate", str(program["trace"]), "--config", str(machine), "--binary", str(program["exe"]),
+                 "-q", "--whole-files"]) == 0
+    out = capsys.readouterr().out
+    assert "annotated source files" in out and "s += reused[i];" in out
+    # every line of the program's file is printed, annotated or not
+    assert out.count("| ") >= len(PROG.strip().splitlines())
+
+
+def test_the_shipped_cachegrind_like_config_is_cachegrinds_model():
+    """examples/annotate/cachegrind-like.toml is the geometry the cachegrind checks above run
+    (CG_GEOMETRY), so what docs/annotate.md tells a user to run is what is checked."""
+    shipped = Path(__file__).resolve().parents[1] / "examples" / "annotate" / "cachegrind-like.toml"
+    assert cachecolor.load_config(shipped) == cachecolor.load_config(CONFIG)
+    assert "--I1=32768,8,64 --D1=32768,8,64 --LL=262144,8,64" in shipped.read_text()

@@ -108,7 +108,7 @@ def test_two_allocation_sites_are_two_named_heap_objects_with_closed_form_access
     assert by_size[NR * 8] == (PASSES * NR, NR)
 
     assert main(["annotate", str(heapprog["trace"]), "--config", str(heapprog["config"]), "--objects",
-                 "--no-search", "--json", "-q"]) == 0
+                 "--no-search", "--json", "-", "-q"]) == 0
     rows = {r["object"]: r for r in json.loads(capsys.readouterr().out)}
     src = PROG
     stream_name = f"[heap site main heapprog.c:{_line_of(src, 'site: stream')}]"

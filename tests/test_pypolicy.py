@@ -525,3 +525,64 @@ def test_out_of_colors_widens_and_the_fault_retries():
 
     with pytest.raises(cachecolor.ConfigError, match="allowed color set is empty"):
         cachecolor.simulate_system(_sampled(), policy=Empty)
+
+
+class _Counting(cachecolor.Policy):
+    """Asks for the LLC's accesses and misses and keeps what every tick gave."""
+
+    name = "counting"
+    counter_events = ("llc-accesses", "llc-misses")
+
+    def setup(self, machine):
+        super().setup(machine)
+        self.seen = []
+
+    def tick(self, kernel, tick):
+        for p in tick.processes:
+            self.seen.append((p.pid, dict(p.interval),
+                              {r.event: (r.raw, r.time_enabled, r.time_running) for r in p.readings}))
+
+
+def _realistic(references: int = 200_000) -> dict:
+    cfg = _small(EXAMPLES / "os" / "colors-overlap.toml", references)
+    cfg.setdefault("pmu", {})["ideal"] = False
+    cfg["pmu"]["events"] = ["l1d-misses", "l2-misses", "tlb-misses", "stall-dram", "page-faults", "memory-reads"]
+    return cfg
+
+
+def test_python_policy_counter_events_are_programmed_and_readings_exposed():
+    """A Python policy's ``counter_events`` are programmed as a Rust policy's are: with six
+    other events on four counters, the LLC's two are multiplexed with them, each process's
+    ``readings`` carry raw, time enabled and time running, and every interval estimate equals
+    the interval's raw count scaled by its enabled over running time (perf stat -I)."""
+    policy = _Counting()
+    cachecolor.simulate_system(_realistic(), policy=policy)
+    assert policy.seen, "ticks happened"
+    got_misses = 0
+    prev: dict = {}
+    for pid, interval, readings in policy.seen:
+        assert {"llc-accesses", "llc-misses"} <= set(readings)
+        for ev in ("llc-accesses", "llc-misses"):
+            raw, en, run = readings[ev]
+            assert run <= en
+            r0, e0, u0 = prev.get((pid, ev), (0, 0, 0))
+            want = int((raw - r0) * (en - e0) / (run - u0) + 0.5) if run > u0 else 0
+            assert interval[ev] == want, (pid, ev, interval[ev], want)
+            prev[(pid, ev)] = (raw, en, run)
+        got_misses += interval["llc-misses"]
+    assert got_misses > 0
+    # Without counter_events the same config reads 0 for the LLC's events: nobody asked for them.
+    class Silent(_Counting):
+        counter_events = ()
+
+    silent = Silent()
+    cachecolor.simulate_system(_realistic(), policy=silent)
+    assert silent.seen and all(i["llc-misses"] == 0 and "llc-misses" not in r for _p, i, r in silent.seen)
+
+
+def test_a_bad_counter_event_is_one_clear_error():
+    class Bad(_Counting):
+        counter_events = ("llc-miss",)
+
+    with pytest.raises(ValueError, match=r"counter_events: \"llc-miss\" is not an event; the events are: cycles"):
+        cachecolor.simulate_system(_realistic(20_000), policy=Bad)

@@ -160,6 +160,81 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     shutil.copy(png, Path("/tmp/cachecolor-report-screenshot.png")) if Path("/tmp").is_dir() else None
 
 
+# Run inside a copy of the page (the report itself has no script): measures the laid-out DOM
+# and leaves the result in <body data-checks="...">, which --dump-dom prints.
+DOM_CHECKS = """<script>
+(function () {
+  const out = {cut: [], clipped: [], verdicts: [], captions: []};
+  const page = document.body.getBoundingClientRect();
+  for (const t of document.querySelectorAll('table')) {
+    const box = t.closest('.scroll');
+    const scrolls = box !== null && getComputedStyle(box).overflowX === 'auto'
+      && box.getBoundingClientRect().right <= page.right + 1;
+    if (t.getBoundingClientRect().right > page.right + 1 && !scrolls)
+      out.cut.push(t.rows[0].textContent.slice(0, 60));
+  }
+  for (const td of document.querySelectorAll('td'))
+    if (td.scrollWidth > td.clientWidth + 1) out.clipped.push(td.textContent.slice(0, 60));
+  for (const p of document.querySelectorAll('section.verdicts p.verdict')) out.verdicts.push(p.textContent);
+  for (const f of document.querySelectorAll('figcaption')) out.captions.push(f.textContent);
+  out.verdictFirst = document.querySelector('h2') !== null && document.querySelector('h2').textContent === 'Verdict';
+  document.body.setAttribute('data-checks', JSON.stringify(out));
+})();
+</script>"""
+
+
+def dom_checks(exe: str, page: Path, width: int = 1000) -> dict:
+    """Lay ``page`` out in headless Chromium at ``width`` pixels and return DOM_CHECKS' findings."""
+    import html as html_lib
+    import json
+    import re
+
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", DOM_CHECKS + "</body>"))
+    run = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},2000",
+         f"--user-data-dir={page.parent / 'chromium-dom'}", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    m = re.search(r'data-checks="([^"]*)"', run.stdout)
+    assert m, run.stderr[-2000:]
+    return json.loads(html_lib.unescape(m.group(1)))
+
+
+def test_html_report_layout_in_headless_chromium(tmp_path):
+    """The laid-out page: a verdict sentence per config and policy first, with the gain's
+    interval; every table fits the page or scrolls in its own box; no cell cuts its text (the
+    policy warnings wrap); each time plot's caption says which seed it shows; the pages-per-color
+    plot says what it counts. The check itself can fail: a wide table outside a scroll box and a
+    clipped cell are caught."""
+    exe = chromium()
+    bad = tmp_path / "bad" / "report.html"
+    bad.parent.mkdir()
+    bad.write_text("<!DOCTYPE html><html><body style='width:500px'><table><tr><td>" + "x" * 400
+                   + "</td></tr></table><table><tr><td style='max-width:50px;overflow:hidden'>" + "y" * 60
+                   + "</td></tr></table></body></html>")
+    found = dom_checks(exe, bad)
+    assert found["cut"] and found["clipped"], found
+
+    cfg = small(tmp_path)
+    out = tmp_path / "rep"
+    reports.report_sweep(
+        __import__("cachecolor").grid([cfg], None, ["linux", "static"], [1, 2, 3]), out, executor="serial", progress=False
+    )
+    found = dom_checks(exe, out / "report.html")
+    assert found["verdictFirst"], found
+    assert len(found["verdicts"]) == 1 and "static changes IPC by" in found["verdicts"][0], found["verdicts"]
+    assert "95% interval" in found["verdicts"][0] and "over 3 seeds" in found["verdicts"][0]
+    assert found["cut"] == [], found["cut"]
+    assert found["clipped"] == [], found["clipped"]
+    timed = [c for c in found["captions"] if "over time" in c]
+    assert timed and all("seed" in c for c in timed), found["captions"]
+    colors = [c for c in found["captions"] if "per color" in c]
+    assert colors and all("faulted in" in c and "at the end" not in c for c in colors), colors
+    md = (out / "report.md").read_text()
+    assert md.startswith("## Verdict\n") and found["verdicts"][0] in md
+
+
 def test_report_control_runs_are_labelled_apart_from_their_policy(tmp_path):
     """Regression (`report --control`): a control run carries its policy's ``[policy] name``
     and ``control = true``; labelled by the name alone, the control runs were folded into the

@@ -331,3 +331,23 @@ def test_the_cli_names_a_failed_point_and_counts_each_point_once(tmp_path):
     assert run.returncode == 1, run.stderr
     assert "1 points: 1 run now, 0 already done, 1 failed" in run.stderr, run.stderr
     assert f"point failed ({cfg.stem}, static, memory.ram=16MiB" in run.stderr and "seed 1; points/" in run.stderr, run.stderr
+
+
+def test_a_size_swept_as_text_keeps_a_numeric_column(tmp_path):
+    """Regression: a sweep's sizes came back from results.parquet as strings ("1MiB"); the
+    column as given stays, and PATH_value holds the bytes the effective config has."""
+    import cachecolor
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text((Path(__file__).resolve().parent.parent / "examples" / "os" / "colors-disjoint.toml").read_text()
+                   .replace("references = 600000", "references = 5000"))
+    path = "machine.hierarchy.levels[2].size"
+    res = cachecolor.sweep(cachecolor.grid([cfg], {path: ["1MiB", "2MiB"]}, ["linux"], [1]), tmp_path / "out",
+                           executor="serial", progress=False)
+    table = res.table
+    assert set(table[path]) == {"1MiB", "2MiB"}
+    assert sorted(set(table[f"{path}_value"])) == [1 << 20, 2 << 20]
+    import pandas as pd
+
+    pq = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert pq[f"{path}_value"].dtype.kind in "iu"

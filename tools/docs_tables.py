@@ -1,8 +1,8 @@
-"""The docs' tables of registered things, made from the registries (issue 26 item 1).
+"""The docs' tables of registered things, made from the registries.
 
 Each table sits between ``<!-- registry-table: NAME -->`` and ``<!-- /registry-table -->`` in a
 docs page. Its rows, their order and the generated columns come from the registries the
-extension exports (``_core.POLICIES``, ``_core.ALLOCATORS``) and from the machine presets
+extension exports (``_core.POLICIES``, ``_core.ALLOCATORS``, ``_core.EVENTS``) and from the machine presets
 (``presets.machine_summaries()``); the prose columns are kept from the page as it is, row by
 row, so a description is written once, by hand, beside the name it describes. A name newly
 registered gets a row with an empty description, which ``--check`` reports until it is written.
@@ -58,6 +58,12 @@ def _summaries() -> dict[str, dict]:
     return {m["name"]: m for m in presets.machine_summaries()}
 
 
+def _events() -> list[str]:
+    from cachecolor import _core
+
+    return list(_core.EVENTS)
+
+
 def _presets() -> list[str]:
     return list(_summaries())
 
@@ -69,6 +75,7 @@ def _chips_cores(name: str) -> str:
 
 TABLES = [
     Table("policies", "docs/policies.md", "`[policy] name`", _policies, [("what it does", None), ("docs", None)]),
+    Table("events", "docs/policies.md", "event", _events, [("what it counts", None)]),
     Table("allocators", "docs/system.md", "`[memory] allocator`", _allocators, [("how it gives frames", None)]),
     Table("presets", "docs/system.md", "preset", _presets,
           [("paper", None), ("chips × cores", _chips_cores), ("L1D", None), ("L2", None), ("LLC", None),

@@ -40,6 +40,7 @@ core from one mapping (crates/py/src/errors.rs).
 """
 
 from . import _core
+from ._core import EVENTS, parse_size
 from ._core import (
     CachecolorError,
     CaptureError,
@@ -88,6 +89,8 @@ from .traces import (
 __version__: str = _core.__version__
 
 __all__ = [
+    "EVENTS",
+    "parse_size",
     "AnnotateError",
     "annotate",
     "memory_map",

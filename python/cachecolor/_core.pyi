@@ -158,12 +158,15 @@ class Reading:
     scaled: float
 
 class ProcessCounts:
-    """A process's exact event counts (event name -> count), in total and since the last tick."""
+    """A process's event counts (event name -> count), in total and since the last tick: exact
+    under the ideal PMU, scaled estimates under the realistic one (``readings`` then holds the
+    raw counts with their time enabled and running, summed over the process's threads)."""
 
     pid: int
     alive: bool
     total: dict[str, int]
     interval: dict[str, int]
+    readings: list[Reading]
 
 class Tick:
     now: int
@@ -367,6 +370,12 @@ TRACE_FORMATS: list[str]
 """The trace formats (``--format``, a thread's ``format``)."""
 PREFETCHERS: list[str]
 """The prefetchers a cache level's ``prefetcher`` may give."""
+EVENTS: list[str]
+"""Every PMU event (``Tick`` counts, ``[pmu] events``, a policy's ``counter_events``)."""
+
+def parse_size(text: str) -> int:
+    """A byte size as configs write it (``48KiB``, ``1 MiB``, ``32M``, ``4096``, ``0x1000``; K, M,
+    G, T binary); ValueError naming the text and the allowed units."""
 
 def trace_formats() -> list[str]:
     """The trace format names the readers accept."""

@@ -32,13 +32,14 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from . import _core
-from .config import ConfigSource, load_config
+from .config import ConfigSource, load_cache_config
 from .simulation import Progress, _wrap_progress
 
 #: Reference classes of the tallies (``_core.attribute_trace``), as cachegrind splits them.
@@ -294,9 +295,16 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
             fl[j] = path
             continue
         by_file.setdefault(path, []).append((j, link))
+    # One addr2line per file, run side by side (they are separate processes; the loader's and
+    # libc's line tables are large, and the files are independent).
+    from concurrent.futures import ThreadPoolExecutor
+
+    links_of = {path: np.array([a for _, a in items], dtype=np.uint64) for path, items in by_file.items()}
+    with ThreadPoolExecutor(max_workers=max(1, min(len(by_file), os.cpu_count() or 1))) as pool:
+        resolved = dict(zip(links_of, pool.map(lambda kv: _addr2line(Path(kv[0]), kv[1]), links_of.items())))
     for path, items in by_file.items():
-        links = np.array([a for _, a in items], dtype=np.uint64)
-        where = _addr2line(Path(path), links)
+        links = links_of[path]
+        where = resolved[path]
         unknown = [k for k, (f_, _file, _line) in enumerate(where) if f_ == "??"]
         near = _nearest_symbols(path, [int(links[k]) for k in unknown]) if unknown else []
         near_of = dict(zip(unknown, near))
@@ -372,7 +380,7 @@ def annotate(
             "(native version 3): capture the program again with `cachecolor trace capture -o OUT -- "
             "PROGRAM ARGS` (without --no-ifetch)"
         )
-    cfg = load_config(config)
+    cfg = load_cache_config(config)
     levels = _levels(cfg)
     names = [lv["name"] for lv in levels]
     raw = _core.attribute_trace(json.dumps(cfg), os.fspath(trace), _wrap_progress(progress))
@@ -601,7 +609,7 @@ def annotate_objects(
     if not head["pcs"]:
         raise AnnotateError(f"{trace} has no PCs (native trace version {head['version']}): capture it "
                             "again with `cachecolor trace capture -o OUT -- PROGRAM ARGS`")
-    cfg = load_config(config)
+    cfg = load_cache_config(config)
     levels = _levels(cfg)
     names = [lv["name"] for lv in levels]
     raw = _core.attribute_trace(json.dumps(cfg), os.fspath(trace), _wrap_progress(progress))
@@ -672,6 +680,65 @@ def annotate_objects(
     return frame
 
 
+def annotate_diff(
+    first: Any,
+    second: Any,
+) -> Any:
+    """The difference of two ``annotate`` frames (``by="line"`` or ``"function"``), second minus
+    first, per row key: what cg_diff computes from two cachegrind.out files, which cg_annotate
+    then prints. Rows present in one run only count 0 in the other. Both runs must have the
+    same levels (cg_diff refuses files with different events). Sorted by the size of the change
+    in the default sort columns, largest first; ``attrs`` as the first frame's."""
+    import pandas as pd
+
+    if list(first.attrs.get("levels", [])) != list(second.attrs.get("levels", [])):
+        raise ValueError(f"--diff: the two runs have different cache levels ({', '.join(first.attrs['levels'])} "
+                         f"and {', '.join(second.attrs['levels'])}); give configs with the same level names")
+    keys = [k for k in ("function", "file", "line", "pc") if k in first.columns]
+    values = [c for c in first.columns if c not in keys]
+    a = first.groupby(keys, sort=False)[values].sum()
+    b = second.groupby(keys, sort=False)[values].sum()
+    out = b.sub(a, fill_value=0).astype(np.int64).reset_index()
+    out = out[(out[values] != 0).any(axis=1)]
+    sort = list(first.attrs.get("sort") or values)
+    order = out[sort].abs().apply(tuple, axis=1)
+    out = out.loc[sorted(out.index, key=lambda i: order[i], reverse=True)].reset_index(drop=True)
+    out.attrs.update(first.attrs)
+    out.attrs.update(records=int(second.attrs.get("records", 0)) - int(first.attrs.get("records", 0)),
+                     diff=True, unresolved=int(second.attrs.get("unresolved", 0)) - int(first.attrs.get("unresolved", 0)))
+    return out
+
+
+def _whole_files(frame: Any, names: Sequence[str]) -> str:
+    """Every line of each readable source file with counts, each line with its accesses and its
+    misses per level at its left, blank where it has none (cg_annotate's annotated files)."""
+    cols = list(ACCESS_COLUMNS) + [f"{n}_misses" for n in names]
+    rows = frame[frame["line"] > 0]
+    out = []
+    for file, part in rows.groupby("file", sort=False):
+        per = part.groupby("line")[cols].sum()
+        try:
+            text = Path(file).read_text(errors="replace").splitlines()
+        except OSError:
+            out.append(f"-- {file}: source not readable here ({len(per)} lines with counts)")
+            continue
+        widths = [max(len(c), *(len(f"{int(v):,}") for v in per[c])) for c in cols]
+        out.append(f"-- {file}")
+        out.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)) + "  line |")
+        for n, src in enumerate(text, start=1):
+            if n in per.index:
+                r = per.loc[n]
+                tag = "  ".join(f"{int(r[c]):,}".rjust(w) for c, w in zip(cols, widths))
+            else:
+                tag = "  ".join("." .rjust(w) for w in widths)
+            out.append(f"{tag} {n:5} | {src}")
+        beyond = [int(n) for n in per.index if n > len(text)]
+        if beyond:
+            out.append(f"   (lines {', '.join(map(str, beyond))} have counts but are past the end of the file: "
+                       "it changed since the program was built)")
+    return "\n".join(out)
+
+
 # ---- command line -----------------------------------------------------------------------------
 
 def add_parser(sub: Any) -> None:
@@ -695,6 +762,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
     p.add_argument("--context", type=int, default=3, metavar="N",
                    help="source lines shown around each of the top lines (default 3; 0: none)")
+    p.add_argument("--whole-files", action="store_true", help="after the tables, every line of each readable "
+                   "source file that has counts, each with its accesses and misses per level (cg_annotate's "
+                   "annotated source files)")
+    p.add_argument("--diff", metavar="TRACE2", nargs="?", const="", default=None,
+                   help="the difference of two runs, second minus first, per function and per line (as cg_diff "
+                   "then cg_annotate): TRACE2 on --diff-config (default: the same trace on --diff-config)")
+    p.add_argument("--diff-config", metavar="CONFIG2", help="with --diff: the second run's config (default: --config)")
     p.add_argument("--objects", action="store_true", help="per data object instead (with the trace's memory "
                    "map: every mapping, heap and stack, and each mapped file's globals by symbol; without it: the "
                    "program's globals, the rest in one row): accesses, misses, miss rate at every data level, reuse, "
@@ -702,9 +776,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-search", action="store_true", help="with --objects: leave out the pollute-buffer "
                    "search (it re-runs the trace about 18 times)")
     p.add_argument("--plot", metavar="PATH", help="with --objects: a plot of misses per object over time (PNG)")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="the per-line table as JSON records on stdout")
-    fmt.add_argument("--csv", action="store_true", help="the per-line table as CSV on stdout")
+    p.add_argument("--json", metavar="OUT", help="write the table (per line, or per object with --objects) as "
+                   "JSON records to OUT ('-': stdout), as every command's --json OUT")
+    p.add_argument("--csv", metavar="OUT", help="write the same table as CSV to OUT ('-': stdout)")
     p.set_defaults(func=run)
 
 
@@ -719,7 +793,7 @@ def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
     """The source around the top lines, each annotated with its misses at every level."""
     out = []
     missed = frame[[f"{n}_misses" for n in names]].sum(axis=1)
-    rows = frame[(frame["line"] > 0) & (missed > 0)].head(top)
+    rows = frame[(frame["line"] > 0) & (missed != 0)].head(top)
     by_file: dict[str, dict[int, Any]] = {}
     for r in rows.itertuples(index=False):
         by_file.setdefault(r.file, {})[int(r.line)] = r
@@ -744,20 +818,34 @@ def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
 
 def run(args: Any) -> int:
     from . import objects
-    from ._output import check_output
+    from ._output import check_output, write_text
     from .cli import EXIT_BAD_INPUT, CliError
     from .commands._common import os_error_line
     from .progress import ProgressLine
 
+    if args.diff_config and args.diff is None:
+        raise CliError("--diff-config: gives the second run of a diff; add --diff (TRACE2 optional)", EXIT_BAD_INPUT)
+    if args.diff == "" and not args.diff_config:
+        raise CliError("--diff without TRACE2 compares the trace on two configs: add --diff-config CONFIG2",
+                       EXIT_BAD_INPUT)
     if (args.plot or args.no_search) and not args.objects:
         raise CliError(f"{'--plot' if args.plot else '--no-search'}: applies to data objects; add --objects",
                        EXIT_BAD_INPUT)
     progress = ProgressLine("annotate", quiet=getattr(args, "quiet", False))
     try:
         sort = args.sort.split(",") if args.sort else None
-        if args.plot:
-            check_output(args.plot, [args.trace])
-        if args.objects:
+        for out in (args.plot, args.json, args.csv):
+            if out:
+                check_output(out, [args.trace])
+        if args.diff is not None:
+            if args.objects:
+                raise CliError("--diff compares code (per function and line); it does not apply with --objects",
+                               EXIT_BAD_INPUT)
+            first = annotate(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
+            other = args.diff or args.trace
+            second = annotate(other, args.diff_config or args.config, binary=args.binary, sort=sort, progress=progress)
+            lines = annotate_diff(first, second)
+        elif args.objects:
             lines = objects.object_report(args.trace, args.config, binary=args.binary, search=not args.no_search,
                                           progress=progress)
         else:
@@ -774,12 +862,16 @@ def run(args: Any) -> int:
         progress.close()
     if args.plot:
         objects.plot_misses_over_time(lines, args.plot)
+    to_stdout = "-" in (args.json, args.csv)
     if args.json:
-        print(lines.to_json(orient="records"))
-        return 0
+        write_text(args.json, lines.to_json(orient="records") + "\n", [args.trace])
     if args.csv:
-        print(lines.to_csv(index=False), end="")
-        return 0
+        write_text(args.csv, lines.to_csv(index=False), [args.trace])
+    if to_stdout:
+        return 0  # the data is stdout: no text report beside it
+    for out in (args.json, args.csv):
+        if out and not args.quiet:
+            print(f"wrote {out}", file=sys.stderr)
     if args.objects:
         what = "the trace's memory map" if lines.attrs.get("memory_map") else lines.attrs["binary"]
         print(f"{lines.attrs['records']:,} records; data objects of {what} (per 4 KiB page)")
@@ -795,9 +887,18 @@ def run(args: Any) -> int:
     names = lines.attrs["levels"]
     value_cols = [c for c in lines.columns if c not in ("function", "file", "line")]
     funcs = lines.groupby("function", as_index=False, sort=False)[value_cols].sum()
-    funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable")
+    diff = bool(lines.attrs.get("diff"))
+    if diff:
+        funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable",
+                                  key=lambda c: c.abs())
+    else:
+        funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable")
     tot = lines[value_cols].sum()
-    if lines.attrs.get("memory_map"):
+    if diff:
+        second = f"{args.diff or args.trace} on {args.diff_config or args.config}"
+        print(f"difference: {second} minus {args.trace} on {args.config} (as cg_diff; negative: fewer in the "
+              f"second run); {lines.attrs['records']:+,} records")
+    elif lines.attrs.get("memory_map"):
         print(f"{lines.attrs['records']:,} records; code resolved through the trace's memory map; "
               f"{lines.attrs['unresolved']:,} references without a source line (by mapping or symbol)")
     else:
@@ -808,7 +909,10 @@ def run(args: Any) -> int:
     print(_table(funcs, ["function"], names, args.top))
     print("\nper source line:")
     print(_table(lines, ["function", "file", "line"], names, args.top))
-    if args.context > 0:
+    if args.context > 0 and not args.whole_files:
         print("\nsource around the top lines (misses per level):")
         print(_source(lines, names, args.top, args.context))
+    if args.whole_files:
+        print("\nannotated source files (accesses and misses per line; '.': none):")
+        print(_whole_files(lines, names))
     return 0

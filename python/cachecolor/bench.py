@@ -263,20 +263,3 @@ def plot_corun(doc: dict, out: Optional[str] = None) -> Any:
     if out:
         save_figure(fig, out, dpi=120)
     return fig
-
-
-def markdown_table(sweeps: Sequence[Sweep]) -> str:
-    """Sweeps of one level side by side: working set, then per buffer the mean wall-clock and
-    on-CPU ns per access with their 95% CI half-widths (docs/cachetest.md's tables)."""
-    sweeps = list(sweeps)
-    head = "| working set (KiB) | " + " | ".join(f"{s.buffer} wall | {s.buffer} on-CPU" for s in sweeps) + " |"
-    sep = "|---:|" + "---:|---:|" * len(sweeps)
-    rows = [head, sep]
-    for i, p in enumerate(sweeps[0].doc["points"]):
-        cells = [f"{p['working_set_bytes'] / 1024:.0f}"]
-        for s in sweeps:
-            q = s.doc["points"][i]
-            cells.append(f"{q['ns_per_access']:.2f} ± {q['ci95'] or 0:.2f}")
-            cells.append(f"{q['cpu_ns_per_access']:.2f} ± " + ("nan" if q["cpu_ci95"] is None else f"{q['cpu_ci95']:.2f}"))
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)

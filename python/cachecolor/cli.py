@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     workloads.add_parser(sub)
     demo.add_parser(sub)
     examples.add_parser(sub)
-    _add_evaluate_parser(sub)  # issue 21 item 4 (python/cachecolor/evaluate.py: the library and its command)
-    _add_annotate_parser(sub)  # issue 22 (python/cachecolor/annotate.py: the library and its command)
+    _add_evaluate_parser(sub)  # python/cachecolor/evaluate.py: the library and its command
+    _add_annotate_parser(sub)  # python/cachecolor/annotate.py: the library and its command
     return p
 
 

@@ -66,3 +66,19 @@ def with_seed(config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     if out.get("workload") is not None:
         out["workload"]["seed"] = int(seed)
     return out
+
+
+def load_cache_config(source: ConfigSource) -> dict[str, Any]:
+    """The effective cache-only config of any config ``cachecolor simulate`` accepts: a
+    cache-only config (``[hierarchy]``) as ``load_config`` returns it, or a config with a
+    ``[machine]`` (a preset by name, ``preset = "detect"``, a whole table as ``cachecolor machine
+    --detect`` prints, or a system config with ``[[processes]]``): that machine's caches, one chip
+    (``presets.machine_hierarchy``). What ``annotate`` and ``--objects`` run a trace through."""
+    from .system import is_system_config, load_system_config
+
+    raw = source if isinstance(source, Mapping) else load_system_config(source)
+    if isinstance(raw, Mapping) and is_system_config(raw):
+        from .presets import machine_hierarchy
+
+        return machine_hierarchy(raw["machine"])
+    return load_config(source)

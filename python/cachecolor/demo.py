@@ -31,6 +31,7 @@ from .commands.trace import _capture_line
 from .config import load_config
 from .data import example
 from .progress import ProgressLine
+from .reports.fmt import bytes_
 from .results import format_table, write_json_atomic
 from .simulation import simulate
 from .traces import capture
@@ -71,13 +72,6 @@ def _machine(source: Path) -> tuple[dict[str, Any], str]:
     return load_config(source / "demo.toml"), f"built-in preset {source / 'demo.toml'} (this machine's caches could not be read)"
 
 
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
-
-
 def _say(quiet: bool, msg: str = "") -> None:
     if not quiet:
         print(msg, file=sys.stderr)
@@ -96,7 +90,7 @@ def run_demo(out_dir: str = "out/demo", backend: str = "auto", source_dir: Optio
         print()
     exe = _compile(src, out)
     config, machine = _machine(src)
-    names = ", ".join(f"{lv['name']} {_size(lv['size'])} {lv['ways']}-way" for lv in config["hierarchy"]["levels"])
+    names = ", ".join(f"{lv['name']} {bytes_(lv['size'])} {lv['ways']}-way" for lv in config["hierarchy"]["levels"])
     print(f"cachecolor {_core.__version__} demo: transpose a {MATRIX}x{MATRIX} matrix of doubles, naively and in 8x8 tiles")
     print(f"caches: {names} ({machine})")
 

@@ -1,6 +1,6 @@
-"""``cachecolor evaluate``: every policy on the real-program suite (issue 21 item 4), alone and in
-2- and 4-program mixes on the papers' machines, over several placements, with each policy's
-control run (issue 19 defect 7).
+"""``cachecolor evaluate``: every policy on the real-program suite, alone and in 2- and
+4-program mixes on the papers' machines, over several placements, with each policy's control
+run (its colors, no page or thread moved).
 
 What one evaluation is:
 
@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
+
+from . import _output
 
 #: The papers' machines for each group size.
 MACHINES = {1: ("ppc970fx", "xeon-e5506"), 2: ("power5", "xeon-e5506"), 4: ("xeon-e5506",)}
@@ -420,7 +422,7 @@ def evaluate(args: argparse.Namespace) -> int:
         path = cfg_dir / f"{g.machine}--{g.name}.json"
         text = json.dumps(group_config(g, traces, thread_ids, base=cfg_dir), indent=1)
         if not path.exists() or path.read_text() != text:
-            path.write_text(text)
+            _output.write_text(path, text)
         for placement, seed in places:
             for pol in policies:
                 where[len(points)] = (g, placement, seed, pol)
@@ -450,15 +452,14 @@ def evaluate(args: argparse.Namespace) -> int:
         if len(t):
             parts.append(markdown(t, f"#### {title}"))
     text = "\n\n".join(parts)
-    (out / "evaluation.md").write_text(text + "\n")
+    _output.write_text(out / "evaluation.md", text + "\n")
     if args.markdown:
         replace_block(Path(args.markdown), text)
     print(f"evaluation: {len(res.ran)} runs, {len(res.reused)} reused, {elapsed:.0f} s; tables in {out / 'evaluation.md'}",
           file=sys.stderr)
-    (out / "run.json").write_text(json.dumps({"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
-                                              "seconds": round(elapsed), "records": args.records, "instructions": instructions,
-                                              "seeds": args.seeds, "placements": which,
-                                              "argv": sys.argv[1:]}, indent=1) + "\n")
+    _output.write_json(out / "run.json", {"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
+                                          "seconds": round(elapsed), "records": args.records, "instructions": instructions,
+                                          "seeds": args.seeds, "placements": which, "argv": sys.argv[1:]})
     return 1 if res.failed else 0
 
 
@@ -492,7 +493,7 @@ def _with_oracles(args: argparse.Namespace, out: Path, res: Any, where: dict[int
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite (issue 21 item 4)",
+    p = sub.add_parser("evaluate", help="every policy and its control on the real-program suite",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--programs", help="comma-separated suite programs run alone (default: the whole suite)")
     p.add_argument("--pairs", nargs="*", default=list(PAIRS), metavar="A+B", help="2-program mixes")

@@ -53,7 +53,7 @@ import numpy as np
 from . import _core
 from .annotate import (AnnotateError, _data_symbols, _elf_text, _levels, _map_of, _path, _trace_header, annotate_objects,
                        object_ranges)
-from .config import ConfigSource, load_config
+from .config import ConfigSource, load_cache_config
 from .simulation import Progress, _wrap_progress
 from .traces import trace_info
 
@@ -127,13 +127,22 @@ class PageOwners:
         return out
 
 
+FINE_KINDS = ("symbol", "heap site")
+
+
 def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
-    """The owner of every 4 KiB page: a ``symbol`` range covering at least half of it, else the
-    range of ``ranges`` covering most of it, at least half (``annotate_objects``' rule); of
-    ranges covering it equally, the later one (so a list of mappings followed by the objects
-    inside them gives each page to the innermost)."""
+    """The owner of every 4 KiB page, by ``annotate_objects``' rule, so every view of an object
+    names it alike: a ``symbol`` or ``heap site`` range covering at least half of it, else the
+    range covering most of it, at least half; of ranges covering it equally, the narrower, then
+    the later one in ``ranges``. (Painting by list order alone gave a global the same size as
+    the anonymous mapping holding most of it, and listed before it, to the mapping.)"""
     half = 1 << (PAGE_SHIFT - 1)
     page = 1 << PAGE_SHIFT
+    # Priority of a range over another covering the same whole pages: fine before mapping,
+    # then narrower, then later.
+    order = sorted(range(len(ranges)), key=lambda i: (ranges[i][3] in FINE_KINDS,
+                                                      -(ranges[i][1] - ranges[i][0]), i))
+    prio = {i: k for k, i in enumerate(order)}
     edges: dict[int, list[tuple[int, int]]] = {}
     inner = []  # (first, last, index): the pages strictly between a range's first and last
     for i, (lo, hi, _name, _kind) in enumerate(ranges):
@@ -144,8 +153,8 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
             edges.setdefault(pg, []).append((min(hi, (pg + 1) << PAGE_SHIFT) - max(lo, pg << PAGE_SHIFT), i))
         if last - first >= 2:
             inner.append((first + 1, last - 1, i))
-    # Paint the inner spans in order, later over earlier: a sweep over their boundaries keeping
-    # the highest index active (lazily deleted from a heap).
+    # Paint the inner spans by priority: a sweep over their boundaries keeping the
+    # highest-priority range active (lazily deleted from a heap).
     bounds = sorted({f for f, _, _ in inner} | {l + 1 for _, l, _ in inner})
     starts: dict[int, list[int]] = {}
     for f, l, i in inner:
@@ -155,11 +164,11 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
     spans: list[list[int]] = []
     for x, nxt in zip(bounds, bounds[1:] + [None]):
         for i in starts.get(x, []):
-            heapq.heappush(heap, -i)
-        while heap and ends[-heap[0]] < x:
+            heapq.heappush(heap, -prio[i])
+        while heap and ends[order[-heap[0]]] < x:
             heapq.heappop(heap)
         if heap and nxt is not None:
-            top = -heap[0]
+            top = order[-heap[0]]
             if spans and spans[-1][2] == top and spans[-1][1] == x - 1:
                 spans[-1][1] = nxt - 1
             else:
@@ -176,8 +185,8 @@ def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
         # A symbol covering at least half the page takes it before any mapping, however much
         # of the page that covers (``annotate_objects``' rule: the symbol is the finer name).
         # (A heap block is as fine as a symbol: annotate_objects ranks them alike.)
-        _, cover, idx = max((int(ranges[i][3] in ("symbol", "heap site") and c >= half), c, i)
-                            for c, i in cands)
+        _, cover, _, idx = max((int(ranges[i][3] in FINE_KINDS and c >= half), c, prio[i], i)
+                               for c, i in cands)
         ids.append(idx if cover >= half else -1)
     owners.vpns, owners.ids = pages, np.asarray(ids, dtype=np.int64)
     return owners
@@ -220,7 +229,7 @@ def object_reuse(
 
     if intervals < 1:
         raise ValueError(f"intervals={intervals}: give at least 1")
-    cfg = load_config(config)
+    cfg = load_cache_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
     owners, names, n_objects = _owners_by_name(ranges, other_label(trace))
     records = int(trace_info(trace)["records"])
@@ -329,7 +338,7 @@ def pollute_search(
     and after (dicts of lists, as ``object_report``'s ``series``)."""
     import pandas as pd
 
-    cfg = load_config(config)
+    cfg = load_cache_config(config)
     ranges = list(default_ranges(trace, binary) if ranges is None else ranges)
     owners, names, n_objects = _owners_by_name(ranges, other_label(trace))
     path = _path(_levels(cfg), 0)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from .reports.fmt import bytes_
 from .analysis import SetProfile, _config_error, set_profile
 
 ALLOCATORS = tuple(_core.ALLOCATORS)  # the page-allocator registry (crates/sim/src/registry.rs)
@@ -198,17 +199,13 @@ def plot_sweep(frame: Any, *, cache_size: Optional[int] = None, ax: Any = None) 
     x = np.arange(len(s))
     ax.bar(x, s["median_ratio"], color="#4477aa", label="median of seeds")
     ax.errorbar(x, s["median_ratio"], yerr=[np.zeros(len(s)), s["max_ratio"] - s["median_ratio"]], fmt="none", ecolor="black", capsize=3, label="maximum")
-    ax.set_xticks(x, [_kib(v) for v in s["working_set"]], rotation=45)
+    ax.set_xticks(x, [bytes_(v) for v in s["working_set"]], rotation=45)
     ax.set_yscale("log")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("working set" + (f" (cache {_kib(cache_size)})" if cache_size else ""))
+    ax.set_xlabel("working set" + (f" (cache {bytes_(cache_size)})" if cache_size else ""))
     ax.set_ylabel("physically aware / naive miss rate")
     ax.legend()
     return ax
-
-
-def _kib(v: int) -> str:
-    return f"{v // (1 << 20)} MiB" if v >= 1 << 20 and v % (1 << 20) == 0 else f"{v // 1024} KiB"
 
 
 def read_pagemap(start: int, end: int, pid: Union[int, str] = "self") -> Any:

@@ -68,10 +68,15 @@ class Policy:
     """Base class of a policy written in Python. Override the hooks you need.
 
     ``name`` (class attribute) names the policy in the report (``policy``); it defaults to the
-    class name. ``machine`` is set by ``setup`` before any other hook is called.
+    class name. ``counter_events`` (class attribute) names the PMU events the policy reads at
+    its ticks (names from ``cachecolor.EVENTS``), as a Rust policy's ``counter_events``: a
+    realistic PMU (``[pmu] ideal = false``) programs them on every core's counters, multiplexed
+    with ``[pmu] events``; an event nobody asked for reads 0 there (docs/policies.md, "What a
+    policy's counters give"). ``machine`` is set by ``setup`` before any other hook is called.
     """
 
     name: Optional[str] = None
+    counter_events: Sequence[str] = ()
     machine: "Machine"
 
     @property
@@ -121,7 +126,12 @@ class Policy:
         """The periodic tick (``[scheduler] tick`` cycles): ``tick.now``, ``tick.interval``,
         ``tick.cores`` (per core, its counters' ``Reading``s as software reads them) and
         ``tick.processes`` (``ProcessCounts``: ``pid``, ``alive``, ``total`` and ``interval``
-        dicts of event name -> exact count)."""
+        dicts of event name -> count, and ``readings``). The counts are exact under the ideal
+        PMU (``[pmu] ideal = true``) and estimates under the realistic one (the default): each
+        event's raw count scaled by its time enabled over time running, so two events counted
+        in different slices of time can disagree (misses above accesses), and an event not on a
+        counter reads 0; ``readings`` then has each event's ``raw``, ``time_enabled`` and
+        ``time_running``, summed over the process's threads (docs/policies.md)."""
 
     def sample(self, kernel: "Kernel", sample: "Sample") -> None:
         """A PMU sample (``[pmu.sampling]``, or sampling the policy programmed with

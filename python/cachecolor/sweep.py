@@ -25,8 +25,10 @@ Design and contract:
 - Ctrl-C (or SIGTERM, which the CLI turns into the same) stops the sweep: pool workers are
   terminated, Dask futures cancelled, the points finished so far stay on disk and no table is
   written (a partial table would look whole). ``KeyboardInterrupt`` is re-raised.
-- The table (``results.parquet`` when pyarrow is installed, and ``results.csv``) has a row per
-  point and process: ``key``, ``config``, ``policy``, ``seed``, one column per swept field path,
+- The table (``results.parquet`` when pyarrow is installed, said on stderr when it is not, and
+  ``results.csv``) has a row per point and process: ``key``, ``config``, ``policy``, ``seed``,
+  one column per swept field path (a path swept over text values such as ``"1MiB"`` also has
+  ``PATH_value``, the number the effective config holds, sizes in bytes),
   ``status``, ``error``, ``process`` and the process's results (IPC, cycles, per-level
   accesses / misses / miss rate / MPKI, stalls, kernel paths; lists stay in the JSON).
 """
@@ -256,7 +258,8 @@ _TRACE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def trace_hash(path: PathLike) -> str:
-    """SHA-256 of a trace file's content (remembered per path, size and mtime)."""
+    """SHA-256 of a trace file's whole content, metadata included (remembered per path, size and
+    mtime): part of a sweep point's key. (``workloads.records_hash`` hashes the records alone.)"""
     st = os.stat(path)
     memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if memo not in _TRACE_HASHES:
@@ -574,6 +577,9 @@ def build_table(out_dir: PathLike, prepared: Sequence[Prepared]) -> Any:
         for k in p.point.params:
             if k not in paths:
                 paths.append(k)
+    # A path swept over text values ("1MiB", "2MiB") gets a numeric column beside it, the value
+    # as the effective config has it (sizes in bytes), so the table sorts and plots by it.
+    textual = {k for p in prepared for k, v in p.point.params.items() if isinstance(v, str)}
     rows = []
     seen: set[str] = set()
     for p in prepared:
@@ -589,8 +595,11 @@ def build_table(out_dir: PathLike, prepared: Sequence[Prepared]) -> Any:
             "policy": policy_label(json.loads(p.config_json), p.point.policy),
             "seed": p.point.seed,
         }
+        effective = json.loads(p.config_json)
         for k in paths:
             head[k] = _cell(p.point.params.get(k))
+            if k in textual:
+                head[f"{k}_value"] = _effective_number(effective, k)
         head["status"] = rec.get("status")
         head["error"] = rec.get("error", "")
         if rec.get("status") == "ok":
@@ -605,6 +614,17 @@ def build_table(out_dir: PathLike, prepared: Sequence[Prepared]) -> Any:
     if "seed" in frame:
         frame["seed"] = frame["seed"].astype("Int64")
     return frame
+
+
+def _effective_number(cfg: Any, path: str) -> Any:
+    """The number at field ``path`` of an effective config (None if it is not a number there)."""
+    node = cfg
+    for step in parse_path(path):
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
 def _cell(v: Any) -> Any:
@@ -622,6 +642,9 @@ def write_results(table: Any, out_dir: PathLike) -> list[Path]:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
+        # Said, not skipped in silence: the CSV has the same table.
+        print(f"cachecolor: note: pyarrow is not installed, so {out / 'results.parquet'} was not written "
+              f"({csv} has the same table); pip install pyarrow", file=sys.stderr)
         return files
     pq = out / "results.parquet"
     frame = table.copy()

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from . import _output
+
 META_VERSION = 1
 
 
@@ -604,8 +606,11 @@ def _listdir(path: str) -> list[str]:
 
 # ---- capture -------------------------------------------------------------------------------
 
-def trace_hash(path: Path) -> str:
-    """SHA-256 of the trace's blocks (the bytes after the header and its metadata)."""
+def records_hash(path: Path) -> str:
+    """SHA-256 of the trace's records (its blocks: the bytes after the header and its metadata),
+    so two captures of the same references hash alike whatever their metadata (dates, paths).
+    Stored as ``trace_hash`` in a suite program's meta.json. Not ``sweep.trace_hash``, which
+    hashes the whole file to key a run on everything the simulator reads."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         head = f.read(16)
@@ -837,7 +842,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         kinds=dict(ti["kinds"]),
         privileged_records=ti.get("privileged", 0), truncated=bool(summary.get("truncated")),
         exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
-        trace_hash=trace_hash(trace), trace_bytes=trace.stat().st_size,
+        trace_hash=records_hash(trace), trace_bytes=trace.stat().st_size,
         reproducible=w.threads == 1 and w.capture == "user", note=w.note,
         capture=w.capture, region_choice=choice,
         # User mode runs no kernel: no kernel records (docs/oscache.md).
@@ -845,7 +850,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
     )
     if w.capture == "system":
         meta.update(_system_meta(trace, guest))
-    (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    _output.write_json(d / "meta.json", meta)
     return meta
 
 
@@ -957,7 +962,7 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
                 "miss_rate": [float(x) for x in curve.miss_rate]},
         "pages_histogram": [int(x) for x in prof.histogram(bins=10)["pages"]],
     }
-    (d / "characterization.json").write_text(json.dumps(ch, indent=2) + "\n")
+    _output.write_json(d / "characterization.json", ch)
     if plot_dir is not None:
         import matplotlib
 
@@ -1026,7 +1031,7 @@ def write_table(doc: Path, root: Optional[Path] = None) -> None:
     text = doc.read_text()
     a, b = "<!-- suite-table -->", "<!-- /suite-table -->"
     i, j = text.index(a) + len(a), text.index(b)
-    doc.write_text(text[:i] + "\n" + suite_table(root) + text[j:])
+    _output.write_text(doc, text[:i] + "\n" + suite_table(root) + text[j:])
 
 
 # ---- command line (cachecolor workloads ...) -----------------------------------------------

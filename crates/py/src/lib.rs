@@ -43,6 +43,16 @@ fn trace_formats() -> Vec<&'static str> {
         .collect()
 }
 
+/// A byte size as configs write it (`"48KiB"`, `"1 MiB"`, `"32M"`, `"4096"`, `"0x1000"`; K, M, G,
+/// T binary): the one parser of sizes (`cachecolor_sim::config::Size`), for the CLI's flags and
+/// every Python reader. Raises ValueError naming the text and the allowed units.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    cachecolor_sim::config::Size::parse(text)
+        .map(|s| s.bytes())
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// The names of every kind of a registry (`cachecolor_sim::registry`), in registry order.
 fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {
     all.iter().map(|&k| name(k)).collect()
@@ -51,7 +61,7 @@ fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", cachecolor_sim::VERSION)?;
-    // The plug-in registries' names (issue 26 item 1): the CLI's choices and help,
+    // The plug-in registries' names: the CLI's choices and help,
     // `placement.ALLOCATORS` and the docs' tables are made from these, never spelled again.
     use cachecolor_sim::cache::{prefetch::PrefetcherKind, ReplacementKind};
     use cachecolor_sim::{memory::AllocatorKind, policy::PolicyKind, trace::Format};
@@ -69,6 +79,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "PREFETCHERS",
         names(&PrefetcherKind::ALL, PrefetcherKind::name),
     )?;
+    // Every PMU event a policy can read or ask for (`Tick` counts, `counter_events`).
+    let events: Vec<String> = cachecolor_sim::pmu::Event::ALL
+        .iter()
+        .map(|e| e.name())
+        .collect();
+    m.add("EVENTS", events)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(simulate::effective_config, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;

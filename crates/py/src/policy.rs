@@ -90,6 +90,8 @@ pub struct PyPolicy {
     obj: Py<PyAny>,
     name: &'static str,
     hooks: Hooks,
+    /// The events the class's `counter_events` names (as a Rust policy's `counter_events`).
+    events: Vec<Event>,
     cores: usize,
     colors: u64,
     all: ColorSet,
@@ -163,6 +165,10 @@ fn color_set(colors: u64, obj: &Bound<'_, PyAny>) -> PyResult<ColorSet> {
 impl Policy for PyPolicy {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn counter_events(&self) -> Vec<Event> {
+        self.events.clone()
     }
 
     fn process_created(&mut self, p: &ProcessInfo) -> Placement {
@@ -673,6 +679,9 @@ pub struct PyProcessCounts {
     total: Py<PyDict>,
     /// Event name -> count since the previous tick.
     interval: Py<PyDict>,
+    /// Under a realistic PMU: the process's counters as read (list of `Reading`: raw, time
+    /// enabled, time running, scaled), summed over its threads; empty under the ideal PMU.
+    readings: Py<PyList>,
 }
 
 #[pyclass(name = "Tick", module = "cachecolor", frozen, get_all)]
@@ -706,6 +715,7 @@ impl PyTick {
                 alive: p.alive,
                 total: counts(py, &p.total)?,
                 interval: counts(py, &p.interval)?,
+                readings: PyList::new(py, p.readings.iter().map(PyReading::from))?.unbind(),
             })?;
         }
         Py::new(
@@ -782,6 +792,24 @@ pub fn simulate_system_policy(
     let machine = machine_info(&config)?;
     let hooks: Vec<String> = policy.call_method0("_defined_hooks")?.extract()?;
     let name: String = policy.getattr("policy_name")?.extract()?;
+    let wanted: Vec<String> = policy.getattr("counter_events")?.extract().map_err(|_| {
+        PyTypeError::new_err("counter_events: a sequence of event names (cachecolor.EVENTS)")
+    })?;
+    let events = wanted
+        .iter()
+        .map(|n| {
+            Event::ALL
+                .into_iter()
+                .find(|e| e.name() == *n)
+                .ok_or_else(|| {
+                    let all: Vec<String> = Event::ALL.iter().map(|e| e.name()).collect();
+                    PyValueError::new_err(format!(
+                        "counter_events: {n:?} is not an event; the events are: {}",
+                        all.join(", ")
+                    ))
+                })
+        })
+        .collect::<PyResult<Vec<Event>>>()?;
     let m = PyMachine {
         cores: machine.cores,
         chips: machine.chips,
@@ -797,6 +825,7 @@ pub fn simulate_system_policy(
         obj: policy.unbind(),
         name: Box::leak(name.into_boxed_str()),
         hooks: Hooks::from_names(&hooks),
+        events,
         cores: machine.cores,
         colors: machine.colors,
         all: ColorSet::all(machine.colors),

@@ -38,17 +38,12 @@ def _one_line(text: str) -> str:
 
 
 def _size_arg(text: str) -> int:
-    """A byte size: 1048576, 1MiB, 32KiB, 0x1000 (K/M/G are binary)."""
-    t = text.strip().lower().replace(" ", "")
-    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-             "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+    """A byte size flag, read by the one size parser configs use (``_core.parse_size``: 1048576,
+    1MiB, 32KiB, 0x1000, 2TiB; K/M/G/T are binary)."""
     try:
-        if t.startswith("0x"):
-            return int(t, 16)
-        digits = len(t) - len(t.lstrip("0123456789"))
-        return int(t[:digits]) * units[t[digits:]]
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size: use bytes (e.g. 1048576) or KiB/MiB/GiB (e.g. 1MiB)") from None
+        return _core.parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _whole(text: str) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _core
 from .._output import save_figure
 from ..progress import ProgressLine
+from ..reports.fmt import bytes_
 from ._common import EXIT_OK, EXIT_BAD_INPUT, FORMATS, CliError, _size_arg, _quiet, _status, _source_name, _save_plot, _whole, _finite
 
 
@@ -91,21 +92,13 @@ def _mrc_table(curve: Any, prof: Any) -> str:
     lines.append(f"{'size (units)':>14}  {'bytes':>10}  miss rate")
     for size, m in zip(picks, rates):
         flag = "  (unreliable)" if size < curve.reliable_from else ""
-        lines.append(f"{size:>14,}  {_bytes(size * curve.unit_bytes):>10}  {m:9.4f}{flag}")
+        lines.append(f"{size:>14,}  {bytes_(size * curve.unit_bytes):>10}  {m:9.4f}{flag}")
     if prof is not None:
         lines.append(f"set-associative LRU with {prof.sets:,} sets of {prof.line_size}-byte lines (per-set profiles):")
         lines.append(f"{'ways':>14}  {'bytes':>10}  miss rate")
         for w, m in zip(range(1, prof.max_ways + 1), prof.miss_rate()):
-            lines.append(f"{w:>14}  {_bytes(w * prof.sets * prof.line_size):>10}  {m:9.4f}")
+            lines.append(f"{w:>14}  {bytes_(w * prof.sets * prof.line_size):>10}  {m:9.4f}")
     return "\n".join(lines)
-
-
-def _bytes(n: int) -> str:
-    for unit, b in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= b:
-            v = n / b
-            return f"{v:g} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{n} B"
 
 
 def cmd_mrc(args: argparse.Namespace) -> int:

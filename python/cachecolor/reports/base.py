@@ -158,7 +158,10 @@ def write_report(
             reporter = reporters.get(name)
             if reporter is not None:
                 written.extend(reporter.plots(list(runs), out))
-    parts = []
+    from . import verdict
+
+    verdicts = verdict.markdown(verdict.sentences(frame, policy_warning_table(runs)))
+    parts = [verdicts] if verdicts else []
     slugs = {"comparison"}
     if verdicts is not None:
         from .verdicts import verdict_markdown

@@ -110,7 +110,10 @@ def cells(frame: Any) -> tuple[list[str], list[list[str]]]:
             text = number(rec[c])
             ci = rec.get(f"{c}_ci")
             if ci is not None and ci == ci and f"{c}_ci" in frame.columns:
-                text += f" ± {half(ci)}"
+                # Seeds that agree to the last bits give a rounding error, not an interval.
+                mean = rec[c]
+                tiny = isinstance(mean, numbers.Real) and mean == mean and abs(ci) <= 1e-12 * abs(mean)
+                text += " ± 0" if tiny else f" ± {half(ci)}"
             row.append(text)
         rows.append(row)
     return [str(c) for c in cols], rows

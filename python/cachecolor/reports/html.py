@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,7 +32,10 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2e
 h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; } h3 { margin-top: 1.5em; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; white-space: nowrap; } th { background: #f3f3f3; }
-.scroll { overflow-x: auto; }
+td.text { white-space: normal; min-width: 20em; max-width: 50em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.verdicts { background: #f7f7f0; border: 1px solid #ddd; padding: 0.5em 1em; }
+p.verdict { margin: 0.4em 0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 1em 0; } figure svg, figure img { max-width: 100%; height: auto; }
 .meta { color: #555; }
@@ -70,8 +72,11 @@ def _bytes_axis(ax: Any) -> None:
 
 
 def _cycles_axis(ax: Any) -> None:
-    from matplotlib.ticker import FuncFormatter
+    """Cycles on the x axis: at most four ticks (labels such as "150 M" are wide; more ran
+    together in a 4-inch panel)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4, min_n_ticks=2))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.number(v)))
 
 
@@ -82,7 +87,8 @@ def _process_legend(axes: Any) -> None:
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
         if handles:
-            axes[-1].legend(handles, labels, title="process", fontsize=8)
+            axes[-1].legend(handles, labels, title="process", fontsize=8, loc="upper left",
+                            bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
             return
 
 
@@ -133,7 +139,7 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
     ax.set_xlabel("process")
     seeds = rows["seed"].nunique(dropna=False)
     ax.set_title(f"{stem}: IPC per process" + (f" (mean of {seeds} seeds, 95% interval)" if seeds > 1 else ""))
-    ax.legend(title="policy")
+    ax.legend(title="policy", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, axis="y", alpha=0.3)
     out.append(("IPC per process", _svg(fig)))
 
@@ -141,7 +147,10 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
     for r in runs:
         first.setdefault(r.policy, r)
     name, size, colors, page = _llc(runs[0])
-    # IPC and resident memory over time, one panel per policy (the first seed's run).
+    seeds_run = list(dict.fromkeys(r.seed for r in runs))
+    seed_note = f" (one run per policy: the first of the seeds {', '.join(map(str, seeds_run))})" if len(seeds_run) > 1 else ""
+    # IPC and resident memory over time, one panel per policy (the first seed's run, named in
+    # each panel's title).
     for metric, ylabel, caption in (("ipc", "IPC in the interval", "IPC over time"), ("frames", "resident memory (bytes)", "Resident memory over time")):
         fig, axes = plt.subplots(1, len(first), figsize=(max(5.5, 4.2 * len(first)), 3.4), layout="constrained", sharey=True, squeeze=False)
         for ax, (pol, r) in zip(axes[0], first.items()):
@@ -156,13 +165,16 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
                 _bytes_axis(ax)
             _cycles_axis(ax)
             ax.set_xlabel("time (cycles)")
-            ax.set_title(f"{stem} under {pol}", fontsize=10)
+            seed = "the config's seed" if r.seed is None else f"seed {r.seed}"
+            ax.set_title(f"{stem} under {pol}, {seed}", fontsize=10)
             ax.grid(True, alpha=0.3)
         axes[0][0].set_ylabel(ylabel)
         _process_legend(axes[0])
-        out.append((caption, _svg(fig)))
+        out.append((caption + seed_note, _svg(fig)))
 
-    # Pages per LLC color at the end of the run, per process (the color assignment's outcome).
+    # Pages faulted in per LLC color over the run, per process: every fault counts its page in
+    # the color it was given (first touch, and a lazy recolor's fault again); eager recolors and
+    # frees are not subtracted, so this is where pages were placed, not where they are at the end.
     if colors and colors <= 1024:
         fig, axes = plt.subplots(1, len(first), figsize=(max(5.5, 4.2 * len(first)), 3.2), layout="constrained", sharey=True, squeeze=False)
         drawn = False
@@ -175,12 +187,14 @@ def _figures(config: str, runs: list[Run], frame: Any) -> list[tuple[str, str]]:
                     bottom += np.asarray(ppc, dtype=float)
                     drawn = True
             ax.set_xlabel(f"{name} color ({colors} colors of {fmt.bytes_(size // colors)})")
-            ax.set_title(f"{stem} under {pol}", fontsize=10)
+            seed = "the config's seed" if r.seed is None else f"seed {r.seed}"
+            ax.set_title(f"{stem} under {pol}, {seed}", fontsize=10)
             ax.grid(True, axis="y", alpha=0.3)
-        axes[0][0].set_ylabel(f"pages ({fmt.bytes_(page)}) at the end")
+        axes[0][0].set_ylabel(f"pages ({fmt.bytes_(page)}) faulted in")
         if drawn:
             _process_legend(axes[0])
-            out.append(("Pages per color", _svg(fig)))
+            out.append(("Pages faulted in per color over the run (where each page was placed at its faults; "
+                        "not subtracted when moved or freed)" + seed_note, _svg(fig)))
         else:
             plt.close(fig)
     return out
@@ -191,7 +205,9 @@ def _table(frame: Any) -> str:
     numeric = [frame[c].dtype.kind in "iuf" for c in head]
     parts = ['<div class="scroll"><table><thead><tr>', "".join(f"<th>{html.escape(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for r in rows:
-        parts.append("<tr>" + "".join(f'<td class="n">{html.escape(x)}</td>' if n else f"<td>{html.escape(x)}</td>" for x, n in zip(r, numeric)) + "</tr>")
+        parts.append("<tr>" + "".join(
+            f'<td class="n">{html.escape(x)}</td>' if n else (f'<td class="text">{html.escape(x)}</td>' if len(x) > 40 else f"<td>{html.escape(x)}</td>")
+            for x, n in zip(r, numeric)) + "</tr>")
     parts.append("</tbody></table></div>")
     return "".join(parts)
 
@@ -223,6 +239,15 @@ def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), rep
 
         body.append(f"<h2>Verdicts</h2><p>{html.escape(summary_line(verdicts[0]))}</p>{_table(verdicts[0])}"
                     f"<p class=\"meta\">{html.escape(RULE)}</p><h3>Oracles</h3>{_table(verdicts[1])}")
+    from . import verdict
+    from .base import policy_warning_table
+
+    rows = verdict.sentences(frame, policy_warning_table(runs))
+    if rows:
+        # The page's conclusions first, one sentence per config and policy (reports/verdict.py).
+        body.append('<section class="verdicts" id="verdicts"><h2>Verdict</h2>' + "".join(
+            f'<p class="verdict" data-config="{html.escape(c)}" data-policy="{html.escape(p)}">{html.escape(t)}</p>'
+            for c, p, t in rows) + "</section>")
     for config in configs:
         body.append(f"<h2>{html.escape(Path(config).stem)}</h2><p class=\"meta\">{html.escape(config)}</p>")
         for title, svg in _figures(config, [r for r in runs if r.config == config], frame):
@@ -240,8 +265,8 @@ def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), rep
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>cachecolor report</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
+    from .._output import write_text
+
     out = Path(out_dir) / "report.html"
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
+    write_text(out, page)
     return out

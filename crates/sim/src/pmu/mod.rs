@@ -558,15 +558,16 @@ impl SamplingHardware {
 }
 
 /// The system's state for a realistic PMU (`[pmu] ideal = false`): the logical counters' events,
-/// every thread's virtual counters, every core's sampling hardware, and what each process's
-/// estimate was at the previous tick.
+/// every thread's virtual counters, every core's sampling hardware, and each process's readings
+/// at the previous tick.
 #[derive(Debug, Clone)]
 pub struct RealisticPmu {
     /// The cores' logical counters, fixed first (`CounterSet::events`).
     pub events: Vec<Event>,
     pub threads: Vec<VirtualCounters>,
     pub hardware: Vec<SamplingHardware>,
-    pub last_estimate: Vec<EventCounts>,
+    /// Each process's readings at the previous tick (`interval`).
+    pub last_readings: Vec<Vec<Reading>>,
 }
 
 impl RealisticPmu {
@@ -588,18 +589,45 @@ impl RealisticPmu {
         e
     }
 
-    /// The estimate since the previous call for `pid` (saturating: a scaled estimate may fall
-    /// as more of the run is seen), and the new total.
-    pub fn interval(&mut self, pid: usize, total: EventCounts) -> EventCounts {
-        if self.last_estimate.len() <= pid {
-            self.last_estimate.resize(pid + 1, EventCounts::default());
+    /// A process's counters as the OS reads them: its threads' virtual counters summed, one
+    /// reading per logical counter (raw count, time enabled, time running), as `perf_event`
+    /// gives a task's counters.
+    pub fn readings(&self, threads: &[usize]) -> Vec<Reading> {
+        let mut sum = VirtualCounters::default();
+        for &t in threads {
+            if let Some(v) = self.threads.get(t) {
+                sum.accumulate(v);
+            }
         }
-        let last = &mut self.last_estimate[pid];
+        sum.read(&self.events)
+    }
+
+    /// The estimate for `pid` over the interval since the previous call, from the change in
+    /// its readings: each event's raw count in the interval scaled by the interval's time
+    /// enabled over its time running (what `perf stat -I` prints); 0 for an event that was not
+    /// on a counter during the interval. The difference of two cumulative scaled estimates
+    /// is not an interval's estimate: an event first scheduled after several intervals jumped
+    /// from 0 to an estimate of the whole run so far, and could exceed a related event's count
+    /// in the same interval by the history it carried.
+    pub fn interval(&mut self, pid: usize, now: &[Reading]) -> EventCounts {
+        if self.last_readings.len() <= pid {
+            self.last_readings.resize(pid + 1, Vec::new());
+        }
+        let last = &mut self.last_readings[pid];
         let mut d = EventCounts::default();
-        for e in Event::ALL {
-            d.set(e, total.get(e).saturating_sub(last.get(e)));
+        for (i, r) in now.iter().enumerate() {
+            let (raw, enabled, running) = last
+                .get(i)
+                .map_or((0, 0, 0), |l| (l.raw, l.time_enabled, l.time_running));
+            let delta = Reading {
+                event: r.event,
+                raw: r.raw.saturating_sub(raw),
+                time_enabled: r.time_enabled.saturating_sub(enabled),
+                time_running: r.time_running.saturating_sub(running),
+            };
+            d.set(r.event, d.get(r.event) + delta.scaled().round() as u64);
         }
-        *last = total;
+        *last = now.to_vec();
         d
     }
 }

@@ -352,3 +352,55 @@ fn precise_sampling_reports_the_reference_itself_at_a_random_one_in_period_rate(
     assert_eq!(hw.missed, 0);
     assert_eq!(s.samples, k);
 }
+
+/// Regression: a process's interval estimate was the difference of two cumulative scaled
+/// estimates, so an event first on a counter after four silent ticks read 0 four times, then
+/// an estimate of the whole run so far in one interval (a policy saw LLC misses above LLC
+/// accesses, 58,097 against 41,419). The interval's estimate scales the interval's raw count
+/// by the interval's enabled / running time only.
+#[test]
+fn interval_estimate_scales_the_interval_alone() {
+    let events = vec![Event::LlcAccesses, Event::LlcMisses];
+    let mut pmu = RealisticPmu {
+        events: events.clone(),
+        threads: vec![VirtualCounters::default()],
+        hardware: Vec::new(),
+        last_readings: Vec::new(),
+    };
+    let reading = |raw: [u64; 2], enabled: u64, running: [u64; 2]| -> Vec<Reading> {
+        (0..2)
+            .map(|i| Reading {
+                event: events[i],
+                raw: raw[i],
+                time_enabled: enabled,
+                time_running: running[i],
+            })
+            .collect()
+    };
+    // Four ticks of 1000 cycles with misses never on a counter: accesses counted half the time.
+    for t in 1..=4u64 {
+        let d = pmu.interval(0, &reading([500 * t, 0], 1000 * t, [500 * t, 0]));
+        assert_eq!(d.get(Event::LlcAccesses), 1000);
+        assert_eq!(
+            d.get(Event::LlcMisses),
+            0,
+            "not counted: no estimate, not a guess"
+        );
+    }
+    // Tick 5: misses on a counter for half the interval (100 counted), accesses for the other.
+    let d = pmu.interval(0, &reading([2500, 100], 5000, [2500, 500]));
+    assert_eq!(d.get(Event::LlcAccesses), 1000);
+    // 100 x 1000 / 500: this interval's estimate, not 100 x 5000 / 500 = 1000 (the run's).
+    assert_eq!(d.get(Event::LlcMisses), 200);
+    let total = VirtualCounters {
+        raw: vec![2500, 100],
+        enabled: vec![5000, 5000],
+        running: vec![2500, 500],
+    }
+    .estimate(&events);
+    assert_eq!(
+        total.get(Event::LlcMisses),
+        1000,
+        "the cumulative estimate scales the whole run"
+    );
+}

@@ -81,8 +81,11 @@ pub struct Placement {
 }
 
 /// A process's event counts at a tick, summed over its threads: exact under the ideal PMU;
-/// under a realistic one, what its threads' virtual counters estimate (each reading scaled by
-/// time_enabled / time_running; events no counter counts read 0).
+/// under a realistic one, what its threads' virtual counters estimate (`total`: each reading
+/// scaled by time_enabled / time_running; `interval`: the interval's raw count scaled by the
+/// interval's enabled / running time; events no counter counts read 0). Estimates of two
+/// events come from different slices of time when they are multiplexed, so one may exceed a
+/// related one (misses above accesses) in an interval.
 #[derive(Debug, Clone)]
 pub struct ProcessCounts {
     pub pid: usize,
@@ -92,6 +95,9 @@ pub struct ProcessCounts {
     pub total: EventCounts,
     /// Counts since the previous tick.
     pub interval: EventCounts,
+    /// Under a realistic PMU, the process's counters as read (raw, time enabled, time running
+    /// per logical counter, summed over its threads); empty under the ideal PMU.
+    pub readings: Vec<Reading>,
 }
 
 /// What a policy sees at each periodic tick (`[scheduler] tick` cycles of simulated time).

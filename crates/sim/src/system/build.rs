@@ -502,7 +502,7 @@ fn realistic_counters(
         events: counters.events().to_vec(),
         threads: Vec::new(),
         hardware,
-        last_estimate: Vec::new(),
+        last_readings: Vec::new(),
     };
     Ok((counters, Some(realistic)))
 }

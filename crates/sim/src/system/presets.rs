@@ -37,7 +37,7 @@ pub struct Preset {
     pub toml: &'static str,
 }
 
-/// The papers' machines, in the order of the issue (ROCS, Azimi, COLORIS, thesis Table 4.1).
+/// The papers' machines, in the order ROCS, Azimi et al., COLORIS, the thesis's Table 4.1.
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "ppc970fx",

@@ -55,11 +55,11 @@ impl System {
             p.last_tick = total;
             // What the policy reads: the exact counts, or the OS's estimate from its threads'
             // virtual counters (the time series above stays exact: it is the report's truth).
-            let (seen_total, seen_interval) = match &mut self.realistic {
-                None => (total, interval),
+            let (seen_total, seen_interval, readings) = match &mut self.realistic {
+                None => (total, interval, Vec::new()),
                 Some(r) => {
-                    let est = r.estimate(&p.threads);
-                    (est, r.interval(pid, est))
+                    let readings = r.readings(&p.threads);
+                    (r.estimate(&p.threads), r.interval(pid, &readings), readings)
                 }
             };
             let ins = interval.get(Event::Instructions);
@@ -81,6 +81,7 @@ impl System {
                 alive: p.threads_left > 0,
                 total: seen_total,
                 interval: seen_interval,
+                readings,
             });
         }
         self.intervals.push(Interval {

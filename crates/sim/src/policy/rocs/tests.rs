@@ -244,6 +244,7 @@ impl Rig {
                 alive: true,
                 total: c,
                 interval: c,
+                readings: Vec::new(),
             }],
         };
         self.e.tick(&mut self.k, &t);
@@ -809,6 +810,7 @@ fn global_pollute_budget_counts_only_the_processes_still_in_the_unit() {
             alive: true,
             total: counts(pid_ipc, 1_000_000),
             interval: counts(pid_ipc, 1_000_000),
+            readings: Vec::new(),
         }];
         if other {
             // A co-runner that ran 100 times PID's cycles.
@@ -817,6 +819,7 @@ fn global_pollute_budget_counts_only_the_processes_still_in_the_unit() {
                 alive: true,
                 total: counts(1.0, 100_000_000),
                 interval: counts(1.0, 100_000_000),
+                readings: Vec::new(),
             });
         }
         let t = Tick {
