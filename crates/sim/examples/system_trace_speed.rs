@@ -1,21 +1,30 @@
-//! Whole-system speed against the cache-only path on captured traces (issue 21 item 5; `make
-//! bench` runs it on the workload suite's traces when they are there).
+//! Whole-system and cache-only speed against decoding, on captured traces (`make bench` runs
+//! it on the workload suite's traces when they are there; docs/PERFORMANCE.md).
 //!
 //! For each trace given: the first `LIMIT` records (default 4,000,000) are copied once into a
-//! temporary native trace (`LIMIT=0`: the trace itself, all of it), then run alternating, `REPEATS` times (default 3), as
-//! - **system**: one process with one thread on core 0 of `MACHINE` (default `xeon-e5506`), 2 GiB
-//!   of RAM, policy `linux` (what `cachecolor workloads characterize` runs:
-//!   `workloads.system_config`), timed from `System::new` to its report;
+//! temporary native trace (`LIMIT=0`: the trace itself, all of it). Then, for each machine of
+//! `MACHINES` (default `xeon-e5506,power5`), three sides run alternating, `REPEATS` times
+//! (default 3):
+//! - **decode**: the trace read block by block and nothing else (`TraceReader::next_block`):
+//!   the floor every other side stands on;
+//! - **system**: one process with one thread on core 0 of the machine, 2 GiB of RAM, policy
+//!   `linux` (what `cachecolor workloads characterize` runs: `workloads.system_config`), timed
+//!   from `System::new` to its report;
 //! - **cache-only**: the same machine's hierarchy (`Hierarchy::new` of the system config's
 //!   hierarchy), the same trace read block by block, every record on core 0, `run_block`.
 //!
-//! Both sides decode the same zstd-compressed trace file, so decoding is on both. Prints per
-//! trace the records/s of each side (best of the repeats), the ratio of best times and the
-//! median over the repeats of system time / the cache-only time measured right after it.
+//! With two traces or more, a 2-core mix follows per machine: the first two traces as two
+//! processes pinned to cores 0 and 1 (system), their blocks interleaved on cores 0 and 1 of
+//! one hierarchy (cache-only), both decoded (decode).
+//!
+//! Every side decodes the same zstd-compressed trace file, so decoding is in each. Prints per
+//! trace and machine the records/s of each side (best of the repeats) and the ratios of best
+//! times: system and cache-only over decode, system over cache-only.
 //!
 //! `cargo run --release -p cachecolor-sim --example system_trace_speed -- TRACE...`;
-//! `ONLY=system` or `ONLY=cache` runs one side alone (for a profiler: `ONLY=system REPEATS=1
-//! valgrind --tool=callgrind target/release/examples/system_trace_speed TRACE`).
+//! `ONLY=system`, `ONLY=cache` or `ONLY=decode` runs one side alone (for a profiler:
+//! `ONLY=system REPEATS=1 MACHINES=xeon-e5506 valgrind --tool=callgrind
+//! target/release/examples/system_trace_speed TRACE`).
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::system::{system_config_from_json, System, SystemConfig};
 use cachecolor_sim::trace::native::{TraceReader, TraceWriter};
@@ -57,31 +66,58 @@ fn count(trace: &Path) -> u64 {
     n
 }
 
-fn system_config(trace: &Path, machine: &str) -> SystemConfig {
+/// One process per trace, each with one thread pinned to its own core (0, 1, ...).
+fn system_config(traces: &[&Path], machine: &str) -> SystemConfig {
+    let processes: Vec<_> = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({"name": format!("p{i}"), "pin": [i],
+                               "threads": [{"trace": t, "format": "native"}]})
+        })
+        .collect();
     let doc = serde_json::json!({
         "machine": {"preset": machine},
         "memory": {"ram": "2GiB"},
         "policy": {"name": "linux"},
-        "processes": [{"name": "p", "pin": [0],
-                       "threads": [{"trace": trace, "format": "native"}]}],
+        "processes": processes,
     });
     system_config_from_json(&doc.to_string()).expect("valid system config")
 }
 
-fn cache_only(config: &SystemConfig, trace: &Path) -> u64 {
+/// The traces through the machine's hierarchy, trace `i` on core `i`, their blocks interleaved.
+fn cache_only(config: &SystemConfig, traces: &[&Path]) -> u64 {
     let mut h = Hierarchy::new(&config.machine.hierarchy).expect("hierarchy");
-    let mut reader = TraceReader::open(trace).expect("trace");
+    let mut readers: Vec<_> = traces
+        .iter()
+        .map(|t| TraceReader::open(t).expect("trace"))
+        .collect();
+    let mut live = vec![true; readers.len()];
     let mut buf: Vec<Record> = Vec::new();
     let mut n = 0;
-    while reader.next_block(&mut buf).expect("readable trace") {
-        for r in &mut buf {
-            r.thread = 0; // core 0, as the system's one pinned thread
+    while live.iter().any(|&l| l) {
+        for (core, reader) in readers.iter_mut().enumerate() {
+            if !live[core] {
+                continue;
+            }
+            if !reader.next_block(&mut buf).expect("readable trace") {
+                live[core] = false;
+                continue;
+            }
+            for r in &mut buf {
+                r.thread = core as u32; // as the system's thread pinned to that core
+            }
+            h.run_block(&buf);
+            n += buf.len() as u64;
         }
-        h.run_block(&buf);
-        n += buf.len() as u64;
     }
     assert!(h.check_invariants().is_empty());
     n
+}
+
+/// The records of the traces, decoded and dropped.
+fn decode(traces: &[&Path]) -> u64 {
+    traces.iter().map(|t| count(t)).sum()
 }
 
 fn system(config: &SystemConfig) -> u64 {
@@ -92,72 +128,107 @@ fn system(config: &SystemConfig) -> u64 {
     r.processes.iter().map(|p| p.references).sum()
 }
 
+/// Best seconds of each side over `repeats` alternating rounds.
+struct Best {
+    decode: f64,
+    system: f64,
+    cache: f64,
+}
+
+fn measure(
+    traces: &[&Path],
+    machine: &str,
+    records: u64,
+    repeats: usize,
+    only: Option<&str>,
+) -> Best {
+    let config = system_config(traces, machine);
+    let mut best = Best {
+        decode: f64::INFINITY,
+        system: f64::INFINITY,
+        cache: f64::INFINITY,
+    };
+    let wanted = |side: &str| only.is_none_or(|o| o == side);
+    for _ in 0..repeats {
+        if wanted("decode") {
+            let t = Instant::now();
+            assert_eq!(decode(traces), records);
+            best.decode = best.decode.min(t.elapsed().as_secs_f64());
+        }
+        if wanted("system") {
+            let t = Instant::now();
+            let n = system(&config);
+            best.system = best.system.min(t.elapsed().as_secs_f64());
+            assert_eq!(n, records, "the system simulates every record once");
+        }
+        if wanted("cache") {
+            let t = Instant::now();
+            assert_eq!(cache_only(&config, traces), records);
+            best.cache = best.cache.min(t.elapsed().as_secs_f64());
+        }
+    }
+    best
+}
+
+fn report(name: &str, records: u64, machine: &str, repeats: usize, b: &Best) {
+    let rate = |s: f64| records as f64 / s / 1e6;
+    println!(
+        "system_trace_speed {name} ({records} records, {machine}): best of {repeats}: decode {:.2} M records/s, system {:.2} M records/s, cache-only {:.2} M records/s: system/decode {:.2}x, cache-only/decode {:.2}x, system/cache-only {:.2}x",
+        rate(b.decode),
+        rate(b.system),
+        rate(b.cache),
+        b.system / b.decode,
+        b.cache / b.decode,
+        b.system / b.cache,
+    );
+}
+
 fn main() {
     let traces: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     if traces.is_empty() {
         eprintln!(
-            "usage: system_trace_speed TRACE... (native traces; LIMIT, REPEATS, MACHINE, ONLY)"
+            "usage: system_trace_speed TRACE... (native traces; LIMIT, REPEATS, MACHINES, ONLY)"
         );
         std::process::exit(2);
     }
     let limit = env_num("LIMIT", 4_000_000);
     let repeats = env_num("REPEATS", 3).max(1) as usize;
-    let machine = std::env::var("MACHINE").unwrap_or_else(|_| "xeon-e5506".into());
+    let machines = std::env::var("MACHINES").unwrap_or_else(|_| "xeon-e5506,power5".into());
     let only = std::env::var("ONLY").ok();
     let tmp = std::env::temp_dir().join(format!("system_trace_speed.{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("temp dir");
+    let mut prefixes = Vec::new();
     for (i, trace) in traces.iter().enumerate() {
-        let (prefix, records) = if limit == 0 {
+        prefixes.push(if limit == 0 {
             (trace.clone(), count(trace))
         } else {
             let p = tmp.join(format!("{i}.cctrace"));
             let n = write_prefix(trace, &p, limit);
             (p, n)
-        };
-        let config = system_config(&prefix, &machine);
-        let (mut best_sys, mut best_cache) = (f64::INFINITY, f64::INFINITY);
-        let mut paired = Vec::new();
-        for _ in 0..repeats {
-            let mut t_sys = None;
-            if only.as_deref() != Some("cache") {
-                let t = Instant::now();
-                let n = system(&config);
-                let s = t.elapsed().as_secs_f64();
-                assert_eq!(n, records, "the system simulates every record once");
-                best_sys = best_sys.min(s);
-                t_sys = Some(s);
-            }
-            if only.as_deref() != Some("system") {
-                let t = Instant::now();
-                let n = cache_only(&config, &prefix);
-                let c = t.elapsed().as_secs_f64();
-                assert_eq!(n, records);
-                best_cache = best_cache.min(c);
-                if let Some(s) = t_sys {
-                    paired.push(s / c);
-                }
-            }
+        });
+    }
+    for machine in machines.split(',') {
+        for (trace, (prefix, records)) in traces.iter().zip(&prefixes) {
+            let b = measure(
+                &[prefix.as_path()],
+                machine,
+                *records,
+                repeats,
+                only.as_deref(),
+            );
+            report(&trace.display().to_string(), *records, machine, repeats, &b);
         }
-        let name = trace.display();
-        let rate = |best: f64| records as f64 / best / 1e6;
-        match only.as_deref() {
-            Some(side) => println!(
-                "system_trace_speed {name} ({records} records, {machine}): best of {repeats}: {side} alone {:.2} M records/s",
-                rate(if side == "system" { best_sys } else { best_cache })
-            ),
-            None => {
-                paired.sort_by(f64::total_cmp);
-                println!(
-                    "system_trace_speed {name} ({records} records, {machine}): best of {repeats}: system {:.2} M records/s, cache-only {:.2} M records/s: the system is {:.2}x slower (median of the {repeats} back-to-back pairs {:.2}x)",
-                    rate(best_sys),
-                    rate(best_cache),
-                    best_sys / best_cache,
-                    paired[paired.len() / 2]
-                );
-            }
+        if prefixes.len() >= 2 {
+            let pair = [prefixes[0].0.as_path(), prefixes[1].0.as_path()];
+            let records = prefixes[0].1 + prefixes[1].1;
+            let b = measure(&pair, machine, records, repeats, only.as_deref());
+            let name = format!("mix {} + {}", traces[0].display(), traces[1].display());
+            report(&name, records, machine, repeats, &b);
         }
-        if limit > 0 {
-            let _ = std::fs::remove_file(&prefix);
+    }
+    if limit > 0 {
+        for (p, _) in &prefixes {
+            let _ = std::fs::remove_file(p);
         }
     }
     let _ = std::fs::remove_dir(&tmp);

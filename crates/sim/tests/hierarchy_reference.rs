@@ -711,3 +711,172 @@ proptest! {
         }
     }
 }
+
+/// Records one at a time through the general path, `fast` taking the first-level-hit shortcut
+/// (`Hierarchy::access_first_hit`, as `access` and the system's stepped runs do) and `slow`
+/// without it: the level that served each record must agree, and at the end the statistics
+/// and every line with its metadata. Coherence invalidations come in between and the
+/// prefetchers are on for `prefetch_window` (a tagged prefetch hit must leave the shortcut).
+/// Returns how many records took the shortcut.
+fn first_hit_run(
+    cfg: &HierarchyConfig,
+    recs: &[Record],
+    invalidate_every: usize,
+    prefetch_window: (usize, usize),
+) -> Result<usize, TestCaseError> {
+    let mut fast = Hierarchy::new(cfg).unwrap();
+    let mut slow = Hierarchy::new(cfg).unwrap();
+    for h in [&mut fast, &mut slow] {
+        h.set_lean_engine(false);
+    }
+    slow.set_first_hit_path(false);
+    let (from, len) = prefetch_window;
+    let mut shortcuts = 0;
+    for (i, r) in recs.iter().enumerate() {
+        let prefetch = (from..from + len).contains(&i);
+        for h in [&mut fast, &mut slow] {
+            h.set_prefetch_enabled(prefetch);
+        }
+        let served = match fast.access_first_hit(r) {
+            Some(s) => {
+                shortcuts += 1;
+                s
+            }
+            None => fast.access(r),
+        };
+        prop_assert_eq!(served, slow.access(r), "record {}", i);
+        if i % invalidate_every == 0 {
+            let victim = recs[i / 2].addr;
+            prop_assert_eq!(fast.invalidate_line(victim), slow.invalidate_line(victim));
+        }
+    }
+    prop_assert_eq!(fast.stats(), slow.stats());
+    for lv in 0..cfg.levels.len() {
+        for core in 0..cfg.cores as usize {
+            let a: Vec<_> = fast.cache(lv, core).valid_lines().collect();
+            let b: Vec<_> = slow.cache(lv, core).valid_lines().collect();
+            prop_assert_eq!(a, b, "contents of level {} core {}", lv, core);
+        }
+    }
+    // The same invariant checks, with the same result: not necessarily none, because an
+    // exclusive hierarchy with a prefetcher above its victim cache can leave a line in both
+    // the L2 and the L3 on the general path (`exclusive_prefetch_keeps_exclusion`, ignored
+    // until that is fixed); the shortcut moves no line, so it must not change the outcome.
+    prop_assert_eq!(fast.check_invariants(), slow.check_invariants());
+    Ok(shortcuts)
+}
+
+/// `config`'s shapes with a next-line prefetcher at `prefetch_level` (none past the last level).
+fn first_hit_config(
+    cores: u32,
+    inclusion: Inclusion,
+    variant: u8,
+    prefetch_level: usize,
+) -> HierarchyConfig {
+    let mut cfg = config(cores, inclusion, variant);
+    if let Some(l) = cfg.levels.get_mut(prefetch_level) {
+        l.prefetcher = cachecolor_sim::cache::prefetch::PrefetcherKind::NextLine;
+    }
+    cfg
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The first-level-hit shortcut against the general path without it, on every shape the
+    /// paper presets use: inclusive, exclusive and non-inclusive, a write-through or
+    /// no-write-allocate L1D, split or unified first levels, a non-power-of-two L3, prefetchers.
+    #[test]
+    fn first_hit_path_equals_general_path(
+        recs in privileged_trace(),
+        cores in 1u32..3,
+        inclusion in prop_oneof![
+            Just(Inclusion::NonInclusive),
+            Just(Inclusion::Inclusive),
+            Just(Inclusion::Exclusive)
+        ],
+        variant in 0u8..7,
+        prefetch_level in 0usize..6,
+        invalidate_every in 3usize..40,
+        prefetch_window in (0usize..200, 0usize..60),
+    ) {
+        let cfg = first_hit_config(cores, inclusion, variant, prefetch_level);
+        first_hit_run(&cfg, &recs, invalidate_every, prefetch_window)?;
+    }
+}
+
+/// The shortcut is taken: a loop over a few lines, loads, stores and fetches on two cores, is
+/// mostly first-level hits in every inclusion mode and shape.
+#[test]
+fn first_hit_path_serves_repeated_lines() {
+    let recs: Vec<Record> = (0..600u64)
+        .map(|i| Record {
+            addr: 0x1000 + (i % 5) * 64 + (i % 7) * 8,
+            thread: (i % 2) as u32,
+            icount: 1,
+            size: 8,
+            kind: Kind::from_u8((i % 4) as u8).unwrap(),
+            privileged: i % 3 == 0,
+            syscall: 0,
+        })
+        .collect();
+    for inclusion in [
+        Inclusion::NonInclusive,
+        Inclusion::Inclusive,
+        Inclusion::Exclusive,
+    ] {
+        for variant in 0..7 {
+            let cfg = first_hit_config(2, inclusion, variant, 9);
+            let taken = first_hit_run(&cfg, &recs, 1000, (0, 0)).unwrap();
+            assert!(
+                taken > recs.len() / 4,
+                "{inclusion:?} variant {variant}: {taken} shortcuts"
+            );
+        }
+    }
+}
+
+/// A defect of the general path that `first_hit_path_equals_general_path` found (its shrunk
+/// case): an exclusive hierarchy with a next-line prefetcher at L1D, switched on for the last
+/// records, with coherence invalidations, ends with a line in both the L2 and its victim L3.
+/// The first-level-hit shortcut is off here: the general path alone does it.
+#[test]
+#[ignore = "known defect of the exclusive hierarchy with a prefetcher; not fixed yet"]
+fn exclusive_prefetch_keeps_exclusion() {
+    let runs: [(u64, u16, usize); 14] = [
+        (4096, 1, 17),
+        (4800, 1, 4),
+        (4096, 1, 43),
+        (5697, 64, 3),
+        (4096, 1, 44),
+        (7808, 1, 2),
+        (4096, 1, 10),
+        (7296, 1, 2),
+        (4096, 1, 5),
+        (4353, 64, 3),
+        (4221, 4, 5),
+        (4721, 16, 3),
+        (4096, 1, 1),
+        (5696, 1, 1),
+    ];
+    let recs: Vec<Record> = runs
+        .iter()
+        .flat_map(|&(addr, size, n)| std::iter::repeat_n(Record::new(Kind::Load, addr, size), n))
+        .collect();
+    let cfg = first_hit_config(1, Inclusion::Exclusive, 0, 1);
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    h.set_lean_engine(false);
+    h.set_first_hit_path(false);
+    for (i, r) in recs.iter().enumerate() {
+        h.set_prefetch_enabled(i >= 108);
+        h.access(r);
+        if i % 3 == 0 {
+            h.invalidate_line(recs[i / 2].addr);
+        }
+    }
+    assert!(
+        h.check_invariants().is_empty(),
+        "{:?}",
+        h.check_invariants()
+    );
+}

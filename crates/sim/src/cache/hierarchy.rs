@@ -166,6 +166,9 @@ pub struct Hierarchy {
     /// Use the lean engine when it applies (on by default; off to test it against the general
     /// path).
     lean_enabled: bool,
+    /// Take `access_first_hit` in `access` (on by default; off to test it against the rest of
+    /// the general path).
+    first_hit_enabled: bool,
     lean_units: lean::UnitCache,
     /// `access_lean` ran since the general path last looked: its `last` shortcuts are stale.
     last_stale: bool,
@@ -254,6 +257,7 @@ impl Hierarchy {
             has_prefetchers,
             lean: None,
             lean_enabled: true,
+            first_hit_enabled: true,
             lean_units: lean::UnitCache::default(),
             last_stale: false,
             line_shift: config.line_size.trailing_zeros(),
@@ -279,6 +283,12 @@ impl Hierarchy {
     /// for testing and measuring the general path.
     pub fn set_lean_engine(&mut self, on: bool) {
         self.lean_enabled = on;
+    }
+
+    /// Whether `access` serves a first-level hit on its own (`access_first_hit`). On by
+    /// default; results are identical either way (tested), so this is for testing.
+    pub fn set_first_hit_path(&mut self, on: bool) {
+        self.first_hit_enabled = on;
     }
 
     /// Whether the next block would run on the lean engine.
@@ -349,6 +359,9 @@ impl Hierarchy {
     pub fn access(&mut self, r: &Record) -> u8 {
         if self.lean_ready() {
             return self.access_lean(r);
+        }
+        if let Some(served) = self.access_first_hit(r) {
+            return served;
         }
         self.drop_lean_units();
         if self.last_stale {

@@ -59,12 +59,9 @@ impl System {
         let batched = self.batching && self.cores[core].sampler.is_none() && lean;
         self.deferring = batched;
         // Not batched (a hierarchy the lean engine does not run: every paper preset is
-        // inclusive or exclusive), but nothing samples and one chip: the TLB-hit run of a
-        // burst is stepped in one loop (`burst_steps`), the same accesses charged the same way.
-        let stepped_runs = self.batching
-            && !batched
-            && self.cores[core].sampler.is_none()
-            && self.chips.len() == 1;
+        // inclusive or exclusive), but nothing samples: the TLB-hit run of a burst is stepped
+        // in one loop (`burst_steps`), the same accesses charged the same way.
+        let stepped_runs = self.batching && !batched && self.cores[core].sampler.is_none();
         // The burst's records, a few host lines of a thread buffer the other cores' bursts
         // have since pushed out of the host's caches: fetched together rather than one miss
         // at a time as the loop reaches them.
@@ -411,12 +408,12 @@ impl System {
         Ok(())
     }
 
-    /// An unbatched burst's run of records that need nothing but the TLBs (one chip, no
-    /// sampler): each within one page and in the thread's buffer, at most `max`. Each is
+    /// An unbatched burst's run of records that need nothing but the TLBs (no sampler): each within one page and in the thread's buffer, at most `max`. Each is
     /// translated, sent through the chip, and charged exactly as `step` and `step_pages` would
     /// one at a time (the same calls in the same order, the core's clock moved after each record
     /// so the memory controller sees the same times), with the thread, the core, the chip and
-    /// the controller borrowed once for the run (callgrind on the suite's matmul trace on
+    /// the controllers borrowed once for the run; a first-level hit
+    /// (`Hierarchy::access_first_hit`) skips the traffic's bookkeeping (callgrind on the suite's matmul trace on
     /// `xeon-e5506`: `run_burst`'s, `step`'s and `step_pages`' per-record reloads, calls and
     /// bounds checks were about 400 host instructions per record). Returns how many records it
     /// took, and the last of them if its TLB lookups both missed (counted; the caller finishes
@@ -427,7 +424,7 @@ impl System {
         tid: usize,
         max: usize,
     ) -> (usize, Option<Record>) {
-        debug_assert!(!self.deferring && self.chips.len() == 1);
+        debug_assert!(!self.deferring);
         let page_shift = self.page_shift;
         let page_mask = (1u64 << page_shift) - 1;
         let th = &mut self.threads[tid];
@@ -435,8 +432,9 @@ impl System {
         let floor = th.icount_floor;
         let c = &mut self.cores[core];
         debug_assert!(c.sampler.is_none());
-        let chip = &mut self.chips[c.chip];
-        let mut ctl = self.controllers.get_mut(c.chip);
+        let (chips, coherence, controllers) =
+            (&mut self.chips, &mut self.coherence, &mut self.controllers);
+        let one_chip = chips.len() == 1;
         let (timing, paths) = (&self.timing, &self.paths);
         let (mut taken, mut walk) = (0, None);
         while taken < max && th.pos < th.buf.len() {
@@ -456,32 +454,25 @@ impl System {
                 size: r.size.max(1),
                 ..*r
             };
-            // As `access` on one chip (no other chip to serve or invalidate the line).
-            let before = chip.memory_traffic();
-            let served = chip.access(&part);
-            let after = chip.memory_traffic();
-            let reads = after.reads - before.reads;
-            let writes = after.writes - before.writes;
-            c.tally.mem_reads += reads;
-            c.tally.mem_writes += writes;
-            let mut delay = 0;
-            if let Some(ctl) = ctl.as_deref_mut() {
-                let at = c.clock_milli;
-                let mut background = reads;
-                if served == SERVED_BY_MEMORY && reads > 0 {
-                    delay = ctl.read(at);
-                    background -= 1;
-                }
-                ctl.background(at, background, writes);
-            }
-            // As `step_pages`' charge of the access, then `step`'s `charge_records`.
             let path = r.kind.is_instruction() as usize;
-            let s = c.tally.serve(&paths[path], served, false);
-            let b = &mut c.tally.breakdown;
             let instructions = (r.icount as u64).max(floor);
-            let spent = timing.reference(b, s)
-                + timing.bandwidth(b, delay, false)
-                + timing.instructions(b, instructions);
+            let b = &mut c.tally.breakdown;
+            let mut spent = timing.instructions(b, instructions);
+            if let Some(served) = chips[c.chip].access_first_hit(&part) {
+                // A first-level hit: no line moved, no memory traffic, no queueing, nothing
+                // another chip must see but a write (`chip_access` without the bookkeeping).
+                if !one_chip && r.kind.is_write() {
+                    coherence.after_access(chips, c.chip, &part, false);
+                }
+                let s = c.tally.serve(&paths[path], served, false);
+                spent += timing.reference(&mut c.tally.breakdown, s);
+            } else {
+                let (served, remote, delay) = chip_access(chips, coherence, controllers, c, &part);
+                // As `step_pages`' charge of the access, then `step`'s `charge_records`.
+                let s = c.tally.serve(&paths[path], served, remote);
+                let b = &mut c.tally.breakdown;
+                spent += timing.reference(b, s) + timing.bandwidth(b, delay, false);
+            }
             c.tally.instructions += instructions;
             c.tally.references += 1;
             c.clock_milli += spent;
@@ -640,32 +631,14 @@ impl System {
     /// from memory (milli-cycles; 0 unless memory served it under the queued model).
     #[inline]
     pub(super) fn access(&mut self, core: usize, rec: &Record) -> (u8, bool, u64) {
-        let chip = self.cores[core].chip;
-        let before = self.chips[chip].memory_traffic();
-        let served = self.chips[chip].access(rec);
-        let remote =
-            self.coherence
-                .after_access(&mut self.chips, chip, rec, served == SERVED_BY_MEMORY);
-        let after = self.chips[chip].memory_traffic();
-        // A line another chip's cache served was counted as a memory read by the local chip's
-        // hierarchy: it never reached the controller.
-        let demand = served == SERVED_BY_MEMORY && !remote;
-        let reads = after.reads - before.reads - (served == SERVED_BY_MEMORY && remote) as u64;
-        let writes = after.writes - before.writes;
         let c = &mut self.cores[core];
-        c.tally.mem_reads += reads;
-        c.tally.mem_writes += writes;
-        let mut delay = 0;
-        if let Some(ctl) = self.controllers.get_mut(chip) {
-            let at = c.clock_milli;
-            let mut background = reads;
-            if demand && reads > 0 {
-                delay = ctl.read(at);
-                background -= 1;
-            }
-            ctl.background(at, background, writes);
-        }
-        (served, remote, delay)
+        chip_access(
+            &mut self.chips,
+            &mut self.coherence,
+            &mut self.controllers,
+            c,
+            rec,
+        )
     }
 
     /// A record of `pid` comes `HOST_AHEAD` places later on `core`: if the L2 TLB already
@@ -684,4 +657,40 @@ impl System {
             self.chips[c.chip].prefetch_host(&rec);
         }
     }
+}
+
+/// `System::access` on the parts of the system it uses, so that a loop holding the core (as
+/// `burst_steps`) can call it: the reference through core `c`'s chip, the other chips kept
+/// coherent, the traffic counted on the core and queued at the chip's controller.
+#[inline]
+fn chip_access(
+    chips: &mut [Hierarchy],
+    coherence: &mut Coherence,
+    controllers: &mut [crate::dram::Controller],
+    c: &mut Core,
+    rec: &Record,
+) -> (u8, bool, u64) {
+    let chip = c.chip;
+    let before = chips[chip].memory_traffic();
+    let served = chips[chip].access(rec);
+    let remote = coherence.after_access(chips, chip, rec, served == SERVED_BY_MEMORY);
+    let after = chips[chip].memory_traffic();
+    // A line another chip's cache served was counted as a memory read by the local chip's
+    // hierarchy: it never reached the controller.
+    let demand = served == SERVED_BY_MEMORY && !remote;
+    let reads = after.reads - before.reads - (served == SERVED_BY_MEMORY && remote) as u64;
+    let writes = after.writes - before.writes;
+    c.tally.mem_reads += reads;
+    c.tally.mem_writes += writes;
+    let mut delay = 0;
+    if let Some(ctl) = controllers.get_mut(chip) {
+        let at = c.clock_milli;
+        let mut background = reads;
+        if demand && reads > 0 {
+            delay = ctl.read(at);
+            background -= 1;
+        }
+        ctl.background(at, background, writes);
+    }
+    (served, remote, delay)
 }

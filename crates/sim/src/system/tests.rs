@@ -1233,7 +1233,14 @@ fn bad_memory_settings_are_named() {
 /// a 32-byte offset), two threads sharing a core (time slices), several processes.
 #[test]
 fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
-    for (preset, procs) in [("xeon-e5506", 4), ("opteron-2427", 6), ("core-i3-2100", 2)] {
+    // `power5`: two chips (coherence between them), an exclusive L3, a write-through L1D and
+    // sliced caches; process 0's two threads may run on both chips.
+    for (preset, procs) in [
+        ("xeon-e5506", 4),
+        ("opteron-2427", 6),
+        ("core-i3-2100", 2),
+        ("power5", 4),
+    ] {
         let mut text = format!(
             "[machine]\npreset = \"{preset}\"\n[machine.memory]\nmodel = \"queued\"\n\
              [memory]\nram = \"1GiB\"\n[policy]\nname = \"linux\"\n"
@@ -1246,10 +1253,17 @@ fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
                 _ => format!("{{ pattern = \"zipf\", alpha = 0.9, footprint = \"4MiB\", references = 50000, store_fraction = 0.2, icount = 3, base = {base:#x} }}"),
             };
             let threads = if i == 0 { 2 } else { 1 };
-            text.push_str(&format!(
-                "[[processes]]\nname = \"p{i}\"\npin = [{}]\n",
-                i % (procs as u64 / 2).max(1)
-            ));
+            let pin = if preset == "power5" {
+                // Cores 0-1 are chip 0, 2-3 chip 1.
+                if i == 0 {
+                    "0, 2".to_string()
+                } else {
+                    (i % 4).to_string()
+                }
+            } else {
+                (i % (procs as u64 / 2).max(1)).to_string()
+            };
+            text.push_str(&format!("[[processes]]\nname = \"p{i}\"\npin = [{pin}]\n"));
             for t in 0..threads {
                 text.push_str(&format!(
                     "[[processes.threads]]\nworkload = {{ seed = {}, phases = [{phases}] }}\n",
