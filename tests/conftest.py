@@ -96,7 +96,7 @@ def assert_one_line_error(out, code: int = 2) -> str:
 
 # A one-core machine (32 KiB L1D, 256 KiB LLC) running one process "p" whose one thread is fed by
 # a trace (test_package: paths relative to the config; test_reliability: hostile traces).
-SYSTEM_WITH_TRACE = """
+ONE_CORE_MACHINE = """
 [machine.hierarchy]
 cores = 1
 [[machine.hierarchy.levels]]
@@ -111,7 +111,8 @@ ways = 16
 [machine.timing]
 level_latency = [4, 40]
 dram_latency = 200
-
+"""
+SYSTEM_WITH_TRACE = ONE_CORE_MACHINE + """
 [memory]
 ram = "64MiB"
 

@@ -30,7 +30,7 @@ import pytest
 import cachecolor
 from cachecolor import _output
 from cachecolor.system import load_system_config, simulate_system
-from conftest import assert_one_line_error, interruptible, system_with_trace
+from conftest import ONE_CORE_MACHINE, assert_one_line_error, interruptible, system_with_trace
 
 ONE_LEVEL = '[hierarchy]\n[[hierarchy.levels]]\nname = "L1"\nsize = "32KiB"\nways = 8\n'
 WITH_WORKLOAD = ONE_LEVEL + '[workload]\n[[workload.phases]]\npattern = "uniform"\nfootprint = "64KiB"\nreferences = 1000\n'
@@ -456,21 +456,7 @@ def test_defect2_capture_interrupt_stops_and_cleans_up(tmp_path, program, sig, c
 # The second fuzz's defects (docs/reliability.md, "Second fuzz"): interrupts that reach every
 # process, bounded config reads, a memory budget for RAM and processes, one-line errors.
 
-MACHINE = """
-[machine.hierarchy]
-cores = 1
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "32KiB"
-ways = 8
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "256KiB"
-ways = 16
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-"""
+MACHINE = ONE_CORE_MACHINE
 
 
 def _processes(n: int, references: int = 200) -> str:
@@ -749,7 +735,8 @@ def test_interrupt_tests_pass_as_a_background_job_of_a_noninteractive_shell(repo
     tests = ("test_reliability.py::test_defect2_convert_from_fifo_interrupt_keeps_out_and_leaves_nothing "
              "test_reliability.py::test_stop_check_runs_per_block_of_records_not_per_tick "
              "test_sweep.py::test_a_long_system_simulate_stops_on_a_signal")
-    run = subprocess.run(["bash", "-c", f"cd {repo / 'tests'} && {sys.executable} -m pytest -q -p no:cacheprovider {tests} & wait $!"],
-                         capture_output=True, text=True, timeout=600)
+    # A simple command (bash runs a list such as `cd X && cmd &` in a subshell that keeps SIGINT).
+    run = subprocess.run(["bash", "-c", f"{sys.executable} -m pytest -q -p no:cacheprovider {tests} & wait $!"],
+                         capture_output=True, text=True, timeout=600, cwd=repo / "tests")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout, run.stdout[-2000:]

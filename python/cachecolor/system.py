@@ -104,8 +104,9 @@ def simulate_system(
     any of these strings too). ``seed`` seeds the page allocator and the hierarchy and gives the
     k-th generated thread (in config order) seed ``seed + k``. ``progress`` is called once per
     scheduler tick with ``(records, bytes, total_bytes, total_records)`` summed over the threads
-    (a ``cachecolor.progress.ProgressLine`` fits); the run also checks for Ctrl-C there, so
-    ``KeyboardInterrupt`` arrives within a tick, and nothing is returned of a run cut short.
+    (a ``cachecolor.progress.ProgressLine`` fits); the run checks for Ctrl-C there and once per
+    block of at most 65,536 records, so ``KeyboardInterrupt`` arrives within a block however long
+    a tick is, and nothing is returned of a run cut short.
     """
     cfg = load_system_config(config)
     python_policy = apply_policy_seed(cfg, policy, seed)

@@ -82,10 +82,7 @@ pub(crate) fn run_observed(system: &mut System, progress: Option<&Py<PyAny>>) ->
     };
     // Progress once per tick; Ctrl-C / SIGTERM also once per block of records (`run_watched`),
     // however long a tick is.
-    let finished = system.run_watched(
-        |p| keep(report(progress, p)),
-        || keep(check_signals()),
-    )?;
+    let finished = system.run_watched(|p| keep(report(progress, p)), || keep(check_signals()))?;
     if !finished {
         return Err(stopped
             .into_inner()

@@ -64,33 +64,42 @@ impl StopCheck {
 }
 
 /// Bytes per RAM frame, by allocator: the ownership table (4) and modelled contents (8) every
-/// allocator has, what the allocator keeps per frame, and the invariant check's transient copy
-/// of the free list (8) and seen-table (1).
+/// allocator has, the invariant check's transient seen-table (1) and copy of the free list (8,
+/// collected into a vector that grows by doubling: 20 at its last reallocation), and what the
+/// allocator keeps per frame. Measured with a counting allocator over 1 GiB of 4 KiB frames
+/// (`crates/sim/tests/memory_budget.rs`): buddy 47.6 bytes per frame, color-pool 49.9,
+/// sequential 44.6, random / bin-hopping / contiguous 33.0; these bound them with 15-25% to
+/// spare.
 pub fn frame_bytes(allocator: AllocatorKind) -> u128 {
     let allocator_bytes: u128 = match allocator {
-        // next, prev (8 + 8) and order (1) per frame; the pcp lists are bounded per CPU.
-        AllocatorKind::Buddy => 17,
-        // The buddy system under it, the pool's per-color stacks (8) and bitmap.
-        AllocatorKind::ColorPool => 17 + 8 + 1,
-        // Per-color stacks of every frame (8), each up to twice its length (Vec growth).
-        AllocatorKind::Random | AllocatorKind::Contiguous | AllocatorKind::BinHopping => 16,
+        // next, prev (8 + 8) and order (1) per frame, and its own free-frame listing.
+        AllocatorKind::Buddy => 23,
+        // The buddy system under it, the pool's per-color stacks and bitmap.
+        AllocatorKind::ColorPool => 27,
+        // Per-color stacks of every frame (8).
+        AllocatorKind::Random | AllocatorKind::Contiguous | AllocatorKind::BinHopping => 8,
         // A B-tree set per color: keys (8) and node overhead.
-        AllocatorKind::Sequential => 24,
+        AllocatorKind::Sequential => 19,
     };
-    12 + allocator_bytes + 9
+    12 + 21 + allocator_bytes
 }
 
 /// Bytes per process beyond its threads: the process's own structure, its per-color page
-/// counts (8 per color), its page-table root and the policy's and kernel's per-process state,
-/// and its share of the time series (`series_points` cells, plus the merge's transient copy).
+/// counts (8 per color), its page-table root and the policy's and kernel's per-process state.
 pub const PROCESS_BYTES: u128 = 16 << 10;
 
-/// Bytes of one series cell (a process's counts at one point, with its name).
+/// Bytes of one time-series cell (a process's counts at one point, with its name); a process
+/// has `series_points` of them, and half as many again while a merge copies the series.
 pub const SERIES_CELL_BYTES: u128 = 128;
 
-/// Bytes per thread: its structure and record buffer, and its source's buffers (a trace
-/// reader's decompressed block and columns, a generator's phase state).
-pub const THREAD_BYTES: u128 = 8 << 20;
+/// Bytes per thread fed by a generator: its structure, its buffer of a block of records
+/// (65,536 x 24 bytes) and the generator's state. Measured: 1.58 MB per process of one
+/// generated thread (300 processes, the series at its bound included).
+pub const GENERATED_THREAD_BYTES: u128 = 2 << 20;
+
+/// Bytes per thread fed by a trace: the buffer, and the reader's compressed and decoded block.
+/// Measured: 2.97 MB per native-trace thread.
+pub const TRACE_THREAD_BYTES: u128 = 4 << 20;
 
 /// The caches' state of one chip's hierarchy (`hc` effective): tags, metadata and replacement
 /// state of every line of every instance, as `HierarchyConfig::effective` checks it.
@@ -98,7 +107,11 @@ pub fn hierarchy_state(hc: &crate::cache::HierarchyConfig) -> u128 {
     hc.levels
         .iter()
         .map(|l| {
-            let instances = if l.shared == Some(true) { 1 } else { hc.cores as u128 };
+            let instances = if l.shared == Some(true) {
+                1
+            } else {
+                hc.cores as u128
+            };
             (l.size.0 / hc.line_size.max(1) as u64) as u128
                 * instances
                 * crate::cache::hierarchy::STATE_BYTES_PER_LINE
@@ -112,14 +125,24 @@ pub fn system_bytes(config: &SystemConfig, hierarchy_state: u128, page_size: u64
     let chips = config.machine.chips.max(1) as u128;
     let frames = (config.memory.ram.0 / page_size.max(1)) as u128;
     let processes = config.processes.len() as u128;
-    let threads: u128 = config.processes.iter().map(|p| p.threads.len() as u128).sum();
+    let threads: u128 = config
+        .processes
+        .iter()
+        .flat_map(|p| &p.threads)
+        .map(|t| {
+            if t.trace.is_some() {
+                TRACE_THREAD_BYTES
+            } else {
+                GENERATED_THREAD_BYTES
+            }
+        })
+        .sum();
     let points = series_points(config.processes.len()) as u128;
     SystemBytes {
         caches: chips * hierarchy_state,
         ram: frames * frame_bytes(config.memory.allocator),
-        processes: processes * PROCESS_BYTES
-            + (points + 1) * processes * SERIES_CELL_BYTES * 3 / 2,
-        threads: threads * THREAD_BYTES,
+        processes: processes * PROCESS_BYTES + (points + 1) * processes * SERIES_CELL_BYTES * 3 / 2,
+        threads,
     }
 }
 
