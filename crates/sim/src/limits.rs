@@ -198,3 +198,30 @@ pub fn check_system_memory(
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_points_keep_cells_bounded_and_even() {
+        for n in [1, 2, 15, 16, 17, 300, 1600, 5000, 1_000_000] {
+            let p = series_points(n);
+            assert_eq!(p % 2, 0, "{n} processes: {p} points");
+            assert!((MIN_SERIES_POINTS..=MAX_INTERVALS).contains(&p));
+            assert!(
+                p * n <= MAX_SERIES_CELLS || p == MIN_SERIES_POINTS,
+                "{n}: {p}"
+            );
+        }
+        // Up to 16 processes the series is as long as it ever was (golden counts unchanged).
+        assert_eq!(series_points(16), MAX_INTERVALS);
+    }
+
+    #[test]
+    fn stop_check_is_due_once_per_block() {
+        let mut c = StopCheck::default();
+        let due: Vec<u32> = (1..=3 * STOP_CHECK_EVERY).filter(|_| c.due()).collect();
+        assert_eq!(due.len(), 3);
+    }
+}
