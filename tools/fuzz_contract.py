@@ -40,6 +40,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -304,6 +305,8 @@ def run_case(case: Case) -> tuple[str, str]:
     for d in case.watch:
         if d.is_dir() and _temp_leftovers(d):
             return "leftover", f"{d}: {_temp_leftovers(d)}"
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode) or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
+        return "destroyed", "/dev/null or /dev/full is no longer a device"
     for p, data in case.inputs.items():
         if rc == 0 and case.sig is not None:
             break  # finished before the signal: its output was written as it should be
