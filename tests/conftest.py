@@ -7,15 +7,21 @@
 - ``din_trace`` / ``native_trace``: small traces written into the test's tmp_path.
 - ``needs_qemu`` / ``needs_valgrind`` / ``needs_cc``: skip markers that fire only when the tool
   is truly absent from PATH, saying which tool and how to install it.
+- ``interruptible(cmd, **popen_kwargs)``: start a child a test will send SIGINT, with SIGINT at
+  its default disposition (``sigint_default``): a shell that runs ``make test &`` (non-interactive,
+  nohup, a CI runner) starts every child with SIGINT ignored, and a child started so would never
+  see the test's Ctrl-C.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +35,16 @@ def _script() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-m", "cachecolor"]  # pragma: no cover - outside a venv
+
+
+def sigint_default() -> None:
+    """``preexec_fn``: SIGINT back to its default disposition in the child (see the module doc)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interruptible(cmd: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
+    """``subprocess.Popen(cmd, **kwargs)`` for a child the test will interrupt."""
+    return subprocess.Popen(cmd, preexec_fn=sigint_default, **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +96,7 @@ def assert_one_line_error(out, code: int = 2) -> str:
 
 # A one-core machine (32 KiB L1D, 256 KiB LLC) running one process "p" whose one thread is fed by
 # a trace (test_package: paths relative to the config; test_reliability: hostile traces).
-SYSTEM_WITH_TRACE = """
+ONE_CORE_MACHINE = """
 [machine.hierarchy]
 cores = 1
 [[machine.hierarchy.levels]]
@@ -95,7 +111,8 @@ ways = 16
 [machine.timing]
 level_latency = [4, 40]
 dram_latency = 200
-
+"""
+SYSTEM_WITH_TRACE = ONE_CORE_MACHINE + """
 [memory]
 ram = "64MiB"
 

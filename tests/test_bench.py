@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import cachecolor.bench as b
+from conftest import interruptible
 
 NR = Path("/proc/sys/vm/nr_hugepages")
 ROOT = os.geteuid() == 0
@@ -210,7 +211,7 @@ def test_hugetlb_reservation_is_released_on_ctrl_c(tmp_path, sig, code, word):
         pytest.skip("huge pages already free: the run would not reserve any")
     cmd = [sys.executable, "-m", "cachecolor", "bench", "--level", "L2", "--buffer", "hugetlb", "--reserve-hugepages",
            "--trials", "500", "--duration-ms", "20", "--no-counters"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    p = interruptible(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         seen = False
         for _ in range(300):  # wait (up to ~30 s) until the run holds its reservation

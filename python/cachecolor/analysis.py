@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from .config import read_config_text
 from .records import to_columns
 from .results import write_json_atomic
 from .simulation import Progress, _wrap_progress
@@ -60,8 +61,7 @@ def _source_kwargs(trace: Any, format: str, icounts: bool) -> dict[str, Any]:
     """The ``_core.profile`` keyword arguments that name the source."""
     if isinstance(trace, WorkloadFile):
         path = os.fspath(trace.path)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_config_text(path, "workload file")
         return {"workload": text, "workload_format": "json" if path.lower().endswith(".json") else "toml"}
     if isinstance(trace, (str, os.PathLike)):
         return {"path": os.fspath(trace), "format": format}

@@ -20,6 +20,7 @@ import json
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from . import _core
+from .config import read_config_text
 from ._output import save_figure
 
 LEVELS = ("L1", "L2", "L3")
@@ -178,11 +179,11 @@ def probe(reps: int = 15, duration_ms: float = 3.0, core: Optional[int] = None, 
 def load(path: str) -> Sweep:
     """A sweep written by ``cachecolor bench --json``; ValueError naming the path when the file
     is not one (another command's JSON was a KeyError from deep in the plot)."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            doc = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not JSON ({e})") from e
+    text = read_config_text(path, "result of bench --json")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from e
     need = ("level", "points", "config")
     if not isinstance(doc, dict) or any(k not in doc for k in need) or "pattern" not in doc["config"]:
         raise ValueError(f"{path}: not a sweep written by `cachecolor bench --json` "

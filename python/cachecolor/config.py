@@ -47,14 +47,62 @@ def load_config(source: ConfigSource) -> dict[str, Any]:
     return json.loads(_core.effective_config(text, fmt))
 
 
-def read_config_text(path: Path) -> str:
-    """A config file's text; a file that is not UTF-8 is a ``ConfigError`` naming the byte (the
-    error contract: bad input is one line, never a UnicodeDecodeError)."""
-    data = path.read_bytes()
+#: The most a file read as a config may hold (a system or cache config, a sweep spec, a workload
+#: or machine file, a result to replot). A hand-written config is kilobytes; without a bound,
+#: ``simulate /dev/zero`` read until memory ran out and ``/dev/urandom`` never ended.
+CONFIG_MAX_BYTES = 16 << 20
+
+
+def read_config_bytes(path: Union[str, "os.PathLike[str]"], what: str = "config") -> bytes:
+    """At most ``CONFIG_MAX_BYTES`` of the file at ``path``; a longer file (or an endless one:
+    a device, ``/proc``) is a ``ConfigError`` naming it, after reading no more than the bound.
+    An unreadable file is an ``OSError`` that names the path."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(CONFIG_MAX_BYTES + 1)
+    except OSError as e:
+        if e.filename is None:  # a failing read() names no file: name it
+            raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+        raise
+    if len(data) > CONFIG_MAX_BYTES:
+        raise _core.ConfigError(f"{os.fspath(path)}: more than {CONFIG_MAX_BYTES >> 20} MiB; a {what} is at most "
+                                f"{CONFIG_MAX_BYTES >> 20} MiB of text")
+    return data
+
+
+def read_config_text(path: Union[str, "os.PathLike[str]"], what: str = "config") -> str:
+    """A config file's text, bounded (``read_config_bytes``); a file that is not UTF-8 is a
+    ``ConfigError`` naming the byte (the error contract: bad input is one line, never a
+    UnicodeDecodeError)."""
+    data = read_config_bytes(path, what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise _core.ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); a config is TOML or JSON text") from None
+        raise _core.ConfigError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
+                                f"a {what} is TOML or JSON text") from None
+
+
+def parse_toml(text: str, where: str) -> Any:
+    """``text`` read as TOML (Python's ``tomllib``); every way it can fail is a ``ConfigError``
+    starting with ``where``: a syntax error, runaway nesting, and an integer longer than Python
+    converts (``sys.get_int_max_str_digits``, 4,300 digits), which ``tomllib`` raises as a bare
+    ``ValueError``."""
+    from ._compat import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _core.ConfigError(f"{where}: {e}") from None
+    except RecursionError:
+        raise _core.ConfigError(f"{where}: nested too deeply to read") from None
+    except ValueError as e:
+        raise _core.ConfigError(f"{where}: {e}: a number has at most {max_int_digits()} digits") from None
+
+
+def max_int_digits() -> int:
+    import sys
+
+    return sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
 
 
 def with_seed(config: Mapping[str, Any], seed: int) -> dict[str, Any]:

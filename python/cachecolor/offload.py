@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import copy
 import json
-from ._compat import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from .config import parse_toml, read_config_text
 from ._output import write_text
 from .results import save_figure
 
@@ -51,11 +51,7 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def _toml(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _core.ConfigError(f"{path}: {e}") from e
+    return parse_toml(read_config_text(path), str(path))
 
 
 def simulate_offload(config: dict[str, Any]) -> dict[str, Any]:

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import csv
 import json
-from ._compat import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import _core
+from .config import parse_toml, read_config_text
 from .data import example
 from ._output import open_output, write_text
 from .results import save_figure
@@ -47,10 +47,7 @@ def examples_dir() -> Optional[Path]:
 
 
 def _toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise _core.ConfigError(f"{path}: {e}") from e
+    return parse_toml(read_config_text(path, "machine or workload file"), str(path))
 
 
 def machine_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -105,7 +102,7 @@ def run_model(
     if isinstance(machine, dict):
         text, fmt = json.dumps(machine), "json"
     else:
-        text, fmt = Path(machine).read_text(), "toml"
+        text, fmt = read_config_text(Path(machine), "machine file"), "toml"
     w = json.dumps(workload) if workload is not None else None
     t = str(trace) if trace is not None else None
     return json.loads(_core.oscache_model(text, fmt, w, t, trace_format, progress))

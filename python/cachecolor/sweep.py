@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _core
+from .config import max_int_digits, parse_toml, read_config_text
 from ._output import open_output, write_text
-from .system import SystemResult, apply_policy_seed, load_system_config, policy_label
+from .system import SystemResult, apply_policy_seed, config_threads, load_system_config, policy_label
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -128,6 +129,8 @@ def parse_set(text: str) -> tuple[str, Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except ValueError as e:  # an integer longer than Python converts (4,300 digits)
+        raise SweepError(f"--set {path}=...: {e}: a number has at most {max_int_digits()} digits") from None
     return path, value
 
 
@@ -207,9 +210,9 @@ def load_spec(path: PathLike) -> list[Point]:
     Relative config paths are relative to the spec's directory."""
     path = Path(path)
     try:
-        spec = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{path}: {e}") from e
+        spec = parse_toml(read_config_text(path, "sweep spec"), str(path))
+    except _core.ConfigError as e:
+        raise SweepError(str(e)) from None
     allowed = {"configs", "parameters", "policies", "seeds", "points"}
     unknown = sorted(set(spec) - allowed)
     if unknown:
@@ -299,17 +302,16 @@ def prepare(index: int, point: Point) -> Prepared:
             raise SweepError(f"{point.label()}: {e}") from None
     apply_policy_seed(cfg, point.policy, point.seed)
     traces: dict[str, str] = {}
-    for p in cfg.get("processes", []):
-        for t in p.get("threads", []):
-            tr = t.get("trace")
-            if isinstance(tr, str):
-                q = Path(tr)
-                if not q.is_absolute() and not q.exists():
-                    q = Path(point.config).parent / q
-                if not q.is_file():
-                    raise SweepError(f"{point.label()}: trace {tr}: no such file")
-                t["trace"] = str(q.resolve())
-                traces[t["trace"]] = trace_hash(q)
+    for _, t in config_threads(cfg):
+        tr = t.get("trace")
+        if isinstance(tr, str):
+            q = Path(tr)
+            if not q.is_absolute() and not q.exists():
+                q = Path(point.config).parent / q
+            if not q.is_file():
+                raise SweepError(f"{point.label()}: trace {tr}: no such file")
+            t["trace"] = str(q.resolve())
+            traces[t["trace"]] = trace_hash(q)
     try:
         effective = json.loads(_core.effective_system_config(json.dumps(cfg), "json"))
     except (_core.ConfigError, _core.TraceError) as e:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-from ._compat import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from . import _core
 from .results import format_modes
@@ -35,16 +34,19 @@ def load_system_config(source: SystemSource) -> dict[str, Any]:
     The Rust core checks it when it runs (``simulate_system``)."""
     if isinstance(source, Mapping):
         return copy.deepcopy(dict(source))
-    from .config import read_config_text
+    from .config import parse_toml, read_config_text
 
     path = Path(source)
     text = read_config_text(path)
-    try:
-        doc = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise _core.ConfigError(f"{path}: {e}") from None
-    except RecursionError:
-        raise _core.ConfigError(f"{path}: nested too deeply to read") from None
+    if path.suffix.lower() != ".json":
+        doc = parse_toml(text, str(path))
+    else:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise _core.ConfigError(f"{path}: {e}") from None
+        except RecursionError:
+            raise _core.ConfigError(f"{path}: nested too deeply to read") from None
     if not isinstance(doc, dict):
         raise _core.ConfigError(f"{path}: a config is a table (a JSON object), not {type(doc).__name__}")
     return _traces_relative_to(doc, path.parent)
@@ -53,14 +55,23 @@ def load_system_config(source: SystemSource) -> dict[str, Any]:
 def _traces_relative_to(doc: Any, base: Path) -> Any:
     """A thread's relative ``trace`` path names a file relative to the config's own directory
     (so a config and its traces move together and run from any working directory)."""
-    if not isinstance(doc, dict):
-        return doc
-    for proc in doc.get("processes") or []:
-        for thread in (proc.get("threads") or []) if isinstance(proc, dict) else []:
-            trace = thread.get("trace") if isinstance(thread, dict) else None
-            if isinstance(trace, str) and trace and not os.path.isabs(trace):
-                thread["trace"] = os.path.join(base, trace)
+    for _, thread in config_threads(doc):
+        trace = thread.get("trace")
+        if isinstance(trace, str) and trace and not os.path.isabs(trace):
+            thread["trace"] = os.path.join(base, trace)
     return doc
+
+
+def config_threads(cfg: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every (process, thread) table pair of an unchecked system config, in config order.
+    What is not a list of tables where one belongs (``threads = 1.5``, ``processes = true``)
+    is skipped here: the Rust core's check names the field (it was a TypeError, exit 1)."""
+    processes = cfg.get("processes") if isinstance(cfg, dict) else None
+    for proc in processes if isinstance(processes, list) else []:
+        threads = proc.get("threads") if isinstance(proc, dict) else None
+        for thread in threads if isinstance(threads, list) else []:
+            if isinstance(thread, dict):
+                yield proc, thread
 
 
 def _table(cfg: dict[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -93,8 +104,9 @@ def simulate_system(
     any of these strings too). ``seed`` seeds the page allocator and the hierarchy and gives the
     k-th generated thread (in config order) seed ``seed + k``. ``progress`` is called once per
     scheduler tick with ``(records, bytes, total_bytes, total_records)`` summed over the threads
-    (a ``cachecolor.progress.ProgressLine`` fits); the run also checks for Ctrl-C there, so
-    ``KeyboardInterrupt`` arrives within a tick, and nothing is returned of a run cut short.
+    (a ``cachecolor.progress.ProgressLine`` fits); the run checks for Ctrl-C there and once per
+    block of at most 65,536 records, so ``KeyboardInterrupt`` arrives within a block however long
+    a tick is, and nothing is returned of a run cut short.
     """
     cfg = load_system_config(config)
     python_policy = apply_policy_seed(cfg, policy, seed)
@@ -185,13 +197,10 @@ def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed:
         _table(cfg, "memory", "")["seed"] = int(seed)
         _table(_table(cfg, "machine", ""), "hierarchy", "machine.")["seed"] = int(seed)
         k = 0
-        processes = cfg.get("processes", [])
-        for i, p in enumerate(processes if isinstance(processes, list) else []):
-            threads = p.get("threads", []) if isinstance(p, dict) else []
-            for t in threads if isinstance(threads, list) else []:
-                if isinstance(t, dict) and isinstance(t.get("workload"), dict):
-                    t["workload"]["seed"] = int(seed) + k
-                    k += 1
+        for _, t in config_threads(cfg):
+            if isinstance(t.get("workload"), dict):
+                t["workload"]["seed"] = int(seed) + k
+                k += 1
     return python_policy
 
 

@@ -227,16 +227,27 @@ _TEXT_BYTES = bytes(range(32, 127)) + b"\t\n\r"
 
 def _head(path: PathLike, n: int = 4096) -> Optional[bytes]:
     """The first ``n`` bytes of the file, decompressed as its extension says (``.gz``, ``.xz``);
-    None for ``.zst``/``.zstd``, which the standard library cannot read."""
+    None for ``.zst``/``.zstd``, which the standard library cannot read. A corrupt compressed
+    file is a ``TraceError`` naming it (as with ``--format``); a failing read (``EIO`` from
+    ``/proc/self/mem``) an ``OSError`` naming it."""
     import gzip
     import lzma
+    import zlib
 
     name = os.fspath(path).lower()
     if name.endswith((".zst", ".zstd")):
         return None
     opener = gzip.open if name.endswith(".gz") else lzma.open if name.endswith(".xz") else open
-    with opener(path, "rb") as f:
-        return f.read(n)
+    try:
+        with opener(path, "rb") as f:
+            return f.read(n)
+    except (lzma.LZMAError, zlib.error, gzip.BadGzipFile, EOFError) as e:
+        kind = "gzip" if opener is gzip.open else "xz"
+        raise _core.TraceError(f"{os.fspath(path)}: not a valid {kind} file ({e or 'truncated'})") from None
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+        raise
 
 
 def detect_format(path: PathLike) -> str:

@@ -634,7 +634,7 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
     off (``setarch -R``) and a clean, fixed environment, so that the guest program sees the same
     stack, environment and layout on every run. Returns (the capture summary, seconds); a
     program that exits non-zero gives a summary with ``error``."""
-    code = (
+    code = _CHILD_SIGNALS + (
         "import json, sys\nfrom cachecolor.traces import capture\nfrom cachecolor._core import CaptureError\n"
         "a = json.loads(sys.argv[1])\n"
         "try:\n    s = capture(a['argv'], a['out'], 'qemu', ifetch=a['ifetch'], max_records=a['records'], skip_instructions=a['skip'],"
@@ -656,7 +656,7 @@ def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: 
     with ``guest_files`` copied in). Returns ({"summary": ..., "guest": ...} or {"error": ...},
     seconds). The guest's environment is its own init's (fixed), so the host's is kept: it
     carries ``$CACHECOLOR_KERNEL`` and the tool overrides."""
-    code = (
+    code = _CHILD_SIGNALS + (
         "import json, sys\nfrom cachecolor.fullsys import capture_system\nfrom cachecolor._core import CaptureError\n"
         "a = json.loads(sys.argv[1])\n"
         "try:\n    s = capture_system(a['argv'], a['out'], guest_files=a['files'], max_records=a['records'])\n"
@@ -667,21 +667,60 @@ def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: 
     return _child_json([sys.executable, "-c", code, args], cwd, "full-system capture")
 
 
+#: Prepended to a capture child's code: SIGINT raises KeyboardInterrupt even when the child was
+#: started with it ignored (a background job of a non-interactive shell), and SIGTERM does too,
+#: so that an interrupted capture stops its tracer and removes its temporary files.
+_CHILD_SIGNALS = (
+    "import signal\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "signal.signal(signal.SIGTERM, signal.default_int_handler)\n"
+)
+
+#: How long an interrupted capture child may take to stop its tracer and clean up before it is
+#: killed (it stops within a progress period, about a quarter of a second).
+CHILD_STOP_SECONDS = 30.0
+
+
 def _child_json(cmd: list[str], cwd: Path, what: str) -> tuple[dict[str, Any], float]:
     """Run a capture child in ``cwd``; (the JSON its last stdout line holds, seconds). A child
-    that printed none raises ``RuntimeError`` naming ``what`` failed, its exit and last stderr."""
+    that printed none raises ``RuntimeError`` naming ``what`` failed, its exit and last stderr.
+
+    Ctrl-C or SIGTERM here is passed on to the child as one SIGINT and the child is waited for,
+    so it stops its tracer and removes its ``/tmp/cachecolor-capture.*`` directory (``subprocess.run``
+    SIGKILLed it, leaving them). The child runs in a session of its own so that a terminal's
+    Ctrl-C reaches it only through this, once."""
     t0 = time.monotonic()
     # Bytes: the traced program shares the child's stdout, and a compressor's output is not text
     # (bug: xz's "\xfd7zXZ" skipped it with a UnicodeDecodeError once a region reached it).
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        _stop_child(proc)
+        raise
     secs = time.monotonic() - t0
-    stdout, stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
-    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    last = out.strip().splitlines()[-1] if out.strip() else ""
     try:
         return json.loads(last), secs
     except json.JSONDecodeError:
-        err = (stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"{what} failed (exit {r.returncode}): {err}") from None
+        line = (err.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {line}") from None
+
+
+def _stop_child(proc: "subprocess.Popen[bytes]") -> None:
+    """Interrupt a capture child and wait for it to clean up; kill it only if it does not stop
+    within ``CHILD_STOP_SECONDS`` (or a second interrupt comes)."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.communicate(timeout=CHILD_STOP_SECONDS)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
 
 
 def _spec(w: Workload, skip: int, records: int) -> dict[str, Any]:

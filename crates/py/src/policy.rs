@@ -35,7 +35,7 @@ use cachecolor_sim::policy::{
 };
 use cachecolor_sim::system::{System, SystemConfig};
 use cachecolor_sim::ConfigError as RustConfigError;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyList, PyTuple};
@@ -233,6 +233,12 @@ impl Policy for PyPolicy {
                 return Ok(None);
             }
             let set = color_set(self.colors, b).map_err(|e| {
+                // Ctrl-C or SIGTERM while a generator runs arrives as its exception
+                // (KeyboardInterrupt, a BaseException): passed on, it is an interrupt (exit
+                // 130/143), not a bad return value.
+                if !e.is_instance_of::<PyException>(py) {
+                    return e;
+                }
                 PyTypeError::new_err(format!("allowed_colors({pid}, {vpn:#x}) returned {b}: {e}"))
             })?;
             let immutable = b.is_instance_of::<PyFrozenSet>() || b.is_instance_of::<PyTuple>();

@@ -4,10 +4,11 @@ as TOML or JSON text in (`[machine] preset = "NAME"` resolved first, the config'
 `[machine]` keys merged over the preset's), the run's report as one JSON document out
 (`version`, `config` (the effective config, the preset expanded), `policy`, `allocator`,
 `processes`, `cores`, `levels`, `invariants`). The run releases the GIL and re-attaches once
-per scheduler tick (`System::run_observed`) to check for Ctrl-C / SIGTERM (`check_signals` runs
-Python's handlers) and to call the optional progress callback with `(records, bytes,
-total_bytes, total_records)` summed over the threads' sources. An exception there (a
-`KeyboardInterrupt`, the callback's own) stops the run at that tick and is re-raised unchanged:
+per scheduler tick to call the optional progress callback with `(records, bytes, total_bytes,
+total_records)` summed over the threads' sources, and once per block of records (at most
+65,536: `System::run_watched`) to check for Ctrl-C / SIGTERM (`check_signals` runs Python's
+handlers), so a stop does not wait for a tick however long it is. An exception there (a
+`KeyboardInterrupt`, the callback's own) stops the run and is re-raised unchanged:
 no report is made of a run cut short.
 */
 use cachecolor_sim::config::strict;
@@ -71,18 +72,28 @@ pub fn simulate_system(
 /// `progress`; an exception there stops the run and is returned (no report of a cut run).
 /// Shared by the built-in and the Python-written policies' runs (`policy.rs`).
 pub(crate) fn run_observed(system: &mut System, progress: Option<&Py<PyAny>>) -> Result<()> {
-    let mut stopped: Option<Failure> = None;
-    let finished = system.run_observed(|p| match report(progress, p) {
+    let stopped: std::cell::RefCell<Option<Failure>> = Default::default();
+    let keep = |r: Result<()>| match r {
         Ok(()) => true,
         Err(e) => {
-            stopped = Some(e);
+            *stopped.borrow_mut() = Some(e);
             false
         }
-    })?;
+    };
+    // Progress once per tick; Ctrl-C / SIGTERM also once per block of records (`run_watched`),
+    // however long a tick is.
+    let finished = system.run_watched(|p| keep(report(progress, p)), || keep(check_signals()))?;
     if !finished {
-        return Err(stopped.expect("a stopped run keeps its reason"));
+        return Err(stopped
+            .into_inner()
+            .expect("a stopped run keeps its reason"));
     }
     Ok(())
+}
+
+/// Whether a signal handler raised (Ctrl-C, SIGTERM): the GIL taken for that alone.
+fn check_signals() -> Result<()> {
+    Python::attach(|py| py.check_signals()).map_err(Failure::Py)
 }
 
 /// The report of a finished run as one JSON document (the report carries the version and the

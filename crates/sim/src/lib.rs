@@ -17,6 +17,7 @@ pub mod dram;
 pub mod error;
 pub mod geometry;
 pub mod isa;
+pub mod limits;
 pub mod memory;
 pub mod mmu;
 pub mod oscache;

@@ -81,18 +81,18 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
     """The one-line honesty note for each trace-fed thread whose trace holds no kernel code,
     and for a full-system trace with task identity, who ran its instructions."""
     from ..fullsys import kernel_note, task_summary
+    from ..system import config_threads
 
     base = Path(config_path).parent
-    for p in config.get("processes", []):
-        for t in p.get("threads", []):
-            if "trace" in t:
-                path = base / t["trace"] if (base / t["trace"]).exists() else Path(t["trace"])
-                note = kernel_note(path, t.get("format", "native"))
-                if note:
-                    print(f"{p.get('name', '?')}: {note}")
-                tasks_line = task_summary(path, t.get("format", "native"))
-                if tasks_line:
-                    print(f"{p.get('name', '?')}: {tasks_line}")
+    for p, t in config_threads(config):
+        if "trace" in t:
+            path = base / t["trace"] if (base / t["trace"]).exists() else Path(t["trace"])
+            note = kernel_note(path, t.get("format", "native"))
+            if note:
+                print(f"{p.get('name', '?')}: {note}")
+            tasks_line = task_summary(path, t.get("format", "native"))
+            if tasks_line:
+                print(f"{p.get('name', '?')}: {tasks_line}")
 
 
 def _policy_warnings(result: Any) -> None:

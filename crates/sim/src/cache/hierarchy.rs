@@ -36,6 +36,7 @@ mod config;
 mod lean;
 mod miss;
 #[cfg(target_arch = "x86_64")]
+pub(crate) use config::STATE_BYTES_PER_LINE;
 pub(crate) use lean::sse2_eq64_mask;
 
 use super::prefetch::{Prefetcher, PrefetcherKind, MAX_DEGREE};

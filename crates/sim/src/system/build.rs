@@ -71,6 +71,7 @@ impl System {
             .into());
         }
         AddressSpace::validate(&m.mmu)?;
+        crate::limits::check_system_memory(config, crate::limits::hierarchy_state(&hc), page_size)?;
         let memory = PhysicalMemory::new(&config.memory, page_size, colors, cores)?;
         let policy = match policy {
             Some(p) => p,

@@ -383,13 +383,7 @@ pub struct Interval {
     pub processes: Vec<IntervalProcess>,
 }
 
-/// Most points the time series keeps (issue 25, defect 3: one point per tick grew without bound
-/// with simulated time, 878 MB for 100 records of `icount = 0xFFFFFFFF`). Past it the series is
-/// thinned: neighbouring intervals merge pairwise and later ticks accumulate into points of the
-/// same (doubled) span, so the series stays evenly spaced and covers the whole run.
-pub const MAX_INTERVALS: usize = 4096;
-
-/// The time series under the `MAX_INTERVALS` bound: `stride` ticks per point.
+/// The time series under the `limits::series_points` bound: `stride` ticks per point.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Series {
     pub points: Vec<Interval>,
@@ -401,6 +395,7 @@ pub(crate) struct Series {
 impl Series {
     /// Record one tick's interval.
     pub(crate) fn push(&mut self, iv: Interval) {
+        let bound = crate::limits::series_points(iv.processes.len());
         let stride = self.stride.max(1);
         match self.points.last_mut() {
             Some(last) if self.in_last < stride => {
@@ -412,7 +407,7 @@ impl Series {
                 self.in_last = 1;
             }
         }
-        if self.points.len() > MAX_INTERVALS {
+        if self.points.len() > bound {
             let old = std::mem::take(&mut self.points);
             let mut it = old.into_iter();
             while let Some(mut a) = it.next() {
@@ -421,7 +416,7 @@ impl Series {
                 }
                 self.points.push(a);
             }
-            // MAX_INTERVALS + 1 is odd: the newest point (one tick) stays alone and goes on
+            // The bound is even, bound + 1 odd: the newest point (one tick) stays alone and goes on
             // filling up to the doubled stride.
             self.stride = stride * 2;
         }

@@ -19,8 +19,20 @@ impl System {
     /// honours Ctrl-C; it never changes the simulation.
     pub fn run_observed(
         &mut self,
-        mut on_tick: impl FnMut(crate::trace::Progress) -> bool,
+        on_tick: impl FnMut(crate::trace::Progress) -> bool,
     ) -> Result<bool, Error> {
+        self.run_watched(on_tick, || true)
+    }
+
+    /// `run_observed`, and `keep_going` is asked once per block of work (`limits::StopCheck`:
+    /// 1,024 bursts of at most 64 records, or ticks): false stops the run as `on_tick`'s does.
+    /// How soon a front end stops a run then depends on neither the tick length nor the load.
+    pub fn run_watched(
+        &mut self,
+        mut on_tick: impl FnMut(crate::trace::Progress) -> bool,
+        mut keep_going: impl FnMut() -> bool,
+    ) -> Result<bool, Error> {
+        let mut work = crate::limits::StopCheck::default();
         let mut seen_tick = self.next_tick;
         loop {
             if self.next_tick != seen_tick {
@@ -57,6 +69,9 @@ impl System {
                         let at = self.next_tick;
                         self.tick(Some(next.unwrap_or(0)), at);
                         self.next_tick += self.tick_milli;
+                        if work.due() && !keep_going() {
+                            return Ok(false);
+                        }
                     }
                     self.arrivals.pop_front();
                     self.start_process(pid)?;
@@ -75,6 +90,9 @@ impl System {
                 let at = self.next_tick;
                 self.tick(Some(core), at);
                 self.next_tick += self.tick_milli;
+                if work.due() && !keep_going() {
+                    return Ok(false);
+                }
             }
             let c = &self.cores[core];
             if c.current.is_none() && c.queue.is_empty() {
@@ -82,6 +100,9 @@ impl System {
             }
             self.run_burst(core)?;
             self.deliver_events();
+            if work.due() && !keep_going() {
+                return Ok(false);
+            }
         }
     }
 

@@ -107,7 +107,7 @@ pub struct HierarchyConfig {
 /// replacement state (`Cache::new`; LRU keeps one 8-byte recency word per set of 8 ways, SRRIP
 /// a byte per line), with a byte of slack: 14 bytes. Measured: a 64 GiB level ran at 13.7 GB RSS
 /// (2^30 lines, 12.8 bytes each), so this estimate errs on the safe side by about 10%.
-const STATE_BYTES_PER_LINE: u128 = 8 + std::mem::size_of::<LineMeta>() as u128 + 2;
+pub(crate) const STATE_BYTES_PER_LINE: u128 = 8 + std::mem::size_of::<LineMeta>() as u128 + 2;
 
 impl HierarchyConfig {
     /// Validate cross-field rules and fill every default, giving the config the run used.
