@@ -283,7 +283,7 @@ MRC_CLI_CASES = [
     ("granularity", ["--granularity", "word"], ["invalid choice", "line", "page"]),
     ("ways-alone", ["--ways", "8"], ["--cache-size and --ways go together"]),
     ("cache-size-not-multiple", ["--cache-size", "1000", "--ways", "3"], ["--cache-size", "not a positive multiple"]),
-    ("bad-size", ["--cache-size", "12 parsecs", "--ways", "8"], ["--cache-size", "not a size"]),
+    ("bad-size", ["--cache-size", "12 parsecs", "--ways", "8"], ["--cache-size", "unknown unit `parsecs`"]),
 ]
 
 
