@@ -81,7 +81,8 @@ def test_report_aggregates_seeds_and_writes_markdown_that_renders(tmp_path):
     lines = [line for line in md.splitlines() if line.startswith("|")]
     assert lines[0].startswith("| config | policy | process | seeds | ipc |")
     # The first table's rows only (the robustness table per policy follows it).
-    first = [line for line in md.split("\n## ")[0].splitlines() if line.startswith("|")]
+    # (The verdict sentences, a list, come before it.)
+    first = next(t for t in ([line for line in sec.splitlines() if line.startswith("|")] for sec in md.split("\n## ")) if t)
     widths = {line.count("|") - line.count("\\|") for line in first}
     assert len(widths) == 1, "every row of the first table has the header's columns"
     raw = pd.read_csv(out / "comparison.csv")
@@ -284,7 +285,7 @@ def test_report_figures_warn_nothing_and_keep_the_process_legend_when_a_panel_is
     assert run.returncode == 0, run.stderr
     assert "Warning" not in run.stderr, run.stderr
     html = (tmp_path / "rep" / "report.html").read_text()
-    assert "Pages per color" in html and "32 colors of" in html, "core-i3-2100: 3 MiB / 2 slices / 12 ways / 4 KiB"
+    assert "Pages faulted in per color" in html and "32 colors of" in html, "core-i3-2100: 3 MiB / 2 slices / 12 ways / 4 KiB"
 
 
 def test_a_policy_that_never_acted_says_so_in_simulate_and_report(tmp_path):

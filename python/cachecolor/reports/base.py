@@ -160,8 +160,10 @@ def write_report(
                 written.extend(reporter.plots(list(runs), out))
     from . import verdict
 
-    verdicts = verdict.markdown(verdict.sentences(frame, policy_warning_table(runs)))
-    parts = [verdicts] if verdicts else []
+    # report.md opens with the headroom verdict table (report --oracle), then one sentence per
+    # config on the policy's change with its interval and warnings.
+    sentences = verdict.markdown(verdict.sentences(frame, policy_warning_table(runs)))
+    parts = []
     slugs = {"comparison"}
     if verdicts is not None:
         from .verdicts import verdict_markdown
@@ -172,6 +174,8 @@ def write_report(
             _atomic_write(csv, table.to_csv(index=False))
             written.append(csv)
         parts.append(verdict_markdown(verdicts[0], verdicts[1]))
+    if sentences:
+        parts.append(sentences)
     for i, (title, table) in enumerate(tables):
         if i > 0:
             slug = base = _slug(title)
