@@ -359,6 +359,8 @@ int main(void) {
 
 @pytest.mark.skipif(__import__("shutil").which("qemu-x86_64") is None or __import__("shutil").which("cc") is None,
                     reason="qemu-x86_64 and cc are needed (make tools)")
+@pytest.mark.xfail(strict=True, reason="known defect: the misses-over-time view still gives part of the "
+                   "table's LL misses to the `[anon ...]` mapping that holds it (the other views name it `table`)")
 def test_a_bss_table_in_an_anonymous_mapping_has_one_name_in_every_view(tmp_path):
     """The .bss table of a program run under QEMU lies in the anonymous mapping after the
     program's file (the memory map has it as `[anon ...]`): it is `table` in the accesses table,
@@ -380,7 +382,10 @@ def test_a_bss_table_in_an_anonymous_mapping_has_one_name_in_every_view(tmp_path
     assert holders, "the table lies (partly) in an anonymous mapping: the case under test"
     frame = objects.object_report(trace, CONFIG, intervals=10).set_index("object")
     row = frame.loc["table"]
-    assert row["LL_accesses"] > 6 * 16 * 1024  # six rounds of probes reach the LL (D1 is 32 KiB)
+    # Six rounds of 16 Ki uniform probes; a probe reaches the LL when its line is not among the
+    # 32 KiB that D1 holds of the 256 KiB table: about 6 * 16 Ki * (1 - 32/256) = 86,016.
+    expected = 6 * 16 * 1024 * (1 - 32 / 256)
+    assert abs(row["LL_accesses"] - expected) < 0.05 * expected, (row["LL_accesses"], expected)
     # The reuse view counts the same references under the same name (a record that straddles
     # two lines is counted once by one and twice by the other: none here, aligned 8-byte fields).
     assert row["LL_references"] == row["LL_accesses"]
