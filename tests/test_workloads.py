@@ -125,7 +125,7 @@ def test_full_disk_while_capturing_is_one_line_and_leaves_no_trace(tmp_path, mon
     import resource
     import signal
 
-    real_run = subprocess.run
+    real_popen = subprocess.Popen
 
     def limited(cmd, *a, **kw):
         if cmd and cmd[0] == "setarch":  # the capture child only
@@ -133,9 +133,10 @@ def test_full_disk_while_capturing_is_one_line_and_leaves_no_trace(tmp_path, mon
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
                 resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
             kw["preexec_fn"] = cap
-        return real_run(cmd, *a, **kw)
+        return real_popen(cmd, *a, **kw)
 
-    monkeypatch.setattr(wl.subprocess, "run", limited)
+    # The capture child is started with Popen (so an interrupt reaches it and it can clean up).
+    monkeypatch.setattr(wl.subprocess, "Popen", limited)
     w = wl.by_name("sort")
     lines: list[str] = []
     res = wl.build_all(["sort"], root=tmp_path, log=lines.append, skip=2_000_000, records=3_000_000)
