@@ -311,7 +311,7 @@ def test_annotate_diff_equals_cg_diff_on_two_configs(program, tmp_path, capsys):
     """One trace on two configs (the LL at 256 KiB, then 1 MiB, where the reused array stays
     cached between passes): annotate --diff's change of LL data misses per function equals
     cg_diff's (which compares per function) of cachegrind's two runs with the same geometries,
-    within 1% of the function's counts, for every function of the program; D1 misses and
+    within 1% of the function's counts plus two lines, for every function of the program; D1 misses and
     accesses change in neither."""
     if shutil.which("cg_diff") is None:
         pytest.skip("cg_diff (valgrind) is needed")
@@ -348,7 +348,11 @@ def test_annotate_diff_equals_cg_diff_on_two_configs(program, tmp_path, capsys):
         want = v["DLmr"] + v["DLmw"]
         got = mine.get(fn, 0)
         scale = sum(c.get(fn, {}).get(e, 0) for c in (before, after) for e in ("DLmr", "DLmw"))
-        assert abs(got - want) <= 0.01 * scale, f"LL change in {fn}: annotate {got}, cg_diff {want}"
+        # cg_diff compares two separate executions, whose stacks may sit at other addresses
+        # (ASLR, environment size): a stack line can straddle a line boundary in one run and
+        # not the other, so main may differ by a line or two where annotate replays one trace.
+        slack = 0.01 * scale + 2
+        assert abs(got - want) <= slack, f"LL change in {fn}: annotate {got}, cg_diff {want}"
         assert v["D1mr"] + v["D1mw"] == 0 and v["Dr"] + v["Dw"] == 0
         total_change += abs(want)
     # sum_reused's 7 passes after the first no longer miss the 1 MiB LL: 7 x 2,048 lines.
