@@ -161,8 +161,9 @@ def write_report(
     from . import verdict
 
     # report.md opens with the headroom verdict table (report --oracle), then one sentence per
-    # config on the policy's change with its interval and warnings.
-    sentences = verdict.markdown(verdict.sentences(frame, policy_warning_table(runs)))
+    # config on the policy's change with its interval and warnings (verdict.opening, which
+    # report.html renders too).
+    opening = verdict.opening(runs, frame, verdicts)
     parts = []
     slugs = {"comparison"}
     if verdicts is not None:
@@ -173,9 +174,9 @@ def write_report(
             csv = out / f"{name}.csv"
             _atomic_write(csv, table.to_csv(index=False))
             written.append(csv)
-        parts.append(verdict_markdown(verdicts[0], verdicts[1]))
-    if sentences:
-        parts.append(sentences)
+        parts.append(verdict_markdown(opening.verdicts, opening.oracles))
+    if opening.sentences:
+        parts.append(verdict.markdown(opening.sentences))
     for i, (title, table) in enumerate(tables):
         if i > 0:
             slug = base = _slug(title)
