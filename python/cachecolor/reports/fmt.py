@@ -120,19 +120,11 @@ def cells(frame: Any) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown_table(frame: Any) -> str:
-    """``frame`` as a GitHub-flavoured pipe table (numbers right-aligned)."""
+    """``frame`` as a GitHub-flavoured pipe table (``cells``; numbers right-aligned; the writer
+    is ``tables.pipe_table``)."""
+    from ..tables import pipe_table
+
     if frame is None or len(frame.columns) == 0:
         return "(no rows)"
     head, rows = cells(frame)
-    numeric = [frame[c].dtype.kind in "iuf" for c in head]
-
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(esc(h) for h in head) + " |"]
-    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
-    for r in rows:
-        lines.append("| " + " | ".join(esc(x) for x in r) + " |")
-    if not rows:
-        lines.append("| " + " | ".join("" for _ in head) + " |")
-    return "\n".join(lines)
+    return pipe_table(head, rows, [frame[c].dtype.kind in "iuf" for c in head])
