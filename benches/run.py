@@ -408,6 +408,8 @@ def main() -> int:
     ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line (issue 3)")
     ap.add_argument("--no-real", action="store_true",
                     help="skip the whole-system speed on the workload suite's traces (issue 21 item 5)")
+    ap.add_argument("--no-annotate", action="store_true",
+                    help="skip `cachecolor annotate` against cachegrind (benches/annotate_speed.py)")
     ap.add_argument("--real-only", action="store_true",
                     help="run only the whole-system speed on the suite's traces and print it (no append)")
     ap.add_argument("--worker", nargs=3, metavar=("TOOL", "CONFIG", "TRACE"), help=argparse.SUPPRESS)
@@ -575,6 +577,8 @@ def main() -> int:
     system_line = "" if args.no_system else system_speed(repeats)
     if not args.no_real:
         system_line += "\n\n" + system_trace_speed(repeats)
+    if not args.no_annotate:
+        system_line += "\n\n" + annotate_speed(repeats)
     elapsed = time.time() - started
     section = report(n, repeats, rows, targets, mach, vers, load_start, loadavg(), elapsed, notes, probe, skipped)
     section = section.rstrip("\n") + "\n\n" + system_line + "\n"
@@ -585,6 +589,16 @@ def main() -> int:
         print(f"appended to {args.out}")
     bad = [r for r in rows if not r["ok"]]
     return 1 if bad else 0
+
+
+def annotate_speed(repeats: int) -> str:
+    """`cachecolor annotate` against cachegrind + cg_annotate on one program, as ratios
+    (benches/annotate_speed.py prints its own table)."""
+    argv = [sys.executable, str(REPO / "benches" / "annotate_speed.py"), "--repeats", str(repeats)]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if r.returncode != 0 and not r.stdout.strip():
+        return f"**annotate against cachegrind**: not measured (`{' '.join(argv[1:])}` failed: {r.stderr.strip()[-300:]})"
+    return r.stdout.strip()
 
 
 def system_speed(repeats: int) -> str:

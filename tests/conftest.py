@@ -94,24 +94,32 @@ def assert_one_line_error(out, code: int = 2) -> str:
     return lines[0]
 
 
-# A one-core machine (32 KiB L1D, 256 KiB LLC) running one process "p" whose one thread is fed by
-# a trace (test_package: paths relative to the config; test_reliability: hostile traces).
-ONE_CORE_MACHINE = """
+def two_level_machine(cores: object = 1, l1: str = "32KiB", l1_ways: int = 8, llc: str = "256KiB",
+                      llc_ways: int = 16) -> str:
+    """The ``[machine]`` tables of the tests' small machines: an L1D and an LLC of the given sizes
+    and ways, 4 and 40 cycles, DRAM at 200, the timing table left open for more keys (``cores``
+    may be a ``{cores}`` placeholder for a later ``str.format``)."""
+    return f"""
 [machine.hierarchy]
-cores = 1
+cores = {cores}
 [[machine.hierarchy.levels]]
 name = "L1D"
-size = "32KiB"
-ways = 8
+size = "{l1}"
+ways = {l1_ways}
 [[machine.hierarchy.levels]]
 name = "LLC"
-size = "256KiB"
-ways = 16
+size = "{llc}"
+ways = {llc_ways}
 
 [machine.timing]
 level_latency = [4, 40]
 dram_latency = 200
 """
+
+
+# A one-core machine (32 KiB L1D, 256 KiB LLC) running one process "p" whose one thread is fed by
+# a trace (test_package: paths relative to the config; test_reliability: hostile traces).
+ONE_CORE_MACHINE = two_level_machine()
 SYSTEM_WITH_TRACE = ONE_CORE_MACHINE + """
 [memory]
 ram = "64MiB"

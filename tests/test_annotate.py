@@ -353,7 +353,9 @@ def test_annotate_diff_equals_cg_diff_on_two_configs(program, tmp_path, capsys):
         # not the other, so main may differ by a line or two where annotate replays one trace.
         slack = 0.01 * scale + 2
         assert abs(got - want) <= slack, f"LL change in {fn}: annotate {got}, cg_diff {want}"
-        assert v["D1mr"] + v["D1mw"] == 0 and v["Dr"] + v["Dw"] == 0
+        # Same D1 on both sides: cachegrind's two executions make the same accesses, and their
+        # D1 misses differ only by where the stack sits (a line or two, as above).
+        assert abs(v["D1mr"] + v["D1mw"]) <= 2 and v["Dr"] + v["Dw"] == 0
         total_change += abs(want)
     # sum_reused's 7 passes after the first no longer miss the 1 MiB LL: 7 x 2,048 lines.
     assert mine["sum_reused"] == pytest.approx(-7 * 2048, abs=0.01 * 7 * 2048)

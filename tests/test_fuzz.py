@@ -26,6 +26,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import cachecolor  # noqa: E402
 from cachecolor.system import simulate_system  # noqa: E402
+from conftest import two_level_machine  # noqa: E402
 
 EXAMPLES = int(os.environ.get("CACHECOLOR_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -149,22 +150,7 @@ def test_fuzz_importers_through_the_cli(run_cli_session, tmp_path_factory, data,
     assert not any(c in out.stdout + out.stderr for c in "\x1b\x00\r\x07")
 
 
-SYSTEM_BASE = """
-[machine.hierarchy]
-cores = {cores}
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "{l1}"
-ways = {ways}
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "{llc}"
-ways = 16
-
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-
+SYSTEM_BASE = two_level_machine(cores="{cores}", l1="{l1}", l1_ways="{ways}", llc="{llc}") + """
 [memory]
 ram = "{ram}"
 allocator = "{alloc}"

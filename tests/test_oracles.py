@@ -15,6 +15,7 @@ import pytest
 
 import cachecolor
 from cachecolor import _core
+from conftest import two_level_machine
 from cachecolor.oracles import (
     OracleError,
     check_partition,
@@ -31,22 +32,7 @@ from cachecolor.system import load_system_config, simulate_system
 
 #: A machine of 8 LLC colors (64 KiB, 2-way, 4 KiB pages) under a 4 KiB L1: small enough that
 #: every split and every prefix can be run apart.
-TINY = """
-[machine.hierarchy]
-cores = {cores}
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "4KiB"
-ways = 4
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "64KiB"
-ways = 2
-
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-fault_cycles = 2000
+TINY = two_level_machine(cores="{cores}", l1="4KiB", l1_ways=4, llc="64KiB", llc_ways=2) + """fault_cycles = 2000
 
 [memory]
 ram = "64MiB"

@@ -12,26 +12,13 @@ import pytest
 
 import cachecolor
 from cachecolor import _core, cli, placement
+from conftest import two_level_machine
 
 REGISTRIES = ("POLICIES", "ALLOCATORS", "REPLACEMENT_POLICIES", "TRACE_FORMATS", "PREFETCHERS")
 
 # A one-core machine and one small process: every policy (with a color-placing allocator)
 # and every allocator (under linux) runs it.
-SYSTEM = """
-[machine.hierarchy]
-cores = 1
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "4KiB"
-ways = 4
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "64KiB"
-ways = 4
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-[memory]
+SYSTEM = two_level_machine(l1="4KiB", l1_ways=4, llc="64KiB", llc_ways=4) + """[memory]
 ram = "16MiB"
 allocator = "{allocator}"
 [policy]

@@ -38,6 +38,26 @@ def t_cdf(x: float, df: int) -> float:
     return 0.5 + h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
 
 
+def test_run_matrix_runs_its_grid_through_sweep_and_takes_stored_points_again(tmp_path):
+    """``run_matrix`` is a grid of sweep points (stored, keyed, reused), not a loop of its own:
+    its results equal ``simulate_system``'s on each (config, policy, seed), and a second call on
+    the same directory runs nothing (every point file untouched)."""
+    from cachecolor.system import simulate_system
+
+    cfg = small(tmp_path, references=5_000)
+    store = tmp_path / "store"
+    runs = reports.run_matrix([cfg], ["linux", "static"], seeds=[1, 2], out_dir=store)
+    assert [(r.policy, r.seed) for r in runs] == [("linux", 1), ("linux", 2), ("static", 1), ("static", 2)]
+    for r in runs:
+        assert r.result.to_dict() == simulate_system(cfg, policy=r.policy, seed=r.seed).to_dict()
+    points = sorted((store / "points").glob("*.json"))
+    assert len(points) == 4
+    stamps = [p.stat().st_mtime_ns for p in points]
+    again = reports.run_matrix([cfg], ["linux", "static"], seeds=[1, 2], out_dir=store)
+    assert [r.result.to_dict() for r in again] == [r.result.to_dict() for r in runs]
+    assert [p.stat().st_mtime_ns for p in sorted((store / "points").glob("*.json"))] == stamps
+
+
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 19, 29])
 def test_t_quantiles_match_the_t_distribution(df):
     assert t_cdf(fmt.t975(df), df) == pytest.approx(0.975, abs=2e-4)

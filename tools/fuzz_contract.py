@@ -55,20 +55,11 @@ ENV = dict(os.environ, CACHECOLOR_MEMORY_LIMIT="2GiB")
 ENV.pop("CACHECOLOR_DEBUG", None)
 CASE_SECONDS = 120  # a case that has not exited by then is a hang
 
-MACHINE = """[machine.hierarchy]
-cores = 1
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "32KiB"
-ways = 8
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "256KiB"
-ways = 16
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-[memory]
+# The tests' one-core machine (tests/conftest.py), with 64 MiB of RAM.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from conftest import ONE_CORE_MACHINE  # noqa: E402
+
+MACHINE = ONE_CORE_MACHINE + """[memory]
 ram = "64MiB"
 """
 SYSTEM = MACHINE + """[scheduler]

@@ -598,8 +598,8 @@ def annotate_objects(
     stacks, and the global and static data of the program and each library; without it, the
     program's globals when it is linked at a fixed address), everything else in one row
     (``(unmapped)``, or ``(heap, stack or other: no memory map)`` without a map). Tallied per
-    4 KiB page and each page given to the object that covers most of it (the narrower of two
-    that cover it alike), so an object's first and last pages may be shared with its neighbours.
+    4 KiB page and each page given to the object that covers most of it (``objects.page_owners``,
+    the rule of every view), so an object's first and last pages may be shared with its neighbours.
     Columns: ``object``, ``start``, ``size``, ``reads``, ``writes``, and per level ``L`` that
     data goes through: ``L_accesses`` (reaching ``L``), ``L_misses``, ``L_miss_rate``; sorted
     like ``annotate``'s default. ``frame.attrs["kinds"]`` maps each object to its kind."""
@@ -622,37 +622,11 @@ def annotate_objects(
     ranges = object_ranges(trace, binary)
     has_map = _map_of(head) is not None
     other = "(unmapped)" if has_map else "(heap, stack or other: no memory map)"
-    owner = np.full(len(pages), other, dtype=object)
-    # best (symbol, cover, -size) so far per tallied page: a page goes to the symbol covering
-    # most of it (at least half a page), else to the mapping covering most of it, the narrower
-    # on a tie
-    best_rank = np.zeros(len(pages), dtype=np.int64)  # 1: a symbol (finer than any mapping)
-    best_cover = np.zeros(len(pages), dtype=np.int64)
-    best_size = np.full(len(pages), np.iinfo(np.int64).max, dtype=np.int64)
-    order = np.argsort(pages, kind="stable")
-    sorted_pages = pages[order]
-    for lo, hi, name, kind in ranges:
-        a = int(np.searchsorted(sorted_pages, np.uint64(lo >> 12), side="left"))
-        b = int(np.searchsorted(sorted_pages, np.uint64((hi - 1) >> 12), side="right"))
-        if a >= b:
-            continue
-        idx = order[a:b]
-        pg = pages[idx].astype(np.int64)
-        cover = np.minimum(hi, (pg + 1) << 12) - np.maximum(lo, pg << 12)
-        # a symbol or a heap block is finer than any mapping: it takes a page it covers at
-        # least half of
-        fine = kind in ("symbol", "heap site")
-        if fine:
-            cover = np.where(cover >= 2048, cover, 0)
-        size = hi - lo
-        rank = 1 if fine else 0
-        better = (cover > 0) & ((rank > best_rank[idx]) | ((rank == best_rank[idx]) & (
-            (cover > best_cover[idx]) | ((cover == best_cover[idx]) & (size < best_size[idx])))))
-        sel = idx[better]
-        owner[sel] = name
-        best_rank[sel] = rank
-        best_cover[sel] = cover[better]
-        best_size[sel] = size
+    # Each page to its owner by the rule every view of the objects uses (``objects.page_owners``).
+    from .objects import page_owners
+
+    names_of = np.array([r[2] for r in ranges] + [other], dtype=object)
+    owner = names_of[page_owners(ranges).lookup(pages, len(ranges))]
     total = counts.sum(axis=1)
     path = _path(levels, 0)
     cols: dict[str, Any] = {"object": owner, "reads": np.where(cls == 0, total, 0),

@@ -319,11 +319,12 @@ def _fmt(v: Any, digits: int = 3) -> str:
 
 
 def markdown(table: Any, header: str) -> str:
-    cols = list(table.columns)
-    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
-    for _, r in table.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
+    """``header``, then ``table`` as a pipe table (``tables.pipe_table``; ``_fmt``'s cells)."""
+    from .tables import pipe_table
+
+    cols = [str(c) for c in table.columns]
+    rows = [[_fmt(r[c]) for c in table.columns] for _, r in table.iterrows()]
+    return header + "\n\n" + pipe_table(cols, rows, [table[c].dtype.kind in "iuf" for c in table.columns])
 
 
 def replace_block(doc: Path, text: str) -> None:

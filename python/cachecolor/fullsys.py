@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _core
@@ -64,18 +63,13 @@ def capture_system(
 
 
 def native_metadata(path: PathLike) -> Optional[str]:
-    """The metadata string of a native trace's header, or None if ``path`` is not one."""
+    """The metadata string of a native trace's header (read by the Rust reader, no record
+    decoded), or None if ``path`` is not one."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-            if len(head) < 16 or head[:8] != b"CCTRACE\0":
-                return None
-            (meta_len,) = struct.unpack("<I", head[12:16])
-            if meta_len > 1 << 20:
-                return None
-            return f.read(meta_len).decode("utf-8", "replace")
-    except OSError:
+        meta = _core.read_trace(os.fspath(path), "native", 0).get("metadata")
+    except (_core.TraceError, OSError):
         return None
+    return meta if isinstance(meta, str) else None
 
 
 def kernel_note(path: PathLike, format: str = "native") -> Optional[str]:

@@ -130,18 +130,28 @@ class PageOwners:
 FINE_KINDS = ("symbol", "heap site")
 
 
+def range_rank(kind: str) -> int:
+    """How fine a range of ``kind`` names the bytes it covers, of ranges covering a page
+    alike: a global or heap block (2) before a mapping with a name of its own (a file, the
+    heap, a stack: 1) before an anonymous mapping (0), which names nothing but its addresses."""
+    return 2 if kind in FINE_KINDS else 0 if kind == "anon" else 1
+
+
 def page_owners(ranges: Sequence[ObjectRange]) -> PageOwners:
-    """The owner of every 4 KiB page, by ``annotate_objects``' rule, so every view of an object
-    names it alike: a ``symbol`` or ``heap site`` range covering at least half of it, else the
-    range covering most of it, at least half; of ranges covering it equally, the narrower, then
-    the later one in ``ranges``. (Painting by list order alone gave a global the same size as
-    the anonymous mapping holding most of it, and listed before it, to the mapping.)"""
+    """The owner of every 4 KiB page, the one rule every view of ``annotate --objects`` uses
+    (``annotate_objects`` too), so every view names an object alike: a ``symbol`` or ``heap
+    site`` range covering at least half of it, else the range covering most of it, at least
+    half; of ranges covering it equally, the finer kind (``range_rank``), then the narrower,
+    then the first name in sorted order. The list's order does not matter (views list the same
+    ranges in different orders: a rule that fell back on it gave a region held by a file and by
+    an anonymous mapping of the same extent to the file in one view and to the mapping in
+    another)."""
     half = 1 << (PAGE_SHIFT - 1)
     page = 1 << PAGE_SHIFT
-    # Priority of a range over another covering the same whole pages: fine before mapping,
-    # then narrower, then later.
-    order = sorted(range(len(ranges)), key=lambda i: (ranges[i][3] in FINE_KINDS,
-                                                      -(ranges[i][1] - ranges[i][0]), i))
+    # Priority of a range over another covering the same whole pages: the finer kind, then the
+    # narrower, then the first name (sorted by name last first, then stably by kind and width).
+    by_name = sorted(range(len(ranges)), key=lambda i: (ranges[i][2], ranges[i][0], ranges[i][1]), reverse=True)
+    order = sorted(by_name, key=lambda i: (range_rank(ranges[i][3]), -(ranges[i][1] - ranges[i][0])))
     prio = {i: k for k, i in enumerate(order)}
     edges: dict[int, list[tuple[int, int]]] = {}
     inner = []  # (first, last, index): the pages strictly between a range's first and last

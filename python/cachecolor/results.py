@@ -30,6 +30,8 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
+from .tables import text_table  # noqa: F401  (the CLI's text tables: cachecolor.tables)
+
 KINDS = ("load", "store", "ifetch", "modify")
 MODES = ("user", "privileged")
 
@@ -127,21 +129,6 @@ class Result:
     def __repr__(self) -> str:
         levels = ", ".join(f"{lv['name']}: {lv['misses']}/{lv['accesses']} misses" for lv in self._doc["levels"])
         return f"<cachecolor.Result {self.records} records; {levels}>"
-
-
-def text_table(header: list[str], rows: list[list[Any]], left: int = 1, rule: bool = True) -> list[str]:
-    """``header`` and ``rows`` as aligned text lines: the first ``left`` columns left-aligned, the
-    others right-aligned, two spaces apart, a rule of dashes under the header (``rule``), no
-    trailing blanks. (The CLI's text tables; pandas formats the ones that are DataFrames.)"""
-    table = [[str(c) for c in r] for r in [header, *rows]]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = []
-    for n, r in enumerate(table):
-        cells = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0 and rule:
-            lines.append("  ".join("-" * w for w in widths))
-    return lines
 
 
 def format_table(doc: dict[str, Any]) -> str:

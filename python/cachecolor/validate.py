@@ -711,14 +711,15 @@ def validation_note(config: dict[str, Any], text: str = "") -> str:
 def markdown_table(doc: dict[str, Any]) -> str:
     """The per-program table of docs/validation.md: measured (95% CI), predicted as calibrated
     and with the parameters chosen on the training half, and their errors."""
+    from .tables import pipe_table
+
     tuned = "fit" in doc
-    head = "| program | half | what | measured ms (95% CI) | predicted ms | error |" + (" tuned ms | tuned error |" if tuned else "")
-    sep = "|---|---|---|---:|---:|---:|" + ("---:|---:|" if tuned else "")
-    rows = [head, sep]
+    head = ["program", "half", "what", "measured ms (95% CI)", "predicted ms", "error"] + (["tuned ms", "tuned error"] if tuned else [])
+    rows = []
     for r in doc["programs"]:
         ci = "-" if r["ci95_s"] is None else f"{r['ci95_s'] * 1e3:.2f}"
         cells = [r["name"], r["half"], r["note"], f"{r['measured_s'] * 1e3:.2f} ± {ci}", f"{r['predicted_s'] * 1e3:.2f}", _pct(r["error"])]
         if tuned:
             cells += [f"{r['predicted_tuned_s'] * 1e3:.2f}", _pct(r["error_tuned"])]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        rows.append(cells)
+    return pipe_table(head, rows, [False] * 3 + [True] * (len(head) - 3))

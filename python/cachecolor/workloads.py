@@ -808,7 +808,7 @@ def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional
     bb.replace(d / "bbv.txt")
     choice.update(horizon=horizon, profile_seconds=round(secs, 1),
                   profiled_instructions=choice["intervals"] * interval)
-    path.write_text(json.dumps({"key": key, "choice": choice}, indent=1) + "\n")
+    _output.write_text(path, json.dumps({"key": key, "choice": choice}, indent=1) + "\n")
     if choice["intervals"]:
         log(f"{w.name:8} region by phase: {choice['intervals']} intervals of {interval:,} instructions, k={choice['k']}, "
             f"dominant cluster {choice['weights'][choice['dominant_cluster']]:.0%}, region at {choice['skip']:,} instructions")
@@ -1041,13 +1041,16 @@ def region_text(m: dict[str, Any]) -> str:
 
 def suite_table(root: Optional[Path] = None) -> str:
     """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
-    rows = ["| program | class | stands in for (the paper's figure) | packages (version) | input | region: start / length | "
-            "records | instructions | IPC | LLC MPKI | privileged | footprint | trace hash | capture s |",
-            "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    from .tables import pipe_table
+
+    head = ["program", "class", "stands in for (the paper's figure)", "packages (version)", "input", "region: start / length",
+            "records", "instructions", "IPC", "LLC MPKI", "privileged", "footprint", "trace hash", "capture s"]
+    numeric = [False] * 6 + [True] * 6 + [False, True]
+    rows: list[list[str]] = []
     for w in SUITE:
         m = info(w, root)
         if m is None:
-            rows.append(f"| {w.name} | {w.cls} | {w.stands_in} | {', '.join(w.packages)} | {w.input_desc} | | not built | | | | | | | |")
+            rows.append([w.name, w.cls, w.stands_in, ", ".join(w.packages), w.input_desc, "", "not built"] + [""] * 7)
             continue
         cp = wdir(w, root) / "characterization.json"
         c = json.loads(cp.read_text()) if cp.exists() else {}
@@ -1057,12 +1060,10 @@ def suite_table(root: Optional[Path] = None) -> str:
         # Privileged share of the instructions: the kernel's in a full-system trace; none in user mode.
         priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
         why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
-        rows.append(
-            f"| {w.name} | {w.cls} | {w.stands_in} | {pk} | {w.input_desc} | {region_text(m)} | {m['records']:,} | "
-            f"{m['instructions']:,} | {c.get('ipc', float('nan')):.3f} | {c.get('llc_mpki', float('nan')):.2f} | {priv} | {fp} | "
-            f"`{m['trace_hash'][:12]}`{why} | {m['capture_seconds']} |"
-        )
-    return "\n".join(rows) + "\n"
+        rows.append([w.name, w.cls, w.stands_in, pk, w.input_desc, region_text(m), f"{m['records']:,}",
+                     f"{m['instructions']:,}", f"{c.get('ipc', float('nan')):.3f}", f"{c.get('llc_mpki', float('nan')):.2f}",
+                     priv, fp, f"`{m['trace_hash'][:12]}`{why}", str(m["capture_seconds"])])
+    return pipe_table(head, rows, numeric) + "\n"
 
 
 def write_table(doc: Path, root: Optional[Path] = None) -> None:
@@ -1085,11 +1086,13 @@ def cli(args: Any, error: Callable[[str], Exception]) -> int:
         raise error(str(e.args[0])) from None
     root = Path(args.cache) if getattr(args, "cache", None) else None
     if args.workloads_cmd == "list":
-        print(f"{'name':8} {'class':32} {'packages':34} {'region (start / records)':>24}  input")
+        from .tables import text_table
+
+        rows = []
         for w in chosen:
-            skip = (f"{'exec (system)':>13}" if w.capture == "system" else f"{'by phase':>13}" if w.region_by == "phase"
-                    else f"{w.skip:>13,}")
-            print(f"{w.name:8} {w.cls[:32]:32} {' '.join(w.packages)[:34]:34} {skip} / {w.records:>10,}  {w.input_desc}")
+            start = "exec (system)" if w.capture == "system" else "by phase" if w.region_by == "phase" else f"{w.skip:,}"
+            rows.append([w.name, w.cls, " ".join(w.packages), f"{start} / {w.records:,}", w.input_desc])
+        print("\n".join(text_table(["name", "class", "packages", "region (start / records)", "input"], rows, left=5, rule=False)))
         return 0
     if args.workloads_cmd == "install":
         errors = install(chosen)

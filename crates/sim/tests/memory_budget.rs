@@ -13,6 +13,8 @@ use cachecolor_sim::system::{system_config_from_toml, System, SystemConfig};
 use cachecolor_sim::trace::native::TraceWriter;
 use cachecolor_sim::trace::Record;
 
+mod common;
+
 struct Counting;
 
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
@@ -55,21 +57,11 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-const MACHINE: &str = r#"
-[machine.hierarchy]
-cores = 2
-[[machine.hierarchy.levels]]
-name = "L1D"
-size = "32KiB"
-ways = 8
-[[machine.hierarchy.levels]]
-name = "LLC"
-size = "256KiB"
-ways = 16
-[machine.timing]
-level_latency = [4, 40]
-dram_latency = 200
-"#;
+/// The machine every system here runs on: two cores (a trace-fed and a generated thread side by
+/// side), the tests' small L1D and LLC.
+fn machine() -> String {
+    common::two_level_machine(2)
+}
 
 fn processes(n: usize, thread: &str) -> String {
     (0..n)
@@ -127,7 +119,8 @@ fn the_memory_estimate_bounds_the_peak_heap_and_is_not_wild() {
     ] {
         let text = |ram: &str| {
             format!(
-                "{MACHINE}[memory]\nram = \"{ram}\"\nallocator = \"{allocator}\"\n{}",
+                "{}[memory]\nram = \"{ram}\"\nallocator = \"{allocator}\"\n{}",
+                machine(),
                 processes(1, &generated(2000))
             )
         };
@@ -150,7 +143,8 @@ fn the_memory_estimate_bounds_the_peak_heap_and_is_not_wild() {
     // time series included: with a tick of 1,000 cycles it is at its bound).
     let text = |n: usize| {
         format!(
-            "{MACHINE}[memory]\nram = \"256MiB\"\n[scheduler]\ntick = 1000\n{}",
+            "{}[memory]\nram = \"256MiB\"\n[scheduler]\ntick = 1000\n{}",
+            machine(),
             processes(n, &generated(3000))
         )
     };
@@ -181,7 +175,8 @@ fn the_memory_estimate_bounds_the_peak_heap_and_is_not_wild() {
     let thread = format!("trace = \"{}\"", trace.display());
     let text = |n: usize| {
         format!(
-            "{MACHINE}[memory]\nram = \"256MiB\"\n{}",
+            "{}[memory]\nram = \"256MiB\"\n{}",
+            machine(),
             processes(n, &thread)
         )
     };

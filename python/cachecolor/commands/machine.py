@@ -28,11 +28,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _size(n: int) -> str:
-    """Bytes in the largest binary unit that shows them with at most one decimal (1.5 MiB)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and (n * 10) % (1 << shift) == 0:
-            return f"{n / (1 << shift):g} {unit}"
-    return f"{n:,} B"
+    """A cache's size, exactly (``reports.fmt.bytes_``: 1.5 MiB, 1920 KiB)."""
+    from ..reports.fmt import bytes_
+
+    return bytes_(n, exact=True)
 
 
 def _level_text(level: Optional[dict[str, Any]]) -> str:

@@ -84,6 +84,9 @@ def report_sweep(
     from ..system import policy_label
 
     res = sweep(list(points), out_dir, executor=executor, workers=workers, progress=progress)
+    from . import rocs as report_rocs
+
+    report_rocs.best_offline_dir = Path(out_dir)  # Figure 8's best-offline runs: points beside these
     runs = []
     for p, result in results_of(out_dir, res.points):
         policy = policy_label(json.loads(p.config_json), p.point.policy)

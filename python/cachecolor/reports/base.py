@@ -1,8 +1,8 @@
 """The core of ``cachecolor report`` (``reports/__init__.py`` runs it on ``sweep`` and holds the
 registry of policy reporters).
 
-``run_matrix`` runs every (config, policy, seed) in this process (the API kept for scripts and
-tests; the CLI runs the same points through ``cachecolor.sweep``); ``comparison`` is the table
+``run_matrix`` runs every (config, policy, seed) through ``cachecolor.sweep`` in this process (the
+API for scripts and tests; the CLI's ``report_sweep`` runs the same points on a pool); ``comparison`` is the table
 every report has (one row per config, policy, seed and process: IPC, LLC miss rate and MPKI,
 page-walk cycles, remote accesses, pages recolored, kernel cycles); ``aggregate`` folds the seeds
 of each (config, policy, process) into a mean and a 95% interval (Student's t); a policy adds
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from ..system import SystemResult, load_system_config, simulate_system
+from ..system import SystemResult, load_system_config
 from ..sweep import config_paths
 from . import fmt
 
@@ -61,25 +61,53 @@ def run_matrix(
     policies: Optional[Sequence[str]] = None,
     seeds: Sequence[Optional[int]] = (None,),
     progress: Optional[Callable[[str], None]] = None,
+    *,
+    out_dir: Optional[PathLike] = None,
 ) -> list[Run]:
-    """Run every config under every policy and seed. With ``policies`` None, each config runs
-    under ``linux`` and the policy its ``[policy] name`` gives (once if that is ``linux``).
-    A failing run raises ``MatrixError`` with the runs finished so far."""
-    runs: list[Run] = []
-    configs = config_paths(paths)
+    """Run every config under every policy and seed, through ``cachecolor.sweep`` as the CLI's
+    report does (one process, ``executor="serial"``): the points are stored in ``out_dir`` and
+    taken from there when run again (a temporary directory, emptied afterwards, without it).
+    With ``policies`` None, each config runs under ``linux`` and the policy its ``[policy]
+    name`` gives (once if that is ``linux``). A failing run raises ``MatrixError`` with the
+    runs finished before it."""
+    import json
+    import tempfile
+
+    from ..sweep import SweepError, grid, read_point, results_of, sweep
+    from ..system import policy_label
+
     wanted = list(dict.fromkeys(policies)) if policies else None
-    for path in configs:
-        cfg = load_system_config(path)
-        names = wanted or _default_policies(cfg)
-        for name in names:
-            for seed in dict.fromkeys(seeds):
-                if progress:
-                    progress(f"{path.name}: {name}" + ("" if seed is None else f", seed {seed}"))
-                try:
-                    result = simulate_system(cfg, policy=name, seed=seed)
-                except Exception as e:
-                    raise MatrixError(f"{path}: policy {name}" + ("" if seed is None else f", seed {seed}") + f": {e}", runs, e) from e
-                runs.append(Run(str(path), name, seed, result))
+    points = []
+    for path in config_paths(paths):
+        names = wanted or _default_policies(load_system_config(path))
+        points += [p for name in names for p in grid([path], None, [name], list(dict.fromkeys(seeds)))]
+    done = 0
+
+    def step(i: int, n: int, label: str) -> None:
+        nonlocal done
+        if progress and done < len(points):
+            pt = points[done]
+            progress(f"{Path(pt.config).name}: {pt.policy}" + ("" if pt.seed is None else f", seed {pt.seed}"))
+        done += 1
+
+    with tempfile.TemporaryDirectory(prefix="cachecolor-matrix-") as tmp:
+        out = Path(out_dir) if out_dir is not None else Path(tmp)
+        try:
+            res = sweep(points, out, executor="serial", progress=step if progress else False, write_table=False)
+        except SweepError as e:
+            raise MatrixError(str(e), [], e) from e
+        ok = {p.key: (p, r) for p, r in results_of(out, res.points)}
+        runs: list[Run] = []
+        for p in res.points:
+            if p.key not in ok:
+                rec = read_point(out, p.key) or {}
+                pt = p.point
+                cause = RuntimeError(rec.get("error", "unknown error"))
+                raise MatrixError(f"{pt.config}: policy {pt.policy}" + ("" if pt.seed is None else f", seed {pt.seed}")
+                                  + f": {cause}", runs, cause)
+            result = ok[p.key][1]
+            runs.append(Run(str(p.point.config), policy_label(json.loads(p.config_json), p.point.policy), p.point.seed,
+                            result))
     return runs
 
 
@@ -161,8 +189,9 @@ def write_report(
     from . import verdict
 
     # report.md opens with the headroom verdict table (report --oracle), then one sentence per
-    # config on the policy's change with its interval and warnings.
-    sentences = verdict.markdown(verdict.sentences(frame, policy_warning_table(runs)))
+    # config on the policy's change with its interval and warnings (verdict.opening, which
+    # report.html renders too).
+    opening = verdict.opening(runs, frame, verdicts)
     parts = []
     slugs = {"comparison"}
     if verdicts is not None:
@@ -173,9 +202,9 @@ def write_report(
             csv = out / f"{name}.csv"
             _atomic_write(csv, table.to_csv(index=False))
             written.append(csv)
-        parts.append(verdict_markdown(verdicts[0], verdicts[1]))
-    if sentences:
-        parts.append(sentences)
+        parts.append(verdict_markdown(opening.verdicts, opening.oracles))
+    if opening.sentences:
+        parts.append(verdict.markdown(opening.sentences))
     for i, (title, table) in enumerate(tables):
         if i > 0:
             slug = base = _slug(title)

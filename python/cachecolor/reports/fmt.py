@@ -2,7 +2,7 @@
 
 Contract: ``number`` formats one value (integers with thousands separators up to a million, then
 ``42.4 M``; other floats with four significant digits and no exponent; NaN and None as ``-``);
-``half`` gives an interval's half-width two significant digits; ``bytes_`` writes sizes in KiB / MiB / GiB; ``mean_ci`` gives the mean and the half-width of the
+``half`` gives an interval's half-width two significant digits; ``bytes_`` writes sizes in KiB / MiB / GiB (every size the CLI and reports print); ``mean_ci`` gives the mean and the half-width of the
 95% confidence interval (Student's t, n - 1 degrees of freedom; the t quantiles are tabulated
 below and checked against a numerical integration of the t density in tests/test_reports.py);
 ``markdown_table`` renders a DataFrame as a GitHub pipe table (``x_ci`` columns folded into
@@ -90,8 +90,16 @@ def half(v: Any) -> str:
     return f"{x:.{digits}f}"
 
 
-def bytes_(n: float) -> str:
-    """A size in bytes as B / KiB / MiB / GiB (``8 MiB``, ``1.5 KiB``)."""
+def bytes_(n: float, exact: bool = False) -> str:
+    """A size in bytes as B / KiB / MiB / GiB (``8 MiB``, ``1.5 KiB``; three significant digits
+    where the unit does not divide it). ``exact``: a hardware size, in the largest unit that
+    shows it exactly with at most one decimal (``1920 KiB``, not ``1.88 MiB``)."""
+    if exact:
+        n = int(n)
+        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if n >= 1 << shift and (n * 10) % (1 << shift) == 0:
+                return f"{n / (1 << shift):g} {unit}"
+        return f"{n:,} B"
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= scale:
             v = n / scale
@@ -120,19 +128,11 @@ def cells(frame: Any) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown_table(frame: Any) -> str:
-    """``frame`` as a GitHub-flavoured pipe table (numbers right-aligned)."""
+    """``frame`` as a GitHub-flavoured pipe table (``cells``; numbers right-aligned; the writer
+    is ``tables.pipe_table``)."""
+    from ..tables import pipe_table
+
     if frame is None or len(frame.columns) == 0:
         return "(no rows)"
     head, rows = cells(frame)
-    numeric = [frame[c].dtype.kind in "iuf" for c in head]
-
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(esc(h) for h in head) + " |"]
-    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
-    for r in rows:
-        lines.append("| " + " | ".join(esc(x) for x in r) + " |")
-    if not rows:
-        lines.append("| " + " | ".join("" for _ in head) + " |")
-    return "\n".join(lines)
+    return pipe_table(head, rows, [frame[c].dtype.kind in "iuf" for c in head])

@@ -233,21 +233,18 @@ def write_html(runs: Sequence[Run], out_dir: Any, pngs: Sequence[Path] = (), rep
         f'<p class="meta">cachecolor {html.escape(__version__)}; configs: {html.escape(", ".join(configs))}; '
         f"policies: {html.escape(', '.join(policies))}; seeds: {html.escape(seed_text)}.</p>",
     ]
-    if verdicts is not None:
-        # report --oracle: the verdict opens the page (docs/verdicts.md).
-        from .verdicts import RULE, summary_line
-
-        body.append(f"<h2>Verdicts</h2><p>{html.escape(summary_line(verdicts[0]))}</p>{_table(verdicts[0])}"
-                    f"<p class=\"meta\">{html.escape(RULE)}</p><h3>Oracles</h3>{_table(verdicts[1])}")
     from . import verdict
-    from .base import policy_warning_table
 
-    rows = verdict.sentences(frame, policy_warning_table(runs))
-    if rows:
-        # The page's conclusions first, one sentence per config and policy (reports/verdict.py).
+    # The page opens as report.md does (verdict.opening): the headroom verdicts of report
+    # --oracle (docs/verdicts.md), then the page's conclusions, one sentence per config and policy.
+    opening = verdict.opening(runs, frame, verdicts)
+    if opening.verdicts is not None:
+        body.append(f"<h2>Verdicts</h2><p>{html.escape(opening.headline)}</p>{_table(opening.verdicts)}"
+                    f"<p class=\"meta\">{html.escape(opening.rule)}</p><h3>Oracles</h3>{_table(opening.oracles)}")
+    if opening.sentences:
         body.append('<section class="verdicts" id="verdicts"><h2>Verdict</h2>' + "".join(
             f'<p class="verdict" data-config="{html.escape(c)}" data-policy="{html.escape(p)}">{html.escape(t)}</p>'
-            for c, p, t in rows) + "</section>")
+            for c, p, t in opening.sentences) + "</section>")
     for config in configs:
         body.append(f"<h2>{html.escape(Path(config).stem)}</h2><p class=\"meta\">{html.escape(config)}</p>")
         for title, svg in _figures(config, [r for r in runs if r.config == config], frame):

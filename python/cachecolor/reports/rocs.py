@@ -20,14 +20,12 @@ over the 19 robustness configs and 5 seeds spent more than 20 minutes in it afte
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .base import PolicyReporter, Run, write_report
-from ..system import load_system_config, simulate_system
 
 if TYPE_CHECKING:
     from .._core import RocsReport, RocsSearch
@@ -36,6 +34,9 @@ POLLUTE_POLICIES = ("rocs", "global-pollute")
 #: Runs of the best-offline sweep per rocs run in a report (0, the default, turns it off;
 #: ``cachecolor report --best-offline N`` sets it).
 best_offline_points = 0
+#: Where Figure 8's best-offline runs are stored as sweep points (``report`` sets its ``--out``,
+#: so a report run again takes them from there); None: a temporary directory per call.
+best_offline_dir: Optional[Path] = None
 #: Whether Figure 8 says on stderr which best-offline runs it starts (``report -q``: no).
 best_offline_progress = True
 
@@ -236,16 +237,24 @@ def best_offline(
     seed: Optional[int] = None,
     points: Optional[list[int]] = None,
     n_points: int = 17,
+    out_dir: Any = None,
 ) -> Any:
-    """ROCS Figure 8's best offline: run ``config`` under ``rocs`` with ``offline_pages = N`` for
-    each N of ``points`` (default: ``n_points`` evenly spaced multiples of the search step, from 0
-    to the stack's size, from one ``rocs`` run), one run each; returns a frame of ``pages``,
-    ``ipc`` and ``llc_mpki`` (summed over processes) with the best row flagged."""
+    """ROCS Figure 8's best offline: run the config file ``config`` under ``rocs`` with
+    ``offline_pages = N`` for each N of ``points`` (default: ``n_points`` evenly spaced multiples
+    of the search step, from 0 to the stack's size, from one ``rocs`` run), one run each, as
+    points of ``cachecolor.sweep`` (stored in ``out_dir``, default ``best_offline_dir``, and
+    taken from there when run again; a temporary directory without either); returns a frame of
+    ``pages``, ``ipc`` and ``llc_mpki`` (summed over processes) with the best row flagged."""
     import pandas as pd
 
-    cfg = load_system_config(config) if not isinstance(config, dict) else copy.deepcopy(config)
+    from ..sweep import Point
+
+    def run(pages: list[Optional[int]]) -> list[Any]:
+        pts = [Point(str(config), "rocs", seed, {} if n is None else {"policy.rocs.offline_pages": int(n)}) for n in pages]
+        return _sweep_results(pts, out_dir if out_dir is not None else best_offline_dir)
+
     if points is None:
-        first = simulate_system(cfg, policy="rocs", seed=seed)
+        [first] = run([None])
         searches = [s for u in (first.policy_report or {}).get("units", []) for s in u["searches"]]
         if not searches:
             return pd.DataFrame(columns=["pages", "ipc", "llc_mpki", "best"])
@@ -257,11 +266,8 @@ def best_offline(
             steps = sorted({steps[round(i * stride)] for i in range(n_points)})
         points = steps
     rows = []
-    for n in points:
-        c = copy.deepcopy(cfg)
-        c.setdefault("policy", {})["name"] = "rocs"
-        c["policy"].setdefault("rocs", {})["offline_pages"] = int(n)
-        res = simulate_system(c, policy="rocs", seed=seed).to_dict()
+    for n, result in zip(points, run([int(n) for n in points])):
+        res = result.to_dict()
         ins = sum(p["instructions"] for p in res["processes"])
         cyc = sum(p["cycles"] for p in res["processes"])
         miss = sum(p["llc_misses"] for p in res["processes"])
@@ -269,6 +275,23 @@ def best_offline(
     frame = pd.DataFrame(rows)
     frame["best"] = frame["ipc"] == frame["ipc"].max()
     return frame
+
+
+def _sweep_results(points: list[Any], out_dir: Any) -> list[Any]:
+    """The results of ``points`` run by ``cachecolor.sweep`` in this process, in order (stored
+    in ``out_dir``; a temporary directory when None); a failed point raises its error."""
+    import tempfile
+
+    from ..sweep import SweepError, read_point, results_of, sweep
+
+    with tempfile.TemporaryDirectory(prefix="cachecolor-best-offline-") as tmp:
+        out = Path(out_dir) if out_dir is not None else Path(tmp)
+        res = sweep(points, out, executor="serial", progress=False, write_table=False)
+        got = {p.key: r for p, r in results_of(out, res.points)}
+        for p in res.points:
+            if p.key not in got:
+                raise SweepError(f"{p.point.label()}: {(read_point(out, p.key) or {}).get('error', 'unknown error')}")
+        return [got[p.key] for p in res.points]
 
 
 def figure8(runs: list[Run]) -> Any:

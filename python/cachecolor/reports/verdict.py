@@ -11,10 +11,16 @@ no interval, and the sentence says so instead of calling a difference a gain.
 ``sentences(frame, warnings)`` returns ``(config, policy, text)`` rows; ``markdown`` renders them
 as the report's first section. The numbers come from ``comparison``'s frame only, so the verdict
 cannot disagree with the tables below it.
+
+``opening(runs, frame, verdicts)`` is what a report opens with, assembled once for report.md
+(``base.write_report``) and report.html (``html.write_html``), which only render it: with
+``report --oracle``, the verdict table under its summary (``verdicts.headline``) and rule and
+the oracles' table; then the sentences.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
 
 from . import fmt
 
@@ -79,3 +85,30 @@ def markdown(rows: list[tuple[str, str, str]]) -> str:
     if not rows:
         return ""
     return "## Verdict\n\n" + "\n".join(f"- {text}" for _c, _p, text in rows) + "\n"
+
+
+@dataclass
+class Opening:
+    """The opening of a report (module docstring). ``verdicts``, ``oracles``: the verdict and
+    oracle tables of ``report --oracle`` (None without); ``headline``: the sentence over them;
+    ``rule``: how a verdict is decided; ``sentences``: ``(config, policy, text)`` rows."""
+
+    sentences: list[tuple[str, str, str]] = field(default_factory=list)
+    verdicts: Any = None
+    oracles: Any = None
+    headline: str = ""
+    rule: str = ""
+
+
+def opening(runs: Sequence[Any], frame: Any, verdicts: Optional[tuple[Any, Any, Any]] = None) -> Opening:
+    """The opening of the report of ``runs`` (``comparison``'s ``frame``; ``verdicts``: the
+    verdict, oracle and candidate tables of ``report --oracle``)."""
+    from .base import policy_warning_table
+
+    out = Opening(sentences=sentences(frame, policy_warning_table(runs)))
+    if verdicts is not None:
+        from .verdicts import RULE, headline
+
+        out.verdicts, out.oracles = verdicts[0], verdicts[1]
+        out.headline, out.rule = headline(verdicts[0], verdicts[1]), RULE
+    return out

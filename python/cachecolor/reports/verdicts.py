@@ -212,14 +212,20 @@ RULE = (
 )
 
 
-def verdict_markdown(table: Any, oracles: Any) -> str:
-    """The verdict section that opens ``report.md``: the summary line, the table, the rule, the
-    oracles' best runs and their cost."""
+def headline(table: Any, oracles: Any) -> str:
+    """The sentences over the verdict table in report.md and report.html: the summary line and
+    what the oracles cost."""
     cost = ""
     if oracles is not None and len(oracles):
         cost = f" The oracles ran {int(oracles['runs'].sum())} simulations ({oracles['cpu_seconds'].sum():.0f} s of simulation, cached in OUT/points)."
+    return summary_line(table) + cost
+
+
+def verdict_markdown(table: Any, oracles: Any) -> str:
+    """The verdict section that opens ``report.md``: the summary line, the table, the rule, the
+    oracles' best runs and their cost."""
     return (
-        f"## verdicts: each policy against the oracles' headroom\n\n{summary_line(table)}{cost}\n\n"
+        f"## verdicts: each policy against the oracles' headroom\n\n{headline(table, oracles)}\n\n"
         f"{fmt.markdown_table(table)}\n\n{RULE}\n\n"
         f"## oracles: the best offline run of each (every candidate: oracle-candidates.csv)\n\n{fmt.markdown_table(oracles)}\n"
     )
