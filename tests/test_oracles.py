@@ -389,3 +389,28 @@ def test_a_policy_above_its_oracle_is_flagged_and_named_in_the_verdict_sentence(
     assert "1 policy row(s) came above the best oracle" in md
     assert "coloris on phased (+20.3% against a headroom of +5.3%, oracle:partition)" in md
     assert "No policy came above its oracle" in verdict_markdown(table.iloc[1:], None)
+
+
+def test_the_corun_page_profile_shows_progress_and_stops_on_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    config = tiny(tmp_path, [("sensitive", "uniform", "48KiB"), ("stream", "sequential", "1MiB")], refs=1_500_000)
+    out = tmp_path / "rep"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "pollute",
+                                 "--workers", "1", "--out", str(out), "--no-plots"],
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        deadline = time.monotonic() + 600
+        # the co-run page profile (a run several times a linux run) is under way
+        while time.monotonic() < deadline and proc.poll() is None and "page profile" not in log.read_text():
+            time.sleep(0.05)
+        assert proc.poll() is None, log.read_text()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    err = log.read_text()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert not list((out / "oracle-profiles").glob("*.json")), "a profile cut short is not stored"
+    assert not (out / "report.md").exists()

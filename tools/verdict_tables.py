@@ -1,0 +1,182 @@
+"""docs/verdicts.md's measured tables: each policy's verdict against the oracles on the verdict
+mixes and on a stated subset of the robustness matrix, what the oracles cost, and which
+verdicts support or refute each paper claim.
+
+Each set runs the ``cachecolor report ... --oracle`` command the page shows (the runs cached in
+its ``--out`` directory by content hash and simulator build, so a second run with nothing
+changed recomputes nothing and a rebuilt simulator runs everything again) and splices the
+tables between ``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->``
+(``tools/headline_tables.py``'s markers). The matrix subset is about an hour of CPU on a 2-core
+machine: the test suite does not run this.
+
+    python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
+    python tools/verdict_tables.py --check   # exit 1 naming each block that differs
+    python tools/verdict_tables.py --only mixes --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from headline_tables import splice  # noqa: E402
+
+PAGE = "docs/verdicts.md"
+
+
+@dataclass
+class VerdictSet:
+    """One ``report --oracle`` run: its configs, policies and options, and its output folder."""
+
+    name: str
+    configs: list[str]
+    policies: list[str]
+    seeds: int
+    steps: int
+    out: str
+
+    def args(self) -> list[str]:
+        pol = [a for p in self.policies for a in ("--policy", p)]
+        return ["report", *self.configs, *pol, "--seeds", str(self.seeds), "--control", "--oracle",
+                "--oracle-steps", str(self.steps), "--out", self.out, "--no-plots"]
+
+
+SETS = [
+    VerdictSet("mixes", ["examples/verdicts/both-fit-llc.toml", "examples/verdicts/sensitive-beside-stream.toml"],
+               ["linux", "mrc-partition", "rocs", "coloris", "static"], 3, 4, "out/verdicts"),
+    # The matrix's kinds, one config each where the matrix has several of a kind (the programs
+    # that fit, a stream beside a reused table, a phased program, a two-process shared cache, a
+    # streamer beside a sensitive program, a sliced LLC, threads sharing across chips); the
+    # 4-process POWER5 mixes (a partition climb of 12 allocations a round and 21 pollute
+    # candidates per seed) and the rest of each kind are left out to fit an hour of CPU.
+    VerdictSet("matrix", [f"examples/robustness/{c}.toml" for c in (
+        "fits-half", "stream-beside-320k", "phased", "mix2-shared-stream-first", "streamer-beside-sensitive",
+        "sliced-i3-two-fit", "mt-sharing-cross-chip")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust"),
+]
+
+#: Each paper claim the verdicts can speak to: the policy it is about, the verdicts that
+#: support it and those that refute it (rows with any other verdict do not test it).
+CLAIMS = [
+    ("ROCS (MICRO 2008) 6, Figure 8: the online search comes close to the best offline pollute set, where a buffer pays",
+     ["rocs"], ["gain taken"], ["gain missed", "side effect"]),
+    ("ROCS: the pollute buffer does no harm where there is nothing to gain (ROCS 6: at most 3.8% overhead)",
+     ["rocs"], ["nothing to gain"], ["harm"]),
+    ("Azimi et al. case study 1: RapidMRC-guided partitioning gains on mixes where a partition pays",
+     ["mrc-partition"], ["gain taken"], ["gain missed", "side effect"]),
+    ("Azimi et al.: partitioning only when the curves predict fewer misses, so no harm where nothing is to gain",
+     ["mrc-partition"], ["nothing to gain"], ["harm"]),
+    ("COLORIS 4.2: coloring (static sections, dynamic recoloring) isolates a cache-sensitive program from a stream",
+     ["static", "coloris"], ["gain taken"], ["gain missed", "side effect", "harm"]),
+]
+
+
+def _f(x: Any) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return "" if math.isnan(x) else f"{x:+.3f}"
+
+
+def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
+    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
+    r = subprocess.run(cmd, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
+
+
+def _profile_cost(out: Path) -> tuple[int, float]:
+    n, sec = 0, 0.0
+    for f in (out / "oracle-profiles").glob("*.json"):
+        n += 1
+        sec += float(json.loads(f.read_text()).get("elapsed", 0.0))
+    return n, sec
+
+
+def render_set(s: VerdictSet) -> str:
+    import pandas as pd
+
+    out = ROOT / s.out
+    v = pd.read_csv(out / "verdicts.csv")
+    o = pd.read_csv(out / "oracles.csv")
+    points = [json.loads(f.read_text()) for f in (out / "points").glob("*.json")]
+    n_prof, s_prof = _profile_cost(out)
+    lines = ["```", "cachecolor " + " ".join(s.args()), "```", ""]
+    lines.append(
+        f"Cost: the oracles ran {int(o['runs'].sum())} simulations ({o['cpu_seconds'].sum():,.0f} s of simulation) and "
+        f"{n_prof} co-run page profiles ({s_prof:,.0f} s), beside the policies' runs; {len(points)} simulations in all "
+        f"in `{s.out}/points`, {sum(float(p.get('elapsed', 0.0)) for p in points):,.0f} s of simulation, measured on a "
+        "shared 2-core machine (`nice`, two workers) when they ran.")
+    lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in v.itertuples():
+        lines.append(f"| {r.config} | {r.policy} | {r.seeds} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {_f(r.share)} "
+                     f"| {_f(r.control)} | {_f(r.noise)} | **{r.verdict}** | {'yes' if r.above_oracle else 'no'} |")
+    lines += ["", "The reasons (`verdicts.csv`):", ""]
+    for r in v.itertuples():
+        if isinstance(r.reason, str) and r.reason:
+            lines.append(f"- {r.config}, {r.policy}: {r.reason}")
+    lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
+              "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
+    for (config, oracle), g in o.groupby(["config", "oracle"], sort=False):
+        gain = g["gain"].mean()
+        note = "; ".join(dict.fromkeys(str(x) for x in g["note"] if isinstance(x, str) and x))
+        best = next((str(b) for b in g["best"] if isinstance(b, str) and b), "")
+        lines.append(f"| {config} | {oracle} | {_f(gain)} | {best} | {int(g['runs'].sum())} | {g['cpu_seconds'].sum():,.0f} | {note} |")
+    return "\n".join(lines)
+
+
+def render_claims(sets: list[VerdictSet]) -> str:
+    import pandas as pd
+
+    v = pd.concat([pd.read_csv(ROOT / s.out / "verdicts.csv") for s in sets], ignore_index=True)
+    lines = ["| claim | policy | supported by | refuted by | not tested by (other verdicts) |", "|---|---|---|---|---|"]
+    for claim, policies, support, refute in CLAIMS:
+        rows = v[v.policy.isin(policies)]
+        cell = lambda verdicts: ", ".join(f"{r.config} ({r.policy}: {r.verdict})" for r in rows.itertuples() if r.verdict in verdicts) or "none"  # noqa: E731
+        others = sorted(set(rows.verdict) - set(support) - set(refute))
+        lines.append(f"| {claim} | {', '.join(policies)} | {cell(support)} | {cell(refute)} | {cell(others)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python tools/verdict_tables.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 naming each block that differs; write nothing")
+    ap.add_argument("--only", choices=[s.name for s in SETS], help="run and rewrite one set (the claims table is rewritten from every set's verdicts.csv)")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the runs (default 2)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    if args.workers < 1:
+        ap.error(f"--workers {args.workers}: expected 1 or more")
+    chosen = [s for s in SETS if args.only in (None, s.name)]
+    for s in chosen:
+        run_set(s, args.workers, args.quiet)
+    path = ROOT / PAGE
+    text = path.read_text()
+    new = text
+    for s in chosen:
+        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s))
+    if all((ROOT / s.out / "verdicts.csv").exists() for s in SETS):
+        new = splice(new, "verdicts-claims", PAGE, render_claims(SETS))
+    if args.check:
+        if new != text:
+            print(f"{PAGE}: the verdict tables differ from the reports (run make docs-verdicts)", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        path.write_text(new)
+        print(f"updated the verdict tables in {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
