@@ -63,19 +63,21 @@ SETS = [
         ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust"),
 ]
 
-#: Each paper claim the verdicts can speak to: the policy it is about, the verdicts that
-#: support it and those that refute it (rows with any other verdict do not test it).
+#: Each paper claim the verdicts can speak to: the policies it is about, the oracles that bound
+#: their mechanism (a claim that a policy takes a gain is tested only where the best oracle is
+#: its own mechanism's: `mrc-partition` cannot take a pollute buffer's headroom; None: any), the
+#: verdicts that support it and those that refute it (other rows do not test it).
 CLAIMS = [
     ("ROCS (MICRO 2008) 6, Figure 8: the online search comes close to the best offline pollute set, where a buffer pays",
-     ["rocs"], ["gain taken"], ["gain missed", "side effect"]),
-    ("ROCS: the pollute buffer does no harm where there is nothing to gain (ROCS 6: at most 3.8% overhead)",
-     ["rocs"], ["nothing to gain"], ["harm"]),
+     ["rocs"], ["oracle:pollute"], ["gain taken"], ["gain missed", "side effect"]),
+    ("ROCS 6: the pollute buffer does no harm where there is nothing to gain (at most 3.8% overhead)",
+     ["rocs"], None, ["nothing to gain"], ["harm"]),
     ("Azimi et al. case study 1: RapidMRC-guided partitioning gains on mixes where a partition pays",
-     ["mrc-partition"], ["gain taken"], ["gain missed", "side effect"]),
-    ("Azimi et al.: partitioning only when the curves predict fewer misses, so no harm where nothing is to gain",
-     ["mrc-partition"], ["nothing to gain"], ["harm"]),
+     ["mrc-partition"], ["oracle:partition", "oracle:mrc"], ["gain taken"], ["gain missed", "side effect"]),
+    ("Azimi et al. 3.2: partitioning only when the curves predict fewer misses, so no harm where nothing is to gain",
+     ["mrc-partition"], None, ["nothing to gain"], ["harm"]),
     ("COLORIS 4.2: coloring (static sections, dynamic recoloring) isolates a cache-sensitive program from a stream",
-     ["static", "coloris"], ["gain taken"], ["gain missed", "side effect", "harm"]),
+     ["static", "coloris"], ["oracle:partition"], ["gain taken"], ["gain missed", "side effect", "harm"]),
 ]
 
 
@@ -94,12 +96,29 @@ def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
         raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
 
 
-def _profile_cost(out: Path) -> tuple[int, float]:
-    n, sec = 0, 0.0
-    for f in (out / "oracle-profiles").glob("*.json"):
-        n += 1
-        sec += float(json.loads(f.read_text()).get("elapsed", 0.0))
-    return n, sec
+def _cost(out: Path) -> dict[str, tuple[int, float]]:
+    """Runs and simulated seconds of this report's points only (the folder may hold others):
+    the policies' (``results.csv``'s keys), the oracles' candidates (``oracle-candidates.csv``'s)
+    and the co-run page profiles (one per linux run)."""
+    import pandas as pd
+
+    res = pd.read_csv(out / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
+    cand = pd.read_csv(out / "oracle-candidates.csv", usecols=["key"]).drop_duplicates("key")
+
+    def points(keys: Any) -> tuple[int, float]:
+        sec = 0.0
+        for k in keys:
+            rec = json.loads((out / "points" / f"{k}.json").read_text())
+            sec += float(rec.get("elapsed", 0.0))
+        return len(keys), sec
+
+    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := out / "oracle-profiles" / f"{k}.json").exists()]
+    return {"policies": points(list(res.key)), "oracles": points(list(cand.key)),
+            "profiles": (len(prof), sum(float(p.get("elapsed", 0.0)) for p in prof))}
+
+
+def _cell(x: Any) -> str:
+    return "" if not isinstance(x, str) else x.replace("|", "\\|")
 
 
 def render_set(s: VerdictSet) -> str:
@@ -108,14 +127,13 @@ def render_set(s: VerdictSet) -> str:
     out = ROOT / s.out
     v = pd.read_csv(out / "verdicts.csv")
     o = pd.read_csv(out / "oracles.csv")
-    points = [json.loads(f.read_text()) for f in (out / "points").glob("*.json")]
-    n_prof, s_prof = _profile_cost(out)
+    cost = _cost(out)
     lines = ["```", "cachecolor " + " ".join(s.args()), "```", ""]
+    (np_, sp), (no, so), (nf, sf) = cost["policies"], cost["oracles"], cost["profiles"]
     lines.append(
-        f"Cost: the oracles ran {int(o['runs'].sum())} simulations ({o['cpu_seconds'].sum():,.0f} s of simulation) and "
-        f"{n_prof} co-run page profiles ({s_prof:,.0f} s), beside the policies' runs; {len(points)} simulations in all "
-        f"in `{s.out}/points`, {sum(float(p.get('elapsed', 0.0)) for p in points):,.0f} s of simulation, measured on a "
-        "shared 2-core machine (`nice`, two workers) when they ran.")
+        f"Cost: {np_} policy and control runs ({sp:,.0f} s of simulation), {no} oracle candidates ({so:,.0f} s) and {nf} "
+        f"co-run page profiles ({sf:,.0f} s): {sp + so + sf:,.0f} s of simulation, measured on a shared 2-core machine "
+        "(`nice`, two workers) when they ran.")
     lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in v.itertuples():
@@ -127,11 +145,16 @@ def render_set(s: VerdictSet) -> str:
             lines.append(f"- {r.config}, {r.policy}: {r.reason}")
     lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
               "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
-    for (config, oracle), g in o.groupby(["config", "oracle"], sort=False):
-        gain = g["gain"].mean()
+    order = {Path(c).stem: i for i, c in enumerate(s.configs)}
+    groups = sorted(o.groupby(["config", "oracle"], sort=False), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1]))
+    for (config, oracle), g in groups:
         note = "; ".join(dict.fromkeys(str(x) for x in g["note"] if isinstance(x, str) and x))
+        if not g["runs"].sum():
+            lines.append(f"| {config} | {oracle} | n/a | | 0 | 0 | {_cell(note)} |")
+            continue
         best = next((str(b) for b in g["best"] if isinstance(b, str) and b), "")
-        lines.append(f"| {config} | {oracle} | {_f(gain)} | {best} | {int(g['runs'].sum())} | {g['cpu_seconds'].sum():,.0f} | {note} |")
+        lines.append(f"| {config} | {oracle} | {_f(g['gain'].mean())} | {_cell(best)} | {int(g['runs'].sum())} "
+                     f"| {g['cpu_seconds'].sum():,.0f} | {_cell(note)} |")
     return "\n".join(lines)
 
 
@@ -140,11 +163,18 @@ def render_claims(sets: list[VerdictSet]) -> str:
 
     v = pd.concat([pd.read_csv(ROOT / s.out / "verdicts.csv") for s in sets], ignore_index=True)
     lines = ["| claim | policy | supported by | refuted by | not tested by (other verdicts) |", "|---|---|---|---|---|"]
-    for claim, policies, support, refute in CLAIMS:
+    for claim, policies, own, support, refute in CLAIMS:
         rows = v[v.policy.isin(policies)]
-        cell = lambda verdicts: ", ".join(f"{r.config} ({r.policy}: {r.verdict})" for r in rows.itertuples() if r.verdict in verdicts) or "none"  # noqa: E731
-        others = sorted(set(rows.verdict) - set(support) - set(refute))
-        lines.append(f"| {claim} | {', '.join(policies)} | {cell(support)} | {cell(refute)} | {cell(others)} |")
+        tested = rows if own is None else rows[rows.best_oracle.isin(own) | rows.verdict.isin(["nothing to gain", "harm"])]
+        cell = lambda frame, verdicts: ", ".join(  # noqa: E731
+            f"{r.config} ({r.policy}: {r.verdict})" for r in frame.itertuples() if r.verdict in verdicts) or "none"
+        others = sorted(set(tested.verdict) - set(support) - set(refute))
+        untested = cell(tested, others)
+        elsewhere = rows.drop(tested.index)
+        if len(elsewhere):
+            away = ", ".join(f"{r.config} ({r.policy}: {r.best_oracle}'s headroom)" for r in elsewhere.itertuples())
+            untested = away if untested == "none" else f"{untested}; {away}"
+        lines.append(f"| {claim} | {', '.join(policies)} | {cell(tested, support)} | {cell(tested, refute)} | {untested} |")
     return "\n".join(lines)
 
 
