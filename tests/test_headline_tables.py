@@ -66,24 +66,28 @@ def test_the_claims_table_sorts_each_row_by_its_verdict(tmp_path, monkeypatch):
         {"config": "c", "policy": "rocs", "verdict": "nothing to gain"},
         {"config": "d", "policy": "mrc-partition", "verdict": "harm"},
         {"config": "e", "policy": "rocs", "verdict": "gain missed"},
+        {"config": "f", "policy": "rocs", "verdict": "nothing to gain", "above_oracle": True},
     ]
     for r in rows:
         r["noise"] = 0.01
+        r.setdefault("above_oracle", False)
     # the oracles' gains per config and seed: a and b have a pollute buffer's headroom, e a
     # partition's only (its pollute oracle within the noise), c and d none
     gains = {"a": ("oracle:pollute", [0.2, 0.3]), "b": ("oracle:pollute", [0.1, -0.1]), "c": ("oracle:pollute", [0.0, 0.005]),
-             "d": ("oracle:partition", [-0.02, 0.0]), "e": ("oracle:pollute", [0.004, 0.006])}
+             "d": ("oracle:partition", [-0.02, 0.0]), "e": ("oracle:pollute", [0.004, 0.006]), "f": ("oracle:pollute", [0.0, 0.0])}
     orc = [{"config": c, "seed": i + 1, "oracle": name, "gain": g} for c, (name, gs) in gains.items() for i, g in enumerate(gs)]
     orc.append({"config": "e", "seed": 1, "oracle": "oracle:partition", "gain": 0.4})
     (tmp_path / "s").mkdir()
     pd.DataFrame(rows).to_csv(tmp_path / "s" / "verdicts.csv", index=False)
     pd.DataFrame(orc).to_csv(tmp_path / "s" / "oracles.csv", index=False)
     monkeypatch.setattr(v, "ROOT", tmp_path)
-    monkeypatch.setattr(v, "CLAIMS", [("takes the gain", ["rocs"], ["oracle:pollute"], ["gain taken"], ["gain missed"]),
+    monkeypatch.setattr(v, "CLAIMS", [("takes the gain", ["rocs"], ["oracle:pollute"], ["gain taken", v.ABOVE], ["gain missed"]),
                                       ("no harm", ["mrc-partition"], None, ["nothing to gain"], ["harm"])])
     table = v.render_claims([v.VerdictSet("s", [], [], 3, 4, "s")]).splitlines()
     # b's pollute headroom is the mean of max(0, gain) over seeds (0.05); e's headroom is a
     # partition's: it does not test a pollute buffer's claim, nor does c (nothing to gain)
-    assert table[2] == ("| takes the gain | rocs | a (rocs: gain taken; oracle:pollute +0.250) | b (rocs: gain missed; oracle:pollute +0.050) "
+    # f came above its oracle: it supports a gain claim though its own headroom is nil
+    assert table[2] == ("| takes the gain | rocs | a (rocs: gain taken; oracle:pollute +0.250), f (rocs: above its oracle) "
+                        "| b (rocs: gain missed; oracle:pollute +0.050) "
                         "| no oracle:pollute headroom above the noise: c, e |")
     assert table[3] == "| no harm | mrc-partition | none | d (mrc-partition: harm) | none |"
