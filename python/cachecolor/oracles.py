@@ -459,7 +459,9 @@ def buffer_capacity(effective: dict[str, Any]) -> int:
 
 def pollute_candidates(point: Any, effective: dict[str, Any], steps: int, ranking: Optional[list[list[tuple[int, float, int]]]] = None) -> list[Candidate]:
     """Per process (only its pages buffered) and, with several processes, machine-wide (every
-    process's pages ranked together); every process keeps all the colors but the buffer's."""
+    process's pages ranked together); every process keeps all the colors but the buffer's.
+    ``ranking``: ``run_oracles`` passes the linux co-run's (``corun_ranking``); without one,
+    each process's pages ranked alone (``page_ranking``)."""
     m = machine_of(effective)
     names = process_names(effective)
     ranking = page_ranking(effective) if ranking is None else ranking
