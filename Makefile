@@ -48,7 +48,7 @@ BUILD_STAMP := $(VENV)/.cachecolor-build
 RUST_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(wildcard .cargo/config.toml) \
 	$(shell find crates -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name '*.c' -o -name '*.h' \) -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: help venv tools tools-system build demo docs-tables workloads evaluate test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
+.PHONY: help venv tools tools-system build demo docs-tables docs-headlines docs-verdicts workloads evaluate test test-rust test-python test-wheel wheel wheel-aarch64 test-aarch64 aarch64-tools golden bench bench-mrc lint fmt clean distclean fuzz
 
 help: ## List the targets
 	@echo "cachecolor: make TARGET"
@@ -117,6 +117,12 @@ golden: ## Regenerate the golden counts (crates/sim/tests/golden/) and show what
 
 docs-tables: build ## Rewrite the docs' tables of policies, allocators and presets from the registries (tools/docs_tables.py)
 	$(PY) tools/docs_tables.py
+
+docs-headlines: build ## Rewrite the docs' headline tables (rocs, thread-cluster, COLORIS C1) by running the examples under the current defaults (tools/headline_tables.py; minutes of CPU, not run by make test)
+	nice -n 10 $(PY) tools/headline_tables.py
+
+docs-verdicts: build ## Rewrite docs/verdicts.md's verdict tables by running (or reusing) their report --oracle commands (tools/verdict_tables.py; about an hour of CPU, not run by make test)
+	nice -n 10 $(PY) tools/verdict_tables.py
 
 workloads: build tools ## Install the real-program suite's Debian packages (root) and capture their traces into the cache (docs/workloads.md)
 	$(VENV)/bin/cachecolor workloads install

@@ -19,10 +19,14 @@ from conftest import two_level_machine
 from cachecolor.oracles import (
     OracleError,
     check_partition,
+    corun_profiles,
+    corun_ranking,
     neighbours,
     page_ranking,
     prefix_sizes,
+    process_names,
     run_oracles,
+    same_as_linux,
     two_process_splits,
     weighted_speedup,
 )
@@ -142,6 +146,11 @@ def test_oracle_partition_is_at_least_the_static_policy_of_the_same_report(tmp_p
         assert col in cmp
 
 
+def _corun_ranking(config: Path, out: Path, lps: list) -> list:
+    prof = corun_profiles(lps, out, executor="serial", progress=False)[lps[0].key]
+    return corun_ranking(prof, process_names(json.loads(lps[0].config_json)))
+
+
 def test_pollute_oracle_equals_brute_force_over_every_prefix(tmp_path):
     # One program: a reused array and a stream (ROCS's shape), all its prefixes run apart.
     cfg = TINY.format(cores=2, policy="rocs") + """
@@ -158,13 +167,12 @@ workload = { seed = 3, phases = [{ pattern = "mix", references = 30000, size = 8
     config.write_text(cfg)
     out = tmp_path / "out"
     lps = linux_point(tmp_path, config, out)
-    eff = json.loads(lps[0].config_json)
-    ranking = page_ranking(eff)[0]
+    [ranking] = _corun_ranking(config, out, lps)
     n = len(ranking)
     assert 0 < n <= 40
     # exact ranking: every page of the stream misses every time, so the stream's pages lead
     stream = {v for v, _, _ in ranking if 0x100000000 >> 12 <= v < (0x100000000 + 65536) >> 12}
-    assert {v for v, _, _ in ranking[: len(stream)]} == stream
+    assert len(stream) == 16 and {v for v, _, _ in ranking[: len(stream)]} == stream
     linux = simulate_system(config, policy="linux", seed=1).to_dict()["processes"]
     [o] = run_oracles(lps, out, ["pollute"], steps=n, executor="serial", progress=False)
     assert prefix_sizes(n, n) == list(range(n + 1))
@@ -174,6 +182,44 @@ workload = { seed = 3, phases = [{ pattern = "mix", references = 30000, size = 8
         brute.append(ws_apart(config, 1, linux, pollute=[{"process": "art", "pages": pages}] if pages else []))
     assert o.runs == n + 1
     assert o.gain == pytest.approx(max(brute) - 1.0, abs=1e-12)
+    assert "linux co-run" in o.basis and "WARNING" not in o.basis
+
+
+def test_pollute_oracle_ranks_pages_by_the_linux_corun_and_equals_brute_force_machine_wide(tmp_path):
+    """The ranking is of the linux co-run (the profile run reproduces it exactly), not of each
+    process alone: beside a stream, the reused array's pages miss where alone they hit. The
+    machine-wide candidates are the prefixes of both processes' pages ranked together, each
+    equal to a run made apart."""
+    config = tiny(tmp_path, [("reuse", "uniform", "40KiB"), ("stream", "sequential", "96KiB")], refs=20_000)
+    out = tmp_path / "out"
+    lps = linux_point(tmp_path, config, out)
+    eff = json.loads(lps[0].config_json)
+    prof = corun_profiles(lps, out, executor="serial", progress=False)[lps[0].key]
+    linux = simulate_system(config, policy="linux", seed=1).to_dict()["processes"]
+    assert same_as_linux(prof, linux), "the profile run is the linux run, observed"
+    # every data reference reaching the LLC is tallied once (walks are the rest of llc_accesses)
+    for name, p in zip(("reuse", "stream"), linux):
+        rows = [r for r in prof["pages"] if r[0] == name]
+        assert 0 < sum(r[2] for r in rows) <= p["llc_accesses"] and sum(r[3] for r in rows) <= p["llc_misses"]
+    reuse_corun, _stream = corun_ranking(prof, process_names(eff))
+    reuse_alone = page_ranking(eff)[0]
+    mean = lambda rk: sum(r * a for _, r, a in rk) / sum(a for _, _, a in rk)  # noqa: E731
+    assert mean(reuse_corun) > 1.5 * mean(reuse_alone), (mean(reuse_corun), mean(reuse_alone))
+    [o] = run_oracles(lps, out, ["pollute"], steps=4, executor="serial", progress=False)
+    merged = sorted(((v, r, a, n) for n, rk in zip(("reuse", "stream"), (reuse_corun, _stream)) for v, r, a in rk),
+                    key=lambda x: (-x[1], -x[2], x[3], x[0]))
+    machine = [c for c in o.candidates if c["scope"] == "machine"]
+    assert len(machine) == 4
+    for c, k in zip(machine, prefix_sizes(len(merged), 4)[1:]):
+        sets: dict = {}
+        for v, _, _, n in merged[:k]:
+            sets.setdefault(n, []).append(v)
+        pollute = [{"process": n, "pages": sorted(sets[n])} for n in ("reuse", "stream") if n in sets]
+        assert c["weighted_speedup"] == pytest.approx(ws_apart(config, 1, linux, pollute=pollute), abs=1e-12), c["label"]
+    # a second run reads the profile back instead of simulating it again
+    before = sorted((out / "oracle-profiles").iterdir())
+    assert len(before) == 1
+    assert corun_profiles(lps, out, executor="serial", progress=False)[lps[0].key] == prof
 
 
 def test_two_process_splits_and_neighbours():
@@ -309,3 +355,48 @@ def test_evaluate_oracle_adds_the_verdict_columns(tmp_path):
     assert (out / "verdicts.csv").exists() and parts[0].startswith("#### verdicts")
     v = pd.read_csv(out / "verdicts.csv")
     assert list(v.policy) == ["static"] and v.seeds.iloc[0] == 2  # fresh and aged seed 1
+
+
+def test_a_policy_above_its_oracle_is_flagged_and_named_in_the_verdict_sentence():
+    """A dynamic policy may beat the static oracles (a phased program, thread placement): the
+    row says so (above_oracle, its reason) and the sentence opening the report names it."""
+    import pandas as pd
+
+    from cachecolor.reports.verdicts import COLUMNS, verdict_markdown
+
+    above = judge("phased", "coloris", [0.05, 0.06, 0.05], [0.20, 0.21, 0.20], [], ["oracle:partition"] * 3, [])
+    below = judge("phased", "rocs", [0.05, 0.06, 0.05], [0.05, 0.06, 0.05], [], ["oracle:partition"] * 3, [])
+    assert above["above_oracle"] and not below["above_oracle"]
+    assert above["reason"].startswith("above the best oracle (+20.3% > +5.3% + noise)")
+    # within the noise of the headroom is not above it
+    assert not judge("c", "p", [0.05, 0.05], [0.055, 0.055], [], ["x"] * 2, [])["above_oracle"]
+    table = pd.DataFrame([above, below], columns=list(COLUMNS))
+    md = verdict_markdown(table, None)
+    assert "1 policy row(s) came above the best oracle" in md
+    assert "coloris on phased (+20.3% against a headroom of +5.3%, oracle:partition)" in md
+    assert "No policy came above its oracle" in verdict_markdown(table.iloc[1:], None)
+
+
+def test_the_corun_page_profile_shows_progress_and_stops_on_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    config = tiny(tmp_path, [("sensitive", "uniform", "48KiB"), ("stream", "sequential", "1MiB")], refs=1_500_000)
+    out = tmp_path / "rep"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "pollute",
+                                 "--workers", "1", "--out", str(out), "--no-plots"],
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        deadline = time.monotonic() + 600
+        # the co-run page profile (a run several times a linux run) is under way
+        while time.monotonic() < deadline and proc.poll() is None and "page profile" not in log.read_text():
+            time.sleep(0.05)
+        assert proc.poll() is None, log.read_text()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    err = log.read_text()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert not list((out / "oracle-profiles").glob("*.json")), "a profile cut short is not stored"
+    assert not (out / "report.md").exists()

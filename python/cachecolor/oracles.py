@@ -16,12 +16,14 @@ IPC / the same process's IPC under linux, the papers' metric; Azimi et al. 5.3).
   moved between two processes at a time, every candidate simulated, until no move gains.
 - ``oracle:pollute``: ROCS Figure 8's best offline, generalised. Pages are ranked by their exact
   last-level miss rate (ROCS 3.2.1: the inverse of a page's reuse; ties: more accesses first,
-  then the lower page) from a page profile of each process's own references through the
-  machine's hierarchy; prefixes of the ranking (``steps`` + 1 sizes from none to all) are put in
-  a pollute buffer of ``rocs``'s size (1/16 of the LLC unless ``[policy.rocs] buffer_size`` says
-  otherwise), every other page of every process kept off the buffer's colors. Per process (only
-  its pages in the buffer) and machine-wide (all processes' pages ranked together: Azimi et
-  al.'s shared buffer, case study 2).
+  then the lower page) in the ``linux`` co-run itself: the same config, placement and seed
+  rerun with the exact PMU sampling every LLC access at no cost (``corun_profiles``; the run
+  is checked to reproduce the linux run's counts), so a page's rate is what it suffers beside
+  its co-runners. Prefixes of the ranking (``steps`` + 1 sizes from none to all) are put in a
+  pollute buffer of ``rocs``'s size (1/16 of the LLC unless ``[policy.rocs] buffer_size`` says
+  otherwise), every other page of every process kept off the buffer's colors. Per process
+  (only its pages in the buffer) and machine-wide (all processes' pages ranked together: Azimi
+  et al.'s shared buffer, case study 2).
 - ``oracle:mrc``: Azimi et al.'s own allocation (section 3.2's lookahead,
   ``MrcPartition::lookahead``) fed each process's exact miss-rate curve (Mattson's stack
   algorithm over all its references, fully associative LRU, at every whole number of colors)
@@ -35,6 +37,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -242,11 +246,171 @@ def mrc_candidate(point: Any, effective: dict[str, Any], oracle: str = "mrc") ->
 
 # --- page ranking and prefixes (oracle:pollute)
 
+#: Where the co-run page profiles are kept beside the sweep's points (one file per linux run,
+#: named by that run's key, so a rebuilt simulator or a changed config profiles again).
+PROFILES = "oracle-profiles"
+#: The counts of each process's result the profile run must reproduce exactly to be the linux
+#: run observed, and ``cycles``, which may move by ``CYCLES_TOLERANCE`` (relative): a sampler
+#: keeps a core off the batched engine path, whose queued-DRAM timing spreads a burst's reads
+#: over its time (the two paths agree to the cycle under fixed-latency memory), so a few cycles
+#: in a million move while no cache event does.
+SAME_RUN_FIELDS = ("instructions", "references", "llc_accesses", "llc_misses", "remote_accesses", "faults", "pages_per_color")
+CYCLES_TOLERANCE = 1e-3
+
+
+def _profile_policy() -> Any:
+    """The profile run's policy: ``linux``'s placement (no color constraint, no pin, nothing
+    moved: the Python adapter answers every hook but ``sample`` as ``linux`` does) with a
+    ``sample`` hook that tallies each data reference reaching the LLC by process and page,
+    hit or miss. Built on demand so importing this module does not import the extension."""
+    from .policy import Policy
+
+    class CorunPageProfile(Policy):
+        name = "linux-page-profile"
+
+        def __init__(self) -> None:
+            self.names: list[str] = []
+            self.tally: dict[tuple[int, int], list[int]] = {}
+
+        def check_processes(self, names: list[str]) -> None:
+            self.names = list(names)
+
+        def sample(self, kernel: Any, sample: Any) -> None:
+            key = (sample.pid, sample.vaddr // self.machine.page_size)
+            t = self.tally.get(key)
+            if t is None:
+                t = self.tally[key] = [0, 0]
+            t[0] += 1
+            # The sampled event is an LLC access: served by a cache it hit the LLC; from
+            # memory or another chip's cache it missed.
+            if sample.source != "cache":
+                t[1] += 1
+
+        def report(self) -> Any:
+            return {"pages": [[self.names[pid], vpn, a, m] for (pid, vpn), (a, m) in sorted(self.tally.items())]}
+
+    return CorunPageProfile()
+
+
+def profile_config(effective: dict[str, Any]) -> dict[str, Any]:
+    """The linux run's effective config made a page profile: the exact PMU (``[pmu] ideal``)
+    sampling every LLC access (period 1) at no cost (no interrupt cycles, no handler lines), so
+    the run is the linux run, observed."""
+    cfg = json.loads(json.dumps(effective))
+    pmu = cfg.setdefault("pmu", {})
+    pmu["ideal"] = True
+    pmu["sampling"] = {"event": "llc-accesses", "period": 1, "cost_cycles": 0, "pollute_l1_lines": 0}
+    cfg.setdefault("policy", {})["name"] = "linux"
+    return cfg
+
+
+def _same_run_fields(proc: dict[str, Any]) -> dict[str, Any]:
+    return {k: proc.get(k) for k in ("cycles", *SAME_RUN_FIELDS) if k in proc}
+
+
+def corun_profile(config_json: str) -> dict[str, Any]:
+    """One co-run page profile (runs in a worker): ``pages`` as ``[process, vpn, LLC accesses,
+    LLC misses]``, and each process's ``SAME_RUN_FIELDS`` to compare with the linux run."""
+    from . import _core
+
+    t0 = time.perf_counter()
+    cfg = profile_config(json.loads(config_json))
+    doc = json.loads(_core.simulate_system_policy(json.dumps(cfg), _profile_policy(), "json", None))
+    return {
+        "pages": doc["policy_report"]["pages"],
+        "processes": [_same_run_fields(p) for p in doc["processes"]],
+        "elapsed": time.perf_counter() - t0,
+    }
+
+
+def _profile_task(args: tuple[str, str]) -> tuple[str, dict[str, Any]]:
+    key, config_json = args
+    return key, corun_profile(config_json)
+
+
+def corun_profiles(linux_points: Sequence[Any], out: Path, executor: Any = "pool", workers: Optional[int] = None,
+                   progress: Any = True) -> dict[str, dict[str, Any]]:
+    """The co-run page profile of every linux point (``sweep.Prepared``), by its key: read from
+    ``OUT/oracle-profiles`` or run now (``workers`` processes, the sweep's progress bar, Ctrl-C
+    terminates the workers and writes nothing of a run cut short)."""
+    from .sweep import _Bar, _pool_worker_init, write_text
+
+    folder = out / PROFILES
+    got: dict[str, dict[str, Any]] = {}
+    todo: dict[str, str] = {}
+    for lp in linux_points:
+        try:
+            got[lp.key] = json.loads((folder / f"{lp.key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            todo.setdefault(lp.key, lp.config_json)
+    if not todo:
+        return got
+    bar = _Bar(progress, len(todo))
+
+    def finish(key: str, prof: dict[str, Any]) -> None:
+        write_text(folder / f"{key}.json", json.dumps(prof))
+        got[key] = prof
+        bar.step(f"page profile of the linux co-run {key[:8]}")
+
+    try:
+        n = 1 if executor == "serial" else min(len(todo), workers or os.cpu_count() or 1)
+        if n <= 1:
+            for key, cj in todo.items():
+                finish(*_profile_task((key, cj)))
+        else:
+            import multiprocessing
+
+            pool = multiprocessing.get_context("spawn").Pool(n, initializer=_pool_worker_init)
+            try:
+                for key, prof in pool.imap_unordered(_profile_task, list(todo.items())):
+                    finish(key, prof)
+                pool.close()
+            except BaseException:
+                pool.terminate()
+                raise
+            finally:
+                pool.join()
+    finally:
+        bar.close()
+    return got
+
+
+def corun_ranking(profile: dict[str, Any], names: Sequence[str]) -> list[list[tuple[int, float, int]]]:
+    """Per process (config order): its pages whose data references reached the LLC in the
+    linux co-run, as ``(vpn, miss rate, accesses)``, highest exact LLC miss rate first (ROCS
+    3.2.1: the inverse of a page's reuse; ties: more accesses, then the lower page)."""
+    by: dict[str, list[tuple[int, float, int]]] = {n: [] for n in names}
+    for name, vpn, a, m in profile["pages"]:
+        if a > 0:
+            by[name].append((int(vpn), m / a, int(a)))
+    return [sorted(by[n], key=lambda x: (-x[1], -x[2], x[0])) for n in names]
+
+
+def profile_disagreement(profile: dict[str, Any], linux: Sequence[dict[str, Any]]) -> str:
+    """How the profile run differs from the linux run it observes: "" when every process's
+    ``SAME_RUN_FIELDS`` are equal and its cycles within ``CYCLES_TOLERANCE``, else what differs."""
+    mine = profile["processes"]
+    if len(mine) != len(linux):
+        return f"{len(mine)} processes against linux's {len(linux)}"
+    out = []
+    for p, q in zip(mine, linux):
+        b = _same_run_fields(q)
+        out += [f"{q.get('name', '?')} {k} {p.get(k)} vs {b.get(k)}" for k in SAME_RUN_FIELDS if p.get(k) != b.get(k)]
+        c, d = float(p.get("cycles", 0.0)), float(b.get("cycles", 0.0))
+        if abs(c - d) > CYCLES_TOLERANCE * max(abs(d), 1.0):
+            out.append(f"{q.get('name', '?')} cycles {c:.0f} vs {d:.0f}")
+    return "; ".join(out)
+
+
+def same_as_linux(profile: dict[str, Any], linux: Sequence[dict[str, Any]]) -> bool:
+    """Whether the profile run reproduced the linux run (``profile_disagreement``)."""
+    return not profile_disagreement(profile, linux)
+
 
 def page_ranking(effective: dict[str, Any]) -> list[list[tuple[int, float, int]]]:
-    """Per process: its pages whose data references reach the LLC as ``(vpn, miss rate,
-    accesses)``, highest exact LLC miss rate first (ties: more accesses, then lower vpn),
-    from a page profile of its threads' references through the machine's hierarchy."""
+    """Per process: its pages ranked as ``corun_ranking`` does, but from a page profile of each
+    thread's references *alone* through the machine's hierarchy (no co-runner, no scheduler):
+    the intrinsic reuse, for comparison with the co-run's."""
     from .pages import page_profile
 
     h = effective["machine"]["hierarchy"]
@@ -295,7 +459,9 @@ def buffer_capacity(effective: dict[str, Any]) -> int:
 
 def pollute_candidates(point: Any, effective: dict[str, Any], steps: int, ranking: Optional[list[list[tuple[int, float, int]]]] = None) -> list[Candidate]:
     """Per process (only its pages buffered) and, with several processes, machine-wide (every
-    process's pages ranked together); every process keeps all the colors but the buffer's."""
+    process's pages ranked together); every process keeps all the colors but the buffer's.
+    ``ranking``: ``run_oracles`` passes the linux co-run's (``corun_ranking``); without one,
+    each process's pages ranked alone (``page_ranking``)."""
     m = machine_of(effective)
     names = process_names(effective)
     ranking = page_ranking(effective) if ranking is None else ranking
@@ -354,6 +520,8 @@ class OracleRun:
     runs: int = 0
     seconds: float = 0.0
     note: str = ""
+    #: What the candidates were built from, when it matters (pollute: the ranking's source).
+    basis: str = ""
 
 
 def run_oracles(
@@ -376,6 +544,12 @@ def run_oracles(
     out = Path(out_dir)
     results: list[OracleRun] = []
     pending: list[tuple[OracleRun, list[Candidate], dict[str, Any], Any]] = []
+    profiles: dict[str, dict[str, Any]] = {}
+    if "pollute" in oracles:
+        ran = [lp for lp in linux_points if (read_point(out, lp.key) or {}).get("status") == "ok"]
+        if ran:
+            say(f"oracle:pollute: page profiles of {len(ran)} linux co-run(s) (every LLC access by page)")
+            profiles = corun_profiles(ran, out, executor, workers, progress)
     for lp in linux_points:
         eff = json.loads(lp.config_json)
         rec = read_point(out, lp.key)
@@ -394,8 +568,12 @@ def run_oracles(
                         say(f"oracle:partition: exact miss-rate curves of {Path(lp.point.config).stem} (the climb's start)")
                         cands = [mrc_candidate(lp.point, eff, "partition")]
                 elif name == "pollute":
-                    say(f"oracle:pollute: ranking the pages of {Path(lp.point.config).stem} (page profile per thread)")
-                    cands = pollute_candidates(lp.point, eff, steps)
+                    prof = profiles[lp.key]
+                    cands = pollute_candidates(lp.point, eff, steps, corun_ranking(prof, process_names(eff)))
+                    o.basis = f"pages ranked by the linux co-run's exact LLC miss rates ({len(prof['pages'])} pages)"
+                    differs = profile_disagreement(prof, linux)
+                    if differs:
+                        o.basis += f"; WARNING: the profile run did not reproduce the linux run ({differs})"
                 else:
                     if len(eff["processes"]) < 2:
                         raise OracleError(f"{lp.point.config}: oracle:mrc divides the cache among processes: this config has 1")

@@ -1,0 +1,262 @@
+"""docs/verdicts.md's measured tables: each policy's verdict against the oracles on the verdict
+mixes and on a stated subset of the robustness matrix, what the oracles cost, and which
+verdicts support or refute each paper claim.
+
+Each set runs the ``cachecolor report ... --oracle`` command the page shows (the runs cached in
+its ``--out`` directory by content hash and simulator build, so a second run with nothing
+changed recomputes nothing and a rebuilt simulator runs everything again) and splices the
+tables between ``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->``
+(``tools/headline_tables.py``'s markers). The matrix subset is about an hour of CPU on a 2-core
+machine: the test suite does not run this.
+
+    python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
+    python tools/verdict_tables.py --check   # exit 1 if a table differs (the cost lines, measurements, aside)
+    python tools/verdict_tables.py --only mixes --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from headline_tables import splice  # noqa: E402
+
+PAGE = "docs/verdicts.md"
+
+
+@dataclass
+class VerdictSet:
+    """One ``report --oracle`` run: its configs, policies and options, and its output folder."""
+
+    name: str
+    configs: list[str]
+    policies: list[str]
+    seeds: int
+    steps: int
+    out: str
+
+    def args(self) -> list[str]:
+        pol = [a for p in self.policies for a in ("--policy", p)]
+        return ["report", *self.configs, *pol, "--seeds", str(self.seeds), "--control", "--oracle",
+                "--oracle-steps", str(self.steps), "--out", self.out, "--no-plots"]
+
+
+SETS = [
+    VerdictSet("mixes", ["examples/verdicts/both-fit-llc.toml", "examples/verdicts/sensitive-beside-stream.toml"],
+               ["linux", "mrc-partition", "rocs", "coloris", "static"], 3, 4, "out/verdicts"),
+    # A gain outside every oracle's search: thread placement (Azimi et al. case study 3), which
+    # no static color or pollute oracle can reach: the row `above_oracle` exists for.
+    VerdictSet("dynamic", ["examples/azimi/sharing.toml"], ["linux", "thread-cluster"], 3, 4, "out/verdicts-dynamic"),
+    # The matrix's kinds, one config each where the matrix has several of a kind (the programs
+    # that fit, a stream beside a reused table, a phased program, a two-process shared cache, a
+    # streamer beside a sensitive program, a sliced LLC, threads sharing across chips); the
+    # 4-process POWER5 mixes (a partition climb of 12 allocations a round and 21 pollute
+    # candidates per seed) and the rest of each kind are left out to fit an hour of CPU.
+    VerdictSet("matrix", [f"examples/robustness/{c}.toml" for c in (
+        "fits-half", "stream-beside-320k", "phased", "mix2-shared-stream-first", "streamer-beside-sensitive",
+        "sliced-i3-two-fit", "mt-sharing-cross-chip")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust"),
+]
+
+#: A row above its oracle (``above_oracle``) reads as this verdict in the claims: the policy
+#: gained more than any static oracle, whatever the verdict against the headroom says.
+ABOVE = "above its oracle"
+
+#: Each paper claim the verdicts can speak to: the policies it is about, the oracles that bound
+#: their mechanism (a claim that a policy takes a gain is tested only where its own mechanism's
+#: oracles show headroom above the row's noise: `mrc-partition` cannot take a pollute buffer's
+#: headroom; None: every row), the verdicts that support it and those that refute it (other
+#: rows do not test it).
+CLAIMS = [
+    ("ROCS (MICRO 2008) 6, Figure 8: the online search comes close to the best offline pollute set, where a buffer pays",
+     ["rocs"], ["oracle:pollute"], ["gain taken", ABOVE], ["gain missed", "side effect"]),
+    ("ROCS 6: the pollute buffer does no harm where there is nothing to gain (at most 3.8% overhead)",
+     ["rocs"], None, ["nothing to gain", ABOVE], ["harm"]),
+    ("Azimi et al. case study 1: RapidMRC-guided partitioning gains on mixes where a partition pays",
+     ["mrc-partition"], ["oracle:partition", "oracle:mrc"], ["gain taken", ABOVE], ["gain missed", "side effect"]),
+    ("Azimi et al. 3.2: partitioning only when the curves predict fewer misses, so no harm where nothing is to gain",
+     ["mrc-partition"], None, ["nothing to gain", ABOVE], ["harm"]),
+    ("Azimi et al. case study 3: clustering the threads that share data onto one chip gains where they share across chips "
+     "(no oracle places threads: only a gain above the oracles, or none, speaks to it)",
+     ["thread-cluster"], None, ["gain taken", ABOVE], ["gain missed", "side effect", "harm"]),
+    ("COLORIS 4.2: coloring (static sections, dynamic recoloring) isolates a cache-sensitive program from a stream",
+     ["static", "coloris"], ["oracle:partition"], ["gain taken", ABOVE], ["gain missed", "side effect", "harm"]),
+]
+
+
+def _f(x: Any) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return "" if math.isnan(x) else f"{x:+.3f}"
+
+
+def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
+    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
+    r = subprocess.run(cmd, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
+
+
+def _cost(out: Path) -> dict[str, tuple[int, float]]:
+    """Runs and simulated seconds of this report's points only (the folder may hold others):
+    the policies' (``results.csv``'s keys), the oracles' candidates (``oracle-candidates.csv``'s)
+    and the co-run page profiles (one per linux run)."""
+    import pandas as pd
+
+    res = pd.read_csv(out / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
+    cand = pd.read_csv(out / "oracle-candidates.csv", usecols=["key"]).drop_duplicates("key")
+
+    def points(keys: Any) -> tuple[int, float]:
+        sec = 0.0
+        for k in keys:
+            rec = json.loads((out / "points" / f"{k}.json").read_text())
+            sec += float(rec.get("elapsed", 0.0))
+        return len(keys), sec
+
+    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := out / "oracle-profiles" / f"{k}.json").exists()]
+    return {"policies": points(list(res.key)), "oracles": points(list(cand.key)),
+            "profiles": (len(prof), sum(float(p.get("elapsed", 0.0)) for p in prof))}
+
+
+def _short(note: str) -> str:
+    """An oracle's note without the per-seed figures of a profile that did not reproduce its
+    linux run (``oracles.csv`` keeps them)."""
+    head, sep, _ = note.partition("; WARNING: the profile run did not reproduce the linux run")
+    return head + ("; WARNING: the profile run did not reproduce the linux run exactly" if sep else "")
+
+
+def _cell(x: Any) -> str:
+    return "" if not isinstance(x, str) else x.replace("|", "\\|")
+
+
+def render_set(s: VerdictSet) -> str:
+    import pandas as pd
+
+    out = ROOT / s.out
+    v = pd.read_csv(out / "verdicts.csv")
+    o = pd.read_csv(out / "oracles.csv")
+    cost = _cost(out)
+    lines = ["```", "cachecolor " + " ".join(s.args()), "```", ""]
+    (np_, sp), (no, so), (nf, sf) = cost["policies"], cost["oracles"], cost["profiles"]
+    lines.append(
+        f"Cost: {np_} policy and control runs ({sp:,.0f} s of simulation), {no} oracle candidates ({so:,.0f} s) and {nf} "
+        f"co-run page profiles ({sf:,.0f} s): {sp + so + sf:,.0f} s of simulation, measured on a shared 2-core machine "
+        "(`nice`, two workers) when they ran.")
+    lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in v.itertuples():
+        lines.append(f"| {r.config} | {r.policy} | {r.seeds} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {_f(r.share)} "
+                     f"| {_f(r.control)} | {_f(r.noise)} | **{r.verdict}** | {'yes' if r.above_oracle else 'no'} |")
+    lines += ["", "The reasons (`verdicts.csv`):", ""]
+    for r in v.itertuples():
+        if isinstance(r.reason, str) and r.reason:
+            lines.append(f"- {r.config}, {r.policy}: {r.reason}")
+    lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
+              "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
+    order = {Path(c).stem: i for i, c in enumerate(s.configs)}
+    groups = sorted(o.groupby(["config", "oracle"], sort=False), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1]))
+    for (config, oracle), g in groups:
+        note = "; ".join(dict.fromkeys(_short(str(x)) for x in g["note"] if isinstance(x, str) and x))
+        differ = sum("WARNING" in str(x) for x in g["note"])
+        if differ:
+            note += f" ({differ} of {len(g)} seeds; what differed: `oracles.csv`)"
+        if not g["runs"].sum():
+            lines.append(f"| {config} | {oracle} | n/a | | 0 | 0 | {_cell(note)} |")
+            continue
+        best = next((str(b) for b in g["best"] if isinstance(b, str) and b), "")
+        lines.append(f"| {config} | {oracle} | {_f(g['gain'].mean())} | {_cell(best)} | {int(g['runs'].sum())} "
+                     f"| {g['cpu_seconds'].sum():,.0f} | {_cell(note)} |")
+    return "\n".join(lines)
+
+
+def own_headroom(oracles: Any, config: str, own: list[str]) -> float:
+    """Mean over seeds of the best of ``own`` oracles' gains on ``config`` (0 when none beats
+    linux, as the headroom is; NaN when none of them applies)."""
+    rows = oracles[(oracles.config == config) & oracles.oracle.isin(own) & oracles.gain.notna()]
+    if not len(rows):
+        return math.nan
+    return float(rows.groupby("seed")["gain"].max().clip(lower=0.0).mean())
+
+
+def render_claims(sets: list[VerdictSet]) -> str:
+    import pandas as pd
+
+    v = pd.concat([pd.read_csv(ROOT / s.out / "verdicts.csv") for s in sets], ignore_index=True)
+    o = pd.concat([pd.read_csv(ROOT / s.out / "oracles.csv") for s in sets], ignore_index=True)
+    lines = ["| claim | policy | supported by | refuted by | not tested by (other verdicts) |", "|---|---|---|---|---|"]
+    for claim, policies, own, support, refute in CLAIMS:
+        rows = v[v.policy.isin(policies)].copy()
+        rows["verdict"] = [ABOVE if str(a) == "True" else x for a, x in zip(rows.above_oracle, rows.verdict)]
+        label = {}
+        keep = []
+        for i, r in rows.iterrows():
+            label[i] = f"{r.config} ({r.policy}: {r.verdict})"
+            if own is None or r.verdict == ABOVE:
+                keep.append(i)  # a gain above every oracle speaks to a gain claim whatever the headroom
+                continue
+            h = own_headroom(o, r.config, own)
+            if h == h and h > r.noise:
+                keep.append(i)
+                label[i] = f"{r.config} ({r.policy}: {r.verdict}; {'/'.join(own)} {h:+.3f})"
+        tested, elsewhere = rows.loc[keep], rows.drop(keep)
+
+        def cell(frame: Any, verdicts: Any) -> str:
+            return ", ".join(label[i] for i, r in frame.iterrows() if r.verdict in verdicts) or "none"
+
+        others = sorted(set(tested.verdict) - set(support) - set(refute))
+        untested = cell(tested, others)
+        if len(elsewhere):
+            away = f"no {'/'.join(own or [])} headroom above the noise: " + ", ".join(
+                r.config + (f" ({r.policy})" if len(policies) > 1 else "") for r in elsewhere.itertuples())
+            untested = away if untested == "none" else f"{untested}; {away}"
+        lines.append(f"| {claim} | {', '.join(policies)} | {cell(tested, support)} | {cell(tested, refute)} | {untested} |")
+    return "\n".join(lines)
+
+
+def _without_costs(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("Cost: "))
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python tools/verdict_tables.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 naming each block that differs; write nothing")
+    ap.add_argument("--only", choices=[s.name for s in SETS], help="run and rewrite one set (the claims table is rewritten from every set's verdicts.csv)")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the runs (default 2)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    if args.workers < 1:
+        ap.error(f"--workers {args.workers}: expected 1 or more")
+    chosen = [s for s in SETS if args.only in (None, s.name)]
+    for s in chosen:
+        run_set(s, args.workers, args.quiet)
+    path = ROOT / PAGE
+    text = path.read_text()
+    new = text
+    for s in chosen:
+        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s))
+    if all((ROOT / s.out / "verdicts.csv").exists() for s in SETS):
+        new = splice(new, "verdicts-claims", PAGE, render_claims(SETS))
+    if args.check:
+        # The cost lines are measurements of the machine the runs were made on, not results.
+        if _without_costs(new) != _without_costs(text):
+            print(f"{PAGE}: the verdict tables differ from the reports (run make docs-verdicts)", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        path.write_text(new)
+        print(f"updated the verdict tables in {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
