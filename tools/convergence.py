@@ -1,7 +1,8 @@
 """The convergence table and plot of docs/workloads.md: one evaluation per window size (the same
 programs, machines, placements and policies; `cachecolor evaluate --instructions N`), read
 from each run's evaluation.csv, and per program, machine and policy the speedup over linux and
-linux's IPC at each size: where a verdict stabilises.
+linux's IPC at each size (and the verdict, for an evaluation run with --oracle): where a
+verdict stabilises.
 
     python tools/convergence.py OUT.png 20000000=out/conv/evaluation-20000000.csv ...
 
@@ -28,9 +29,12 @@ def load(pairs: list[str]) -> pd.DataFrame:
 def table(f: pd.DataFrame) -> pd.DataFrame:
     """Per group, machine, policy and window size: the mean speedup over the group's processes
     (fresh placement and aged mean together when both ran) and linux's IPC."""
+    if "verdict" not in f.columns:  # an evaluation without --oracle has none
+        f = f.assign(verdict="")
     per = f.groupby(["group", "machine", "policy", "instructions"], sort=False).agg(
         speedup=("speedup", "mean"), ipc=("ipc", "mean"), mpki=("llc_mpki", "mean"),
-        recolored=("recolored", "sum")).reset_index()
+        recolored=("recolored", "sum"), verdict=("verdict", "first")).reset_index()
+    per["verdict"] = per["verdict"].fillna("")
     return per
 
 
@@ -42,7 +46,8 @@ def markdown(per: pd.DataFrame) -> str:
         cells = []
         for s in sizes:
             r = d[d.instructions == s]
-            cells.append("" if r.empty else f"{r.speedup.iloc[0]:.3f} ({r.ipc.iloc[0]:.3f}, {r.mpki.iloc[0]:.2f})")
+            v = "" if r.empty or not r.verdict.iloc[0] else f": **{r.verdict.iloc[0]}**"
+            cells.append("not run" if r.empty else f"{r.speedup.iloc[0]:.3f} ({r.ipc.iloc[0]:.3f}, {r.mpki.iloc[0]:.2f}){v}")
         lines.append(f"| {g} | {m} | {pol} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
