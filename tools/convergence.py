@@ -38,9 +38,13 @@ def table(f: pd.DataFrame) -> pd.DataFrame:
     return per
 
 
+def _size(n: float) -> str:
+    return f"{n / 1e9:g} B" if n >= 1e9 else f"{n / 1e6:g} M"
+
+
 def markdown(per: pd.DataFrame) -> str:
     sizes = sorted(per.instructions.unique())
-    head = "| group | machine | policy | " + " | ".join(f"{s / 1e6:,.0f} M: speedup (IPC, MPKI)" for s in sizes) + " |"
+    head = "| group | machine | policy | " + " | ".join(f"{_size(s)}: speedup (IPC, MPKI)" for s in sizes) + " |"
     lines = [head, "|" + " --- |" * (3 + len(sizes))]
     for (g, m, pol), d in per.groupby(["group", "machine", "policy"], sort=False):
         cells = []
@@ -71,7 +75,7 @@ def plot(per: pd.DataFrame, out: Path) -> None:
     sizes = sorted(per.instructions.unique())
     for ax in (a, b):
         ax.set_xscale("log")
-        ax.set_xticks(sizes, [f"{x / 1e9:g} B" if x >= 1e9 else f"{x / 1e6:g} M" for x in sizes])
+        ax.set_xticks(sizes, [_size(x) for x in sizes])
         ax.minorticks_off()
         ax.set_xlabel("window (instructions of the region)")
         ax.legend(fontsize=7)
