@@ -4,8 +4,11 @@ placement; and its bad input."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -268,3 +271,56 @@ def test_evaluate_reads_a_full_system_region_at_its_end(tmp_path, monkeypatch):
     assert evaluate.system_skip(system, 2_000_000) == 38_000_000
     assert evaluate.system_skip(system, 50_000_000) == 0
     assert evaluate.system_skip(user, 2_000_000) == 0
+
+
+def test_evaluate_on_a_dask_scheduler_and_two_workers_gives_the_local_pool_rows(tmp_path):
+    """A real ``dask scheduler`` and ``dask worker`` (two worker processes) on loopback, started
+    as the docs/sweep.md recipe does; ``evaluate --scheduler`` runs every point on them and its
+    rows are the local pool's."""
+    distributed = pytest.importorskip("distributed")
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)]
+    try:
+        for _ in range(600):  # the scheduler writes its address once it listens
+            if sched_file.exists() and sched_file.stat().st_size:
+                break
+            assert procs[0].poll() is None, "dask scheduler exited"
+            time.sleep(0.1)
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
+                                       "--nworkers", "2", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True))
+        with distributed.Client(scheduler_file=str(sched_file), timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            address = client.scheduler.address
+            args = ("--programs", "xz", "--pairs", "xz+sort", "--quads", "--policies", "coloris",
+                    "--seeds", "1", "--records", "20000", "--machines", "xeon-e5506")
+            local = _evaluate(tmp_path, *args)
+            assert local.returncode == 0, local.stderr
+            pool = pd.read_csv(tmp_path / "out" / "evaluation.csv")
+            (tmp_path / "out").rename(tmp_path / "pool")
+            dask = _evaluate(tmp_path, *args, "--scheduler", address)
+            assert dask.returncode == 0, dask.stderr
+            # 2 groups x 2 placements x 3 policies: every run went to the two workers.
+            assert "12 runs, 0 reused" in dask.stderr, dask.stderr
+            executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+            assert len(executed) == 2 and sum(executed.values()) == 12, executed
+        pd.testing.assert_frame_equal(pool, pd.read_csv(tmp_path / "out" / "evaluation.csv"))
+    finally:
+        for p in reversed(procs):
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def test_evaluate_scheduler_that_is_not_an_address_is_one_line_and_exit_2(tmp_path):
+    r = _evaluate(tmp_path, "--programs", "xz", "--scheduler", "localhost:8786")
+    assert r.returncode == 2
+    assert "--scheduler 'localhost:8786': a Dask scheduler address tcp://HOST:PORT" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -63,6 +63,8 @@ def test_system_option_misuse_is_one_line(tmp_path, run_cli):
         (["--system", "--no-ifetch"], "do not apply"),
         (["--system", "--guest-memory", "8"], "allowed 64 to 16384"),
         (["--kernel", "/boot/x"], "apply to --system"),
+        (["--record", str(tmp_path / "g.rr")], "apply to --system"),
+        (["--system", "--replay", str(tmp_path / "none.rr")], "no such log"),
     ):
         r = run_cli("trace", "capture", *args, "-o", tmp_path / "o.cctrace", "--", "true")
         assert r.returncode == 2, r.stderr

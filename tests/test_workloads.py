@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cachecolor import workloads as wl
-from cachecolor.traces import trace_info
+from cachecolor.traces import read_trace, trace_info
 
 pytestmark = pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="qemu-user not installed")
 
@@ -174,3 +175,29 @@ def test_cli_list_names_every_program():
     for w in wl.SUITE:
         assert f"\n{w.name} " in r.stdout
     assert len(wl.SUITE) >= 12
+
+
+@pytest.mark.parametrize("name", ["stencil-mt", "pipeline-mt"])
+def test_shared_data_programs_write_lines_that_other_threads_read(tmp_path, name):
+    """The shared-data threads are what their names say: in a short window of each (past its
+    threads' start), a cache line one thread stores to is loaded by another thread, and no
+    single thread makes all the references. (pigz's and xz -T4's threads work on blocks of
+    their own.) Counted from the records against the programs' sources: the stencil shares its
+    band's boundary rows with the neighbouring bands, the pipeline its ring's blocks with the
+    consumer."""
+    w = wl.by_name(name)
+    if not _installed(w):
+        pytest.skip(f"{', '.join(w.packages)} not installed (make workloads installs them)")
+    m = wl.build(w, skip=20 * wl.M, records=8_000_000, root=tmp_path)
+    f = read_trace(wl.wdir(w, tmp_path) / "trace.cctrace")
+    f = f[f.kind != "ifetch"]
+    line = f.addr.to_numpy() // 64
+    threads = f.thread.to_numpy()
+    share = np.bincount(np.unique(threads, return_inverse=True)[1]) / len(threads)
+    assert len(share) >= 4 and share.max() < 0.5, share  # four workers, none dominant
+    stores = f.kind.isin(["store", "modify"]).to_numpy()
+    writers = pd.DataFrame({"line": line[stores], "w": threads[stores]}).drop_duplicates()
+    readers = pd.DataFrame({"line": line[~stores], "r": threads[~stores]}).drop_duplicates()
+    both = writers.merge(readers, on="line")
+    shared = both[both.w != both.r].line.nunique()
+    assert shared >= 64, (shared, m["records"])  # at least a 4 KiB page's worth of lines

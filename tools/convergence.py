@@ -1,7 +1,8 @@
 """The convergence table and plot of docs/workloads.md: one evaluation per window size (the same
 programs, machines, placements and policies; `cachecolor evaluate --instructions N`), read
 from each run's evaluation.csv, and per program, machine and policy the speedup over linux and
-linux's IPC at each size: where a verdict stabilises.
+linux's IPC at each size (and the verdict, for an evaluation run with --oracle): where a
+verdict stabilises.
 
     python tools/convergence.py OUT.png 20000000=out/conv/evaluation-20000000.csv ...
 
@@ -28,21 +29,29 @@ def load(pairs: list[str]) -> pd.DataFrame:
 def table(f: pd.DataFrame) -> pd.DataFrame:
     """Per group, machine, policy and window size: the mean speedup over the group's processes
     (fresh placement and aged mean together when both ran) and linux's IPC."""
+    if "verdict" not in f.columns:  # an evaluation without --oracle has none
+        f = f.assign(verdict="")
     per = f.groupby(["group", "machine", "policy", "instructions"], sort=False).agg(
         speedup=("speedup", "mean"), ipc=("ipc", "mean"), mpki=("llc_mpki", "mean"),
-        recolored=("recolored", "sum")).reset_index()
+        recolored=("recolored", "sum"), verdict=("verdict", "first")).reset_index()
+    per["verdict"] = per["verdict"].fillna("")
     return per
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:g} B" if n >= 1e9 else f"{n / 1e6:g} M"
 
 
 def markdown(per: pd.DataFrame) -> str:
     sizes = sorted(per.instructions.unique())
-    head = "| group | machine | policy | " + " | ".join(f"{s / 1e6:,.0f} M: speedup (IPC, MPKI)" for s in sizes) + " |"
+    head = "| group | machine | policy | " + " | ".join(f"{_size(s)}: speedup (IPC, MPKI)" for s in sizes) + " |"
     lines = [head, "|" + " --- |" * (3 + len(sizes))]
     for (g, m, pol), d in per.groupby(["group", "machine", "policy"], sort=False):
         cells = []
         for s in sizes:
             r = d[d.instructions == s]
-            cells.append("" if r.empty else f"{r.speedup.iloc[0]:.3f} ({r.ipc.iloc[0]:.3f}, {r.mpki.iloc[0]:.2f})")
+            v = "" if r.empty or not r.verdict.iloc[0] else f": **{r.verdict.iloc[0]}**"
+            cells.append("not run" if r.empty else f"{r.speedup.iloc[0]:.3f} ({r.ipc.iloc[0]:.3f}, {r.mpki.iloc[0]:.2f}){v}")
         lines.append(f"| {g} | {m} | {pol} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -66,7 +75,7 @@ def plot(per: pd.DataFrame, out: Path) -> None:
     sizes = sorted(per.instructions.unique())
     for ax in (a, b):
         ax.set_xscale("log")
-        ax.set_xticks(sizes, [f"{x / 1e9:g} B" if x >= 1e9 else f"{x / 1e6:g} M" for x in sizes])
+        ax.set_xticks(sizes, [_size(x) for x in sizes])
         ax.minorticks_off()
         ax.set_xlabel("window (instructions of the region)")
         ax.legend(fontsize=7)

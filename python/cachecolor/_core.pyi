@@ -323,6 +323,8 @@ def capture_system(
     boot_timeout: float = 600.0,
     max_records: Optional[int] = None,
     progress: Optional[_Progress] = None,
+    record: Optional[_Path] = None,
+    replay: Optional[_Path] = None,
 ) -> str:
     """Full-system capture (``cachecolor.fullsys.capture_system``): boot the packaged kernel under
     qemu-system-x86_64 with ``program`` in a generated initramfs and trace kernel and user

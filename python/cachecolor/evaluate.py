@@ -355,6 +355,17 @@ def _machines(arg: Optional[str]) -> Optional[list[str]]:
     return list(dict.fromkeys(chosen))
 
 
+def _executor(args: argparse.Namespace) -> Any:
+    """Where the runs go: the local pool (``--workers``), or the Dask scheduler ``--scheduler``
+    (its workers read the traces at the paths the configs name: a shared file system)."""
+    scheduler = getattr(args, "scheduler", None)
+    if not scheduler:
+        return "pool"
+    if not scheduler.startswith(("tcp://", "tls://")) or len(scheduler) <= len("tcp://"):
+        raise EvaluationError(f"--scheduler {scheduler!r}: a Dask scheduler address tcp://HOST:PORT (or tls://)")
+    return scheduler
+
+
 def evaluate(args: argparse.Namespace) -> int:
     from . import workloads
     from .sweep import Point, results_of, sweep
@@ -390,6 +401,7 @@ def evaluate(args: argparse.Namespace) -> int:
         raise EvaluationError(f"--seeds {args.seeds}: the number of aged placements, 0 or more")
     if which != "fresh" and args.seeds == 0:
         raise EvaluationError(f"--seeds 0 leaves no aged placement: give --placements fresh, or --seeds 1 or more")
+    executor = _executor(args)
     wanted = sorted({p for g in chosen for p in g.programs})
     started = time.monotonic()
     traces: dict[str, Path] = {}
@@ -431,7 +443,7 @@ def evaluate(args: argparse.Namespace) -> int:
     print(f"evaluation: {len(gs)} groups x {len(places)} placements x {len(policies)} policies "
           f"= {len(points)} runs of {f'{instructions:,} instructions' if instructions else f'{records:,} records'} per program",
           file=sys.stderr)
-    res = sweep(points, out / "sweep", workers=args.workers, progress=not args.quiet)
+    res = sweep(points, out / "sweep", executor=executor, workers=args.workers, progress=not args.quiet)
     import pandas as pd
 
     rows = []
@@ -479,7 +491,8 @@ def _with_oracles(args: argparse.Namespace, out: Path, res: Any, where: dict[int
     except OracleError as e:
         raise EvaluationError(str(e)) from e
     linux = [p for p in res.points if where[p.index][3] == "linux"]
-    done = run_oracles(linux, out / "sweep", oracles, args.oracle_steps, workers=args.workers, progress=not args.quiet,
+    done = run_oracles(linux, out / "sweep", oracles, args.oracle_steps, executor=_executor(args), workers=args.workers,
+                       progress=not args.quiet,
                        say=lambda m: None if args.quiet else print(m, file=sys.stderr))
     runs = [Run(p.point.config, where[p.index][3], p.point.seed, r) for p, r in results_of(out / "sweep", res.points)]
     verdicts = verdict_table(runs + oracle_as_runs(done), done)
@@ -509,6 +522,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--machines", help="comma-separated machine presets every group runs on (default: each group size's papers' machines)")
     p.add_argument("--only", choices=("alone", "mixes"), help="only the programs alone, or only the mixes")
     p.add_argument("--workers", type=int, default=None, help="parallel runs (default: all cores)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run on this Dask scheduler instead of the local pool (its workers need cachecolor[dask] and the traces at the same paths)")
     p.add_argument("--out", default="cachecolor-evaluation", help="output directory (points are reused)")
     p.add_argument("--markdown", help="replace the <!-- evaluation --> block of this file with the tables")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -37,8 +37,13 @@ def capture_system(
     boot_timeout: float = 600.0,
     max_records: Optional[int] = None,
     progress: Optional[Callable[[Any], Any]] = None,
+    record: Optional[PathLike] = None,
+    replay: Optional[PathLike] = None,
 ) -> dict[str, Any]:
     """Capture ``[program, arg, ...]`` in a booted guest into the native trace ``out``.
+    ``record=LOG`` writes QEMU's record/replay log of the guest's nondeterministic events;
+    ``replay=LOG`` replays one, so the guest executes as it did when recorded (docs/capture.md
+    "Reproducibility": two replays of one log give the same trace, record for record).
     Returns ``{"summary": {...as capture()...}, "guest": {"utime", "stime", "hz" (the guest
     kernel's accounting of the program, clock ticks), "boot_seconds", "run_seconds", "output"
     (what the program printed), "kernel"}}``. Raises ``CaptureError`` (one line) on failure."""
@@ -57,6 +62,8 @@ def capture_system(
         boot_timeout,
         max_records,
         _wrap_progress(progress),
+        None if record is None else os.fspath(record),
+        None if replay is None else os.fspath(replay),
     )
     result: dict[str, Any] = json.loads(doc)
     return result

@@ -244,6 +244,128 @@ for _ in range(10000):
 """
 
 
+# Shared-data threads (Azimi et al. case study 3, after Tam et al.: threads that share data
+# run best on one chip). Compiled from these sources when the input is made (gcc -O2), so the
+# binary is the installed gcc's output for fixed text.
+_C_STENCIL_MT = """/* 2-D 5-point Jacobi stencil, 4 POSIX threads on one shared grid (the OpenMP static schedule
+   written out): each thread owns a band of rows, and every sweep reads the boundary rows its
+   neighbours wrote in the sweep before (the halo), then all meet at a barrier. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define N 512
+#define THREADS 4
+#define SWEEPS 400
+static double *grid[2];
+static pthread_barrier_t barrier;
+static double residual[THREADS];
+static void *band(void *arg) {
+    long t = (long)arg;
+    int lo = 1 + t * (N - 2) / THREADS, hi = 1 + (t + 1) * (N - 2) / THREADS;
+    for (int s = 0; s < SWEEPS; s++) {
+        const double *u = grid[s & 1];
+        double *v = grid[(s + 1) & 1], r = 0;
+        for (int i = lo; i < hi; i++)
+            for (int j = 1; j < N - 1; j++) {
+                double x = 0.25 * (u[(i - 1) * N + j] + u[(i + 1) * N + j] + u[i * N + j - 1] + u[i * N + j + 1]);
+                r += x > u[i * N + j] ? x - u[i * N + j] : u[i * N + j] - x;
+                v[i * N + j] = x;
+            }
+        residual[t] = r;
+        pthread_barrier_wait(&barrier);
+    }
+    return 0;
+}
+int main(void) {
+    for (int k = 0; k < 2; k++) {
+        grid[k] = calloc((size_t)N * N, sizeof(double));
+        for (int j = 0; j < N; j++) grid[k][j] = 1.0; /* the hot top edge */
+    }
+    pthread_barrier_init(&barrier, 0, THREADS);
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], 0, band, (void *)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], 0);
+    printf("%.9f\\n", residual[0] + residual[1] + residual[2] + residual[3]);
+    return 0;
+}
+"""
+
+_C_PIPELINE_MT = """/* Two 2-stage pipelines, 4 POSIX threads: each producer fills 16 KiB blocks (a generator
+   stage) into a ring of 8 slots it shares with its consumer, which hashes and histograms each
+   block (a checksum stage). Threads are created stage by stage, both producers, then both
+   consumers, as a pipeline program starts its stages. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#define PIPES 2
+#define SLOTS 8
+#define WORDS 2048 /* 16 KiB per block */
+#define BLOCKS 6000
+struct pipe {
+    uint64_t block[SLOTS][WORDS];
+    int full[SLOTS];
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    uint64_t hash, histogram[256];
+};
+static struct pipe pipes[PIPES];
+static void *produce(void *arg) {
+    struct pipe *p = arg;
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(p - pipes + 1);
+    for (int b = 0; b < BLOCKS; b++) {
+        int s = b % SLOTS;
+        pthread_mutex_lock(&p->lock);
+        while (p->full[s]) pthread_cond_wait(&p->changed, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        for (int w = 0; w < WORDS; w++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; p->block[s][w] = x; }
+        pthread_mutex_lock(&p->lock);
+        p->full[s] = 1;
+        pthread_cond_broadcast(&p->changed);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return 0;
+}
+static void *consume(void *arg) {
+    struct pipe *p = arg;
+    uint64_t h = 1469598103934665603ull;
+    for (int b = 0; b < BLOCKS; b++) {
+        int s = b % SLOTS;
+        pthread_mutex_lock(&p->lock);
+        while (!p->full[s]) pthread_cond_wait(&p->changed, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        for (int w = 0; w < WORDS; w++) { h = (h ^ p->block[s][w]) * 1099511628211ull; p->histogram[p->block[s][w] & 255]++; }
+        pthread_mutex_lock(&p->lock);
+        p->full[s] = 0;
+        pthread_cond_broadcast(&p->changed);
+        pthread_mutex_unlock(&p->lock);
+    }
+    p->hash = h;
+    return 0;
+}
+int main(void) {
+    pthread_t th[2 * PIPES];
+    for (int i = 0; i < PIPES; i++) {
+        pthread_mutex_init(&pipes[i].lock, 0);
+        pthread_cond_init(&pipes[i].changed, 0);
+    }
+    for (int i = 0; i < PIPES; i++) pthread_create(&th[i], 0, produce, &pipes[i]);
+    for (int i = 0; i < PIPES; i++) pthread_create(&th[PIPES + i], 0, consume, &pipes[i]);
+    for (int i = 0; i < 2 * PIPES; i++) pthread_join(th[i], 0);
+    printf("%016llx %016llx\\n", (unsigned long long)pipes[0].hash, (unsigned long long)pipes[1].hash);
+    return 0;
+}
+"""
+
+
+def _c_program(name: str, source: str) -> Callable[[Path], None]:
+    """The input: ``source`` written to ``NAME.c`` and compiled to ``./NAME`` (gcc -O2 -pthread)."""
+    def make(d: Path) -> None:
+        (d / f"{name}.c").write_text(source)
+        r = subprocess.run(["gcc", "-O2", "-pthread", "-o", name, f"{name}.c"], cwd=d, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"gcc could not build {name}.c: {' '.join(r.stderr.split())[:200]}")
+    return make
+
 # ---- inputs for the SPEC stand-ins (COLORIS Table 1's and ROCS Table 2's programs) ----------
 
 def _gtp(path: Path, moves: int, seed: int) -> None:
@@ -528,6 +650,16 @@ SUITE: tuple[Workload, ...] = (
              ("xz", "-6", "-c", "-T4", "--block-size=2MiB", "corpus.txt"),
              lambda d: _corpus(d / "corpus.txt", 16 << 20, 19), "16 MiB generated text, 4 threads, 2 MiB blocks",
              50 * M, 20 * M, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    Workload("stencil-mt", "multithreaded, shared data: stencil", ("gcc", "libc6-dev"), ("./stencil-mt",),
+             _c_program("stencil-mt", _C_STENCIL_MT),
+             "5-point Jacobi, 512 x 512 doubles, 4 threads in row bands (halo rows shared), 400 sweeps",
+             50 * M, 20 * M, threads=4, horizon=300 * M,
+             note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+    Workload("pipeline-mt", "multithreaded, shared data: producer-consumer", ("gcc", "libc6-dev"), ("./pipeline-mt",),
+             _c_program("pipeline-mt", _C_PIPELINE_MT),
+             "2 pipelines of producer and consumer, 16 KiB blocks in 8-slot rings, 4 threads created stage by stage",
+             50 * M, 20 * M, threads=4, horizon=300 * M,
+             note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     # Full-system: no fast-forward (skip 0), the region from the exec to its record cap or the exit.
     Workload("find", "OS-intensive: file system walk", ("findutils",),
              ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),

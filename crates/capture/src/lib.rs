@@ -62,7 +62,7 @@ use std::time::Instant;
 
 pub use program::Program;
 pub use sink::request_stop;
-pub use system::{capture_system, GuestReport, SystemOptions};
+pub use system::{capture_system, GuestReport, RecordReplay, SystemOptions};
 
 /// Which tool captures the references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

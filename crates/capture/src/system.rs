@@ -94,6 +94,45 @@ pub struct SystemOptions {
     pub boot_timeout: Duration,
     /// Stop after this many records (QEMU is killed; a success marked truncated).
     pub max_records: Option<u64>,
+    /// QEMU record/replay: record the guest's nondeterministic inputs (interrupts, timers,
+    /// clock reads, device input) into a log, or replay such a log, so that a replayed capture
+    /// repeats the recorded guest's execution (docs/capture.md "Reproducibility").
+    pub record_replay: Option<RecordReplay>,
+}
+
+/// `-icount shift=2,rr=record|replay,rrfile=LOG`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordReplay {
+    /// Write the guest's nondeterministic events to this log.
+    Record(PathBuf),
+    /// Feed the guest the events of this log (one recorded with the same program, kernel,
+    /// guest files and memory: the initramfs is the same bytes).
+    Replay(PathBuf),
+}
+
+impl RecordReplay {
+    fn icount_arg(&self) -> String {
+        let (mode, log) = match self {
+            RecordReplay::Record(p) => ("record", p),
+            RecordReplay::Replay(p) => ("replay", p),
+        };
+        // sleep=off is not given: QEMU's record/replay keeps the guest clock to the log.
+        format!(
+            "shift={ICOUNT_SHIFT},rr={mode},rrfile={}",
+            log.to_string_lossy().replace(',', ",,")
+        )
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        match self {
+            RecordReplay::Record(p) => {
+                serde_json::json!({"mode": "record", "log": p.display().to_string()})
+            }
+            RecordReplay::Replay(p) => {
+                serde_json::json!({"mode": "replay", "log": p.display().to_string()})
+            }
+        }
+    }
 }
 
 impl Default for SystemOptions {
@@ -104,6 +143,7 @@ impl Default for SystemOptions {
             memory_mib: 512,
             boot_timeout: Duration::from_secs(600),
             max_records: None,
+            record_replay: None,
         }
     }
 }
@@ -450,6 +490,15 @@ pub fn capture_system(
             opts.memory_mib
         )));
     }
+    if let Some(RecordReplay::Replay(log)) = &opts.record_replay {
+        if !log.is_file() {
+            return Err(err(format!(
+                "record/replay log {} does not exist: give a log written by a recording capture \
+                 of the same program",
+                log.display()
+            )));
+        }
+    }
     let prog = Program::resolve(program)?;
     if prog.arch != "x86_64" {
         return Err(err(format!(
@@ -508,7 +557,10 @@ pub fn capture_system(
         "-m".into(),
         format!("{}M", opts.memory_mib),
         "-icount".into(),
-        format!("shift={ICOUNT_SHIFT},sleep=off"),
+        match &opts.record_replay {
+            None => format!("shift={ICOUNT_SHIFT},sleep=off"),
+            Some(rr) => rr.icount_arg(),
+        },
         "-display".into(),
         "none".into(),
         "-no-reboot".into(),
@@ -554,6 +606,7 @@ pub fn capture_system(
         "cwd": cwd.display().to_string(),
         "ifetch": true,
         "max_records": opts.max_records,
+        "record_replay": opts.record_replay.as_ref().map(RecordReplay::describe),
         "host": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
     })
     .to_string();

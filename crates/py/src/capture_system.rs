@@ -10,7 +10,7 @@ exception is raised once the capture returns (QEMU is then already gone).
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cachecolor_capture::SystemOptions;
+use cachecolor_capture::{RecordReplay, SystemOptions};
 use cachecolor_sim::trace::Progress;
 use pyo3::prelude::*;
 use serde_json::json;
@@ -23,7 +23,7 @@ use crate::simulate::report;
 /// `{"summary": {...}, "guest": {"utime", "stime", "hz", "boot_seconds", "run_seconds",
 /// "output", "kernel"}}`.
 #[pyfunction]
-#[pyo3(signature = (program, args, out, kernel = None, guest_files = Vec::new(), memory_mib = 512, boot_timeout = 600.0, max_records = None, progress = None))]
+#[pyo3(signature = (program, args, out, kernel = None, guest_files = Vec::new(), memory_mib = 512, boot_timeout = 600.0, max_records = None, progress = None, record = None, replay = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn capture_system(
     py: Python<'_>,
@@ -36,6 +36,8 @@ pub fn capture_system(
     boot_timeout: f64,
     max_records: Option<u64>,
     progress: Option<Py<PyAny>>,
+    record: Option<PathBuf>,
+    replay: Option<PathBuf>,
 ) -> PyResult<String> {
     if !(boot_timeout.is_finite() && boot_timeout > 0.0) {
         return Err(Failure::Argument(format!(
@@ -49,6 +51,17 @@ pub fn capture_system(
         memory_mib,
         boot_timeout: Duration::from_secs_f64(boot_timeout),
         max_records,
+        record_replay: match (record, replay) {
+            (Some(_), Some(_)) => {
+                return Err(Failure::Argument(
+                    "record and replay: give one record/replay log, to write or to replay".into(),
+                )
+                .into())
+            }
+            (Some(p), None) => Some(RecordReplay::Record(p)),
+            (None, Some(p)) => Some(RecordReplay::Replay(p)),
+            (None, None) => None,
+        },
     };
     let progress = progress.as_ref();
     let doc = py.detach(|| {

@@ -70,6 +70,9 @@ def add_parser(sub: Any) -> None:
     k.add_argument("--guest-file", action="append", default=[], metavar="PATH", help="with --system: copy this host file or tree into the guest at the same path (repeatable)")
     k.add_argument("--guest-memory", type=int, default=512, metavar="MIB", help="with --system: guest memory in MiB, 64-16384 (default 512)")
     k.add_argument("--boot-timeout", type=float, default=600.0, metavar="S", help="with --system: seconds the guest may take to boot (default 600)")
+    rr = k.add_mutually_exclusive_group()
+    rr.add_argument("--record", metavar="LOG", help="with --system: write QEMU's record/replay log of the guest's nondeterministic events to LOG")
+    rr.add_argument("--replay", metavar="LOG", help="with --system: replay LOG (written by --record with the same program and files): the same trace every time")
     k.add_argument("command", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS")
     _quiet(k)
     k.set_defaults(func=cmd_trace_capture)
@@ -215,8 +218,8 @@ def cmd_trace_capture(args: argparse.Namespace) -> int:
         raise CliError("give the program to trace after '--', e.g. cachecolor trace -o out.cctrace -- ./prog args", EXIT_BAD_INPUT)
     if args.system:
         return _trace_capture_system(args, command)
-    if args.kernel or args.guest_file:
-        raise CliError("--kernel and --guest-file apply to --system captures", EXIT_BAD_INPUT)
+    if args.kernel or args.guest_file or args.record or args.replay:
+        raise CliError("--kernel, --guest-file, --record and --replay apply to --system captures", EXIT_BAD_INPUT)
     progress = ProgressLine("capture", quiet=args.quiet)
     try:
         summary = capture(
@@ -247,6 +250,8 @@ def _trace_capture_system(args: argparse.Namespace, command: list[str]) -> int:
         raise CliError(f"--boot-timeout {args.boot_timeout}: a positive number of seconds", EXIT_BAD_INPUT)
     if args.max_records is not None and args.max_records < 1:
         raise CliError("--max-records: at least 1", EXIT_BAD_INPUT)
+    if args.replay and not os.path.isfile(args.replay):
+        raise CliError(f"--replay {args.replay}: no such log (write one with --record and the same program and files)", EXIT_BAD_INPUT)
     progress = ProgressLine("capture", quiet=args.quiet)
     try:
         res = capture_system(
@@ -258,6 +263,8 @@ def _trace_capture_system(args: argparse.Namespace, command: list[str]) -> int:
             boot_timeout=args.boot_timeout,
             max_records=args.max_records,
             progress=progress,
+            record=args.record,
+            replay=args.replay,
         )
     except _core.CaptureError as e:
         raise CliError(f"capture: {e}", EXIT_FAILURE) from e
