@@ -423,9 +423,10 @@ impl System {
     /// L1 TLB's repeated hits (`Tlb::repeat_hits`), the first level's (`repeat_first_hits`),
     /// the tally's and the stall charges by their sums. That is exact: nothing else looks at
     /// that TLB or that cache line meanwhile (the other class has its own L1 TLB and, where
-    /// a run is kept at all, its own first-level cache), every charge is a sum, and a run is
+    /// a run is kept at all, its own first-level cache), every charge is a sum, a run is
     /// applied before anything reads the core's clock (an access that misses the first level,
-    /// for its memory controller) or moves a line. On a captured trace most instruction fetches
+    /// for its memory controller), and after such an access it goes on only if its line is
+    /// still where its first-level hit left it. On a captured trace most instruction fetches
     /// and many data references are such repeats (docs/PERFORMANCE.md).
     ///
     /// Returns how many records it took, and the last of them if its TLB lookups both missed
@@ -514,12 +515,18 @@ impl System {
                     };
                 }
             } else {
-                // The other class's run first: this access may move lines (so neither run's
-                // line is known to stay), and the memory controller reads the core's clock.
+                // The other class's run first: this access may move lines, and the memory
+                // controller reads the core's clock. A run goes on after it only where its
+                // line is still the first level's last hit (`holds_last_hit`).
                 let other = 1 - class;
                 runs[other].apply(other, asid, c, &mut chips[c.chip], timing, paths);
-                runs = [LineRun::NONE; 2];
                 let (served, remote, delay) = chip_access(chips, coherence, controllers, c, &part);
+                for (k, run) in runs.iter_mut().enumerate() {
+                    if run.vline != u64::MAX && !chips[c.chip].holds_last_hit(c.local, k, run.pline)
+                    {
+                        *run = LineRun::NONE;
+                    }
+                }
                 // As `step_pages`' charge of the access, then `step`'s `charge_records`.
                 let s = c.tally.serve(&paths[path], served, remote);
                 let b = &mut c.tally.breakdown;

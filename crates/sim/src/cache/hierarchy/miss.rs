@@ -99,7 +99,6 @@ impl Hierarchy {
             return;
         }
         let core = self.core_of(thread);
-        debug_assert!(self.last[core][class].touched);
         let applied = self.hit_last_line(core, class, line, per_kind, privileged);
         assert!(
             applied,
@@ -107,6 +106,23 @@ impl Hierarchy {
         );
         self.records += n;
         self.line_accesses += n;
+    }
+
+    /// Whether `line` is still the last line the first level of `thread`'s core's path of
+    /// class `class` served, in the slot it served it from, and not a tagged prefetch: then
+    /// another access to it is a first-level hit that `repeat_first_hits` can apply, whatever
+    /// else happened in the hierarchy since (`hit_last_line` touches the replacement state
+    /// again when something else did).
+    pub fn holds_last_hit(&self, thread: u32, class: usize, line: u64) -> bool {
+        let core = self.core_of(thread);
+        let last = &self.last[core][class];
+        let path = &self.paths[core][class];
+        if last.line != line || path.len == 0 {
+            return false;
+        }
+        let h = path.get(0);
+        let cache = &self.levels[h.level as usize].caches[h.instance as usize];
+        cache.line_at(last.slot) == line && !cache.meta(last.slot).prefetched()
     }
 
     /// Whether a write that hits the first level of `thread`'s core's path of class `class`
