@@ -408,16 +408,30 @@ impl System {
         Ok(())
     }
 
-    /// An unbatched burst's run of records that need nothing but the TLBs (no sampler): each within one page and in the thread's buffer, at most `max`. Each is
-    /// translated, sent through the chip, and charged exactly as `step` and `step_pages` would
-    /// one at a time (the same calls in the same order, the core's clock moved after each record
-    /// so the memory controller sees the same times), with the thread, the core, the chip and
-    /// the controllers borrowed once for the run; a first-level hit
-    /// (`Hierarchy::access_first_hit`) skips the traffic's bookkeeping (callgrind on the suite's matmul trace on
-    /// `xeon-e5506`: `run_burst`'s, `step`'s and `step_pages`' per-record reloads, calls and
-    /// bounds checks were about 400 host instructions per record). Returns how many records it
-    /// took, and the last of them if its TLB lookups both missed (counted; the caller finishes
-    /// it with `step_walked`). Stops before a record crossing a page or at the buffer's end.
+    /// An unbatched burst's run of records that need nothing but the TLBs (no sampler): each
+    /// within one page and in the thread's buffer, at most `max`. Each is translated, sent
+    /// through the chip, and charged exactly as `step` and `step_pages` would one at a time
+    /// (the same calls in the same order, the core's clock moved after each record so the
+    /// memory controller sees the same times), with the thread, the core, the chip and the
+    /// controllers borrowed once for the run; a first-level hit
+    /// (`Hierarchy::access_first_hit`) skips the traffic's bookkeeping (callgrind on the suite's
+    /// matmul trace on `xeon-e5506`: `run_burst`'s, `step`'s and `step_pages`' per-record
+    /// reloads, calls and bounds checks were about 400 host instructions per record).
+    ///
+    /// The records after a first-level hit that stay on its line, of its class (data or
+    /// instructions), are only counted (`LineRun`) and applied together when the run ends: the
+    /// L1 TLB's repeated hits (`Tlb::repeat_hits`), the first level's (`repeat_first_hits`),
+    /// the tally's and the stall charges by their sums. That is exact: nothing else looks at
+    /// that TLB or that cache line meanwhile (the other class has its own L1 TLB and, where
+    /// a run is kept at all, its own first-level cache), every charge is a sum, a run is
+    /// applied before anything reads the core's clock (an access that misses the first level,
+    /// for its memory controller), and after such an access it goes on only if its line is
+    /// still where its first-level hit left it. On a captured trace most instruction fetches
+    /// and many data references are such repeats (docs/PERFORMANCE.md).
+    ///
+    /// Returns how many records it took, and the last of them if its TLB lookups both missed
+    /// (counted; the caller finishes it with `step_walked`). Stops before a record crossing a
+    /// page or at the buffer's end.
     pub(super) fn burst_steps(
         &mut self,
         core: usize,
@@ -427,6 +441,8 @@ impl System {
         debug_assert!(!self.deferring);
         let page_shift = self.page_shift;
         let page_mask = (1u64 << page_shift) - 1;
+        let line_shift = self.line_size.trailing_zeros();
+        let line_mask = self.line_size - 1;
         let th = &mut self.threads[tid];
         let asid = th.pid as u32;
         let floor = th.icount_floor;
@@ -436,14 +452,37 @@ impl System {
             (&mut self.chips, &mut self.coherence, &mut self.controllers);
         let one_chip = chips.len() == 1;
         let (timing, paths) = (&self.timing, &self.paths);
+        // Runs are kept only where the two classes' first levels are distinct caches, and
+        // a store joins one only where it would be a first-level hit (a write-back first
+        // level) that no other chip must hear of (one chip: otherwise each store's coherence
+        // check is made as before).
+        let chip = &chips[c.chip];
+        let keep_runs = chip.first_levels_split(c.local);
+        let writes_join = [0, 1].map(|k| one_chip && chip.first_level_write_back(c.local, k));
+        let mut runs = [LineRun::NONE; 2];
         let (mut taken, mut walk) = (0, None);
         while taken < max && th.pos < th.buf.len() {
             let r = &th.buf[th.pos];
+            let class = r.kind.is_instruction() as usize;
+            let run = &mut runs[class];
+            if r.addr >> line_shift == run.vline
+                && (r.addr & line_mask) + r.size.max(1) as u64 <= line_mask + 1
+                && (!r.kind.is_write() || writes_join[class])
+            {
+                run.per_kind[r.kind as usize] += 1;
+                run.privileged += r.privileged as u64;
+                run.instructions += (r.icount as u64).max(floor);
+                th.pos += 1;
+                taken += 1;
+                continue;
+            }
             if (r.addr & page_mask) + r.size as u64 > page_mask + 1 {
                 break;
             }
             th.pos += 1;
             taken += 1;
+            // This record's lookups come after the run's on its class's L1 TLB and cache.
+            runs[class].apply(class, asid, c, &mut chips[c.chip], timing, paths);
             let Some(pfn) = c.tlb_translate(asid, r.addr >> page_shift, r.kind) else {
                 walk = Some(*r);
                 break;
@@ -466,8 +505,28 @@ impl System {
                 }
                 let s = c.tally.serve(&paths[path], served, false);
                 spent += timing.reference(&mut c.tally.breakdown, s);
+                if keep_runs {
+                    runs[class] = LineRun {
+                        vline: r.addr >> line_shift,
+                        vpn: r.addr >> page_shift,
+                        pline: part.addr >> line_shift,
+                        level: served,
+                        ..LineRun::NONE
+                    };
+                }
             } else {
+                // The other class's run first: this access may move lines, and the memory
+                // controller reads the core's clock. A run goes on after it only where its
+                // line is still the first level's last hit (`holds_last_hit`).
+                let other = 1 - class;
+                runs[other].apply(other, asid, c, &mut chips[c.chip], timing, paths);
                 let (served, remote, delay) = chip_access(chips, coherence, controllers, c, &part);
+                for (k, run) in runs.iter_mut().enumerate() {
+                    if run.vline != u64::MAX && !chips[c.chip].holds_last_hit(c.local, k, run.pline)
+                    {
+                        *run = LineRun::NONE;
+                    }
+                }
                 // As `step_pages`' charge of the access, then `step`'s `charge_records`.
                 let s = c.tally.serve(&paths[path], served, remote);
                 let b = &mut c.tally.breakdown;
@@ -476,6 +535,9 @@ impl System {
             c.tally.instructions += instructions;
             c.tally.references += 1;
             c.clock_milli += spent;
+        }
+        for (class, run) in runs.iter_mut().enumerate() {
+            run.apply(class, asid, c, &mut chips[c.chip], timing, paths);
         }
         (taken, walk)
     }
@@ -693,4 +755,62 @@ fn chip_access(
         ctl.background(at, background, writes);
     }
     (served, remote, delay)
+}
+
+/// The records of one class that `burst_steps` has counted on the line its last first-level
+/// hit served, not yet applied (`apply`).
+#[derive(Clone, Copy)]
+struct LineRun {
+    /// The virtual line (`u64::MAX`: no run).
+    vline: u64,
+    vpn: u64,
+    /// The physical line, and the level that served it.
+    pline: u64,
+    level: u8,
+    per_kind: [u64; 4],
+    privileged: u64,
+    instructions: u64,
+}
+
+impl LineRun {
+    const NONE: LineRun = LineRun {
+        vline: u64::MAX,
+        vpn: 0,
+        pline: 0,
+        level: 0,
+        per_kind: [0; 4],
+        privileged: 0,
+        instructions: 0,
+    };
+
+    /// Apply the counted records as that many TLB hits, first-level hits and charges, each
+    /// the sum of theirs one at a time, and count from zero again (the run stays).
+    #[inline]
+    fn apply(
+        &mut self,
+        class: usize,
+        asid: u32,
+        c: &mut Core,
+        chip: &mut Hierarchy,
+        timing: &Timing,
+        paths: &[Vec<u8>; 2],
+    ) {
+        let n: u64 = self.per_kind.iter().sum();
+        if n == 0 {
+            return;
+        }
+        let l1 = if class == 1 { L1I } else { L1D };
+        c.tlbs[l1].repeat_hits(asid, self.vpn, n);
+        chip.repeat_first_hits(c.local, class, self.pline, &self.per_kind, self.privileged);
+        let b = &mut c.tally.breakdown;
+        let mut spent = timing.instructions(b, self.instructions);
+        let s = c.tally.serve_n(&paths[class], self.level, false, n);
+        spent += timing.references(&mut c.tally.breakdown, s, n);
+        c.tally.instructions += self.instructions;
+        c.tally.references += n;
+        c.clock_milli += spent;
+        self.per_kind = [0; 4];
+        self.privileged = 0;
+        self.instructions = 0;
+    }
 }

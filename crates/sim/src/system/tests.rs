@@ -1289,3 +1289,58 @@ fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
         assert_eq!(a, b, "{preset}");
     }
 }
+
+/// `burst_steps` counts the records that repeat its last first-level hit's line (of their
+/// class) and applies them together (`LineRun`): that must give the report of records one at
+/// a time (`set_batching(false)`), to the last counter and cycle. Instruction fetches walking
+/// code 16 bytes at a time with data references between them, user and privileged
+/// (`syscall-mix`), 8-byte loads and stores walking lines, and a zipf footprint whose hot
+/// lines repeat, under the queued controller, on an inclusive preset, a sliced one, an
+/// exclusive one, and `power5` (a write-through L1D, two chips kept coherent with one
+/// process's threads on both).
+#[test]
+fn line_runs_equal_records_one_at_a_time_on_paper_presets() {
+    for preset in ["xeon-e5506", "core-i3-2100", "opteron-2427", "power5"] {
+        let mut text = format!(
+            "[machine]\npreset = \"{preset}\"\n[machine.memory]\nmodel = \"queued\"\n\
+             [memory]\nram = \"1GiB\"\n[policy]\nname = \"linux\"\n"
+        );
+        let pins = if preset == "power5" {
+            ["0, 2", "1", "3"]
+        } else {
+            ["0", "1", "0"]
+        };
+        let phases = [
+            "{ pattern = \"syscall-mix\", references = 60000, footprint = \"256KiB\", \
+             store_fraction = 0.3, os = { user_text = \"8KiB\", fetch_bytes = 16, \
+             data_per_fetch = 0.6, user_run = 300, syscalls = [{ number = 3, weight = 1, \
+             length = [100, 900], args = 4, text = \"4KiB\", data = \"8KiB\", copy = 0.3 }] } }",
+            "{ pattern = \"sequential\", footprint = \"2MiB\", references = 60000, size = 8, \
+             store_fraction = 0.3, base = 0x200000000 }",
+            "{ pattern = \"zipf\", alpha = 1.1, footprint = \"64KiB\", references = 60000, \
+             store_fraction = 0.4, icount = 2, base = 0x300000000 }",
+        ];
+        for (i, (phase, pin)) in phases.iter().zip(pins).enumerate() {
+            let threads = if i == 0 { 2 } else { 1 };
+            text.push_str(&format!("[[processes]]\nname = \"p{i}\"\npin = [{pin}]\n"));
+            for t in 0..threads {
+                text.push_str(&format!(
+                    "[[processes.threads]]\nworkload = {{ seed = {}, phases = [{phase}] }}\n",
+                    10 * i + t + 1
+                ));
+            }
+        }
+        let cfg = super::system_config_from_toml(&text).unwrap();
+        let report = |batching: bool| {
+            let mut s = System::new(&cfg).unwrap();
+            assert!(!s.chips[0].uses_lean_engine(), "{preset}: the general path");
+            s.set_batching(batching);
+            s.run().unwrap();
+            s.report()
+        };
+        let (a, b) = (report(true), report(false));
+        assert!(a.invariants.is_empty(), "{preset}: {:?}", a.invariants);
+        assert!(a.processes.iter().all(|p| p.references > 0));
+        assert_eq!(a, b, "{preset}");
+    }
+}

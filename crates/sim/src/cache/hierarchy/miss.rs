@@ -78,6 +78,67 @@ impl Hierarchy {
         Some(h.level)
     }
 
+    /// `per_kind` more first-level hits (`privileged` of them privileged) on `line`, which the
+    /// last `access_first_hit` on the path of `thread`'s core of class `class` (0 data, 1
+    /// instructions) served, with nothing in the hierarchy changed since but first-level hits
+    /// on the other class's own first-level cache (`first_levels_split`): exactly what as many
+    /// `access_first_hit` calls would do, in one step. A loop that holds a run of records on
+    /// one line counts them and calls this once. Panics if the line is no longer where the
+    /// last hit left it (the caller's promise was broken).
+    #[inline]
+    pub fn repeat_first_hits(
+        &mut self,
+        thread: u32,
+        class: usize,
+        line: u64,
+        per_kind: &[u64; 4],
+        privileged: u64,
+    ) {
+        let n: u64 = per_kind.iter().sum();
+        if n == 0 {
+            return;
+        }
+        let core = self.core_of(thread);
+        let applied = self.hit_last_line(core, class, line, per_kind, privileged);
+        assert!(
+            applied,
+            "repeat_first_hits: line {line:#x} is not the last first-level hit"
+        );
+        self.records += n;
+        self.line_accesses += n;
+    }
+
+    /// Whether `line` is still the last line the first level of `thread`'s core's path of
+    /// class `class` served, in the slot it served it from, and not a tagged prefetch: then
+    /// another access to it is a first-level hit that `repeat_first_hits` can apply, whatever
+    /// else happened in the hierarchy since (`hit_last_line` touches the replacement state
+    /// again when something else did).
+    pub fn holds_last_hit(&self, thread: u32, class: usize, line: u64) -> bool {
+        let core = self.core_of(thread);
+        let last = &self.last[core][class];
+        let path = &self.paths[core][class];
+        if last.line != line || path.len == 0 {
+            return false;
+        }
+        let h = path.get(0);
+        let cache = &self.levels[h.level as usize].caches[h.instance as usize];
+        cache.line_at(last.slot) == line && !cache.meta(last.slot).prefetched()
+    }
+
+    /// Whether a write that hits the first level of `thread`'s core's path of class `class`
+    /// can be an `access_first_hit` (the level is write-back; a write-through one sends it on).
+    pub fn first_level_write_back(&self, thread: u32, class: usize) -> bool {
+        let path = &self.paths[self.core_of(thread)][class];
+        path.len > 0 && self.levels[path.get(0).level as usize].write_back
+    }
+
+    /// Whether `thread`'s core has distinct first-level caches for data and instructions, so
+    /// a first-level hit on one path changes nothing the other path's last hit depends on.
+    pub fn first_levels_split(&self, thread: u32) -> bool {
+        let [data, instructions] = &self.paths[self.core_of(thread)];
+        data.len > 0 && instructions.len > 0 && data.get(0) != instructions.get(0)
+    }
+
     /// One demand access to one line.
     #[inline]
     pub(super) fn access_line(
@@ -388,18 +449,30 @@ impl Hierarchy {
                 }
                 c.prefetch_misses += 1;
             }
+            // Found in the victim cache: the line moves up out of it, as on a demand hit there
+            // (an exclusive last level holds no line the level above it holds), its dirty bit
+            // going to the deepest level filled.
+            let mut moved_dirty = false;
             if found == n {
                 self.memory.reads += 1;
+            } else if self.is_exclusive_last(path.get(found).level as usize) {
+                let vh = path.get(found);
+                moved_dirty = self.levels[vh.level as usize].caches[vh.instance as usize]
+                    .invalidate(p)
+                    .is_some_and(|m| m.dirty());
             }
             for e in (d..found).rev() {
                 if self.is_exclusive_last(path.get(e).level as usize) {
                     continue;
                 }
-                let f = if e == d {
+                let mut f = if e == d {
                     base_flags | flags::PREFETCHED
                 } else {
                     base_flags
                 };
+                if std::mem::take(&mut moved_dirty) {
+                    f |= flags::DIRTY;
+                }
                 self.fill(
                     path,
                     e,
