@@ -36,7 +36,8 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   co-runners too (docs/rocs.md). A sample is a miss when its source is memory or another chip, a
   hit when a cache level served it.
 - **Miss-rate stack** (ROCS 5.2): the unit's sampled small pages ordered by sampled miss rate,
-  highest first (ties: more samples first, then pid and page): only pages the monitor saw.
+  highest first (ties: the page whose address space misses more over all its samples, then more
+  samples, then pid and page): only pages the monitor saw.
 - **Algorithm 1, FindPollutePages** (ROCS 5.2): after a baseline measurement with nothing mapped,
   map `step` more pages from the top of the stack, let `settle_cycles` pass (remapping cost and
   cache warm-up stay out of the measure), measure the unit's IPC (instructions / cycles, summed

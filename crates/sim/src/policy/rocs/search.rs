@@ -300,16 +300,17 @@ impl PolluteEngine {
             .collect()
     }
 
-    /// The miss-rate stack (ROCS 5.2): the unit's sampled small pages, highest miss rate first.
-    /// A page's rate is ranked by the evidence behind it: the lower confidence bound
-    /// (`miss_rate_bound`, `significance` standard errors) of its sampled miss rate, so a page
-    /// seen once (miss rate 0 or 1 on one sample) does not tie with a page missed on every one
-    /// of many samples. Ties (same evidence) go to the page whose address space misses more
-    /// over all its samples, then to more samples, then pid and page. On a sensitive program
-    /// beside a stream with about one sample a page, the sensitive program's pages had tied
-    /// with the stream's at rate 1.0 and filled the buffer.
+    /// The miss-rate stack (ROCS 5.2): the unit's sampled small pages "ordered by miss rate
+    /// (highest miss-rate at the top)", the page's own sampled rate as the paper has it. Pages at
+    /// the same rate go first to the one whose address space misses more over all its samples:
+    /// with about one sample a page, a sensitive program's pages seen once at a miss tie with a
+    /// stream's at 1.0, and ordered by pid they had filled a global buffer (a sensitive +
+    /// stream pair: 33 of the sensitive program's pages in the chosen step). Then more samples
+    /// first, then pid and page. Not a confidence bound on each page's rate: that ranks a
+    /// reused array's pages (6-8 samples, miss rate 0.5-0.7) above a stream's pages seen once
+    /// or twice (miss rate 1.0), the stream beside a reused array of ROCS 3.2.2, and put the
+    /// reused pages in the buffer.
     pub(super) fn build_stack(&mut self, k: &mut dyn Kernel, u: usize) {
-        let z = self.cfg.significance;
         let unit = &mut self.units[u];
         let mut pooled: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
         for (&(pid, _), &(n, m)) in &unit.profile {
@@ -318,21 +319,22 @@ impl PolluteEngine {
             e.1 += m as u64;
         }
         let space_rate = |pid: usize| pooled.get(&pid).map_or(0.0, |&(n, m)| ratio(m, n));
-        let mut rows: Vec<((usize, u64), (u32, u32), f64)> = Vec::new();
+        // (page, samples, sampled miss rate)
+        let mut rows: Vec<((usize, u64), u32, f64)> = Vec::new();
         for &pid in &unit.pids {
             for p in k.pages(pid) {
                 if p.huge {
                     continue;
                 }
                 if let Some(&(n, m)) = unit.profile.get(&(pid, p.vpn)) {
-                    rows.push(((pid, p.vpn), (n, m), miss_rate_bound(m, n, z)));
+                    rows.push(((pid, p.vpn), n, ratio(m as u64, n as u64)));
                 }
             }
         }
         rows.sort_by(|a, b| {
             b.2.total_cmp(&a.2)
                 .then(space_rate(b.0 .0).total_cmp(&space_rate(a.0 .0)))
-                .then(b.1 .0.cmp(&a.1 .0))
+                .then(b.1.cmp(&a.1))
                 .then(a.0.cmp(&b.0))
         });
         unit.stack = rows.into_iter().map(|(key, _, _)| key).collect();
@@ -429,19 +431,4 @@ pub(super) fn targeted(w: &Acc, cfg: &PolluteConfig) -> bool {
     let rate = ratio(w.llc_misses, w.llc_accesses);
     let mpki = 1000.0 * ratio(w.llc_misses, w.instructions);
     w.llc_accesses > 0 && rate > cfg.target_miss_rate && mpki >= cfg.min_llc_mpki
-}
-
-/// The Wilson lower bound, `z` standard errors below, of a miss rate of `misses` in `samples`
-/// (`z` = 0: the sampled rate itself). It ranks a page by how sure its samples make its miss
-/// rate: 1 miss in 1 sample bounds at 0.2 for z = 2, 20 in 20 at 0.83.
-pub(super) fn miss_rate_bound(misses: u32, samples: u32, z: f64) -> f64 {
-    if samples == 0 {
-        return 0.0;
-    }
-    let n = samples as f64;
-    let p = misses as f64 / n;
-    let z2 = z * z;
-    let centre = p + z2 / (2.0 * n);
-    let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((centre - margin) / (1.0 + z2 / n)).max(0.0)
 }
