@@ -496,22 +496,23 @@ class RocsConfig(TypedDict):
     throttle_cycles: int
     sample_cost_cycles: int
     handler_lines: int
-    profile_ticks: int
-    warmup_ticks: int
+    profile_cycles: int
+    warmup_cycles: int
     target_miss_rate: float
+    min_llc_mpki: float
     step_pages: int
     min_pages: int
-    settle_ticks: int
-    measure_ticks: int
-    baseline_ticks: int
+    settle_cycles: int
+    measure_cycles: int
+    baseline_cycles: int
     significance: float
     max_search_overhead: float
-    phase_ticks: int
+    phase_cycles: int
     phase_metric: Literal["ipc", "llc-mpki"]
     phase_threshold: float
     profile_prefetch: bool
     offline_pages: Optional[int]
-    verify_ticks: int
+    verify_cycles: int
 
 class RocsStep(TypedDict):
     """One step of a search (Algorithm 1, ROCS 5.2): stack pages in the buffer and the IPC measured."""

@@ -5,7 +5,7 @@ ROCS part of ``cachecolor demo``.
 Everything here reads what the runs wrote: the processes' kernel cycles by path (monitoring =
 sample interrupts, remapping = recolor copies + shootdowns: Figure 7's split), and the policy's
 own report (``policy_report``: per unit, its searches with the miss-rate stack's size, the step
-IPCs, the pages chosen, the profile the stack came from and, with ``verify_ticks``, the profile
+IPCs, the pages chosen, the profile the stack came from and, with ``verify_cycles``, the profile
 taken with the buffer in place). Address ranges of the workload's arrays come from the effective
 config: a ``mix`` part whose pattern is ``sequential`` or ``strided`` is a *streaming* array, any
 other part a *reused* one.
@@ -193,7 +193,7 @@ def figure7(runs: list[Run]) -> Any:
 
 def figure10(runs: list[Run]) -> Any:
     """ROCS Figure 10: per array, the sampled miss rate in the profile the stack came from
-    (before) and in the profile taken with the buffer in place (after, needs ``verify_ticks``)."""
+    (before) and in the profile taken with the buffer in place (after, needs ``verify_cycles``)."""
     import pandas as pd
 
     rows = []

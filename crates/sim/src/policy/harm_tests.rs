@@ -93,7 +93,7 @@ fn rocs_throttles_each_profiled_thread_and_samples_no_untargeted_core() {
     // At most one interrupt per throttle_cycles of the streamer's own cycles while profiled,
     // with slack for the period being set from the previous tick's rate.
     let cfg = crate::policy::PolluteConfig::default();
-    let profiled_cycles = (cfg.profile_ticks as f64) * 2_000_000.0;
+    let profiled_cycles = cfg.profile_cycles as f64;
     let bound = 1.5 * profiled_cycles / cfg.throttle_cycles as f64;
     let profiles = rocs.policy_report["units"][0]["profiles"].as_u64().unwrap() as f64;
     assert!(

@@ -40,6 +40,8 @@ mod azimi_tests;
 #[cfg(test)]
 mod harm_tests;
 #[cfg(test)]
+mod pollute_fresh_tests;
+#[cfg(test)]
 mod robustness_tests;
 #[cfg(test)]
 #[path = "rocs/scenarios.rs"]

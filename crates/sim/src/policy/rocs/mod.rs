@@ -36,19 +36,20 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   co-runners too (docs/rocs.md). A sample is a miss when its source is memory or another chip, a
   hit when a cache level served it.
 - **Miss-rate stack** (ROCS 5.2): the unit's sampled small pages ordered by sampled miss rate,
-  highest first (ties: more samples first, then pid and page): only pages the monitor saw.
+  highest first (ties: the page whose address space misses more over all its samples, then more
+  samples, then pid and page): only pages the monitor saw.
 - **Algorithm 1, FindPollutePages** (ROCS 5.2): after a baseline measurement with nothing mapped,
-  map `step` more pages from the top of the stack, let `settle_ticks` pass (remapping cost and
+  map `step` more pages from the top of the stack, let `settle_cycles` pass (remapping cost and
   cache warm-up stay out of the measure), measure the unit's IPC (instructions / cycles, summed
-  over its processes) over `measure_ticks`, keep the best count; stop when `min_pages` pages are
+  over its processes) over `measure_cycles`, keep the best count; stop when `min_pages` pages are
   left; restore the excess pages beyond the best count. The baseline is the initial `best`, so
   when no mapping beats it every page goes back (the paper leaves `best`'s start open).
 - **Phase detection** (ROCS 5.1): once settled, the unit's IPC (or LLC MPKI) over every
-  `phase_ticks` window is compared with the first window after the search; a relative change
+  `phase_cycles` window is compared with the first window after the search; a relative change
   above `phase_threshold` restores the unit's pages and profiles again.
 - **Best offline** (ROCS Figure 8): `offline_pages = N` skips the search and maps the top N pages
   of the same stack; a harness (`python/cachecolor/reports/rocs.py`, `best_offline`) runs N over
-  a grid, repeated runs, and keeps the best. `verify_ticks` profiles again after the search with
+  a grid, repeated runs, and keeps the best. `verify_cycles` profiles again after the search with
   the buffer in place (ROCS Figure 10 b's profile), at the cost of more monitoring.
 */
 use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, SchedEvent, Tick};
@@ -70,6 +71,8 @@ struct Acc {
     cycles: u64,
     llc_accesses: u64,
     llc_misses: u64,
+    /// Simulated cycles the window spans (what its stage is counted in, ROCS 5.1, 6.2).
+    elapsed: u64,
     ticks: u32,
 }
 
@@ -109,22 +112,22 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Stage {
-    /// Ticks before profiling may start.
-    Warmup(u32),
-    /// Waiting to be targeted (LLC miss rate above the threshold).
+    /// Cycles left before profiling may start.
+    Warmup(u64),
+    /// Waiting to be targeted (LLC miss rate and MPKI above their thresholds).
     Waiting,
-    /// Profiling for this many more ticks (`verify`: the after-search profile).
+    /// Profiling for this many more cycles (`verify`: the after-search profile).
     Profiling {
-        left: u32,
+        left: u64,
         verify: bool,
     },
-    /// Measuring with nothing mapped: settle ticks left, then measure.
+    /// Measuring with nothing mapped: settle cycles left, then measure.
     Baseline {
-        settle: u32,
+        settle: u64,
     },
-    /// A search step: settle ticks left, then measure.
+    /// A search step: settle cycles left, then measure.
     Search {
-        settle: u32,
+        settle: u64,
     },
     /// A search step whose pages the budget (`max_search_overhead`) cannot buy yet: move more
     /// of `stack[..target]` each tick as the unit's cycles grow, then settle and measure.
@@ -167,6 +170,8 @@ struct Unit {
     best_n: u64,
     /// The current measurement's per-tick IPCs.
     tick_ipcs: Vec<f64>,
+    /// Ticks the current search's baseline was measured over.
+    baseline_ticks: u32,
     /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
     noise_ss: f64,
     noise_df: u32,
@@ -468,10 +473,11 @@ impl PolluteEngine {
     }
 
     pub fn process_created(&mut self, pid: usize) {
+        let warmup = self.cfg.warmup_cycles;
         let new_unit = |pids: Vec<usize>| Unit {
             members: pids.clone(),
             pids,
-            stage: Stage::Warmup(0),
+            stage: Stage::Warmup(warmup),
             acc: Acc::default(),
             profile: BTreeMap::new(),
             stack: Vec::new(),
@@ -480,6 +486,7 @@ impl PolluteEngine {
             best: 0.0,
             best_n: 0,
             tick_ipcs: Vec::new(),
+            baseline_ticks: 0,
             noise_ss: 0.0,
             noise_df: 0,
             gained: false,
@@ -574,6 +581,7 @@ impl PolluteEngine {
                 }
             }
             unit.cycles += acc.cycles;
+            acc.elapsed = t.interval;
             self.step_unit(k, u, acc, t.now);
         }
         self.release_if_unused(t.now);
@@ -657,6 +665,7 @@ fn add(acc: &mut Acc, i: &Acc) {
     acc.cycles += i.cycles;
     acc.llc_accesses += i.llc_accesses;
     acc.llc_misses += i.llc_misses;
+    acc.elapsed += i.elapsed;
     acc.ticks += 1;
 }
 

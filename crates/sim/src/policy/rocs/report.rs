@@ -44,7 +44,7 @@ pub struct RocsReport {
 pub struct RocsUnit {
     /// Every process the unit ever had.
     pub pids: Vec<usize>,
-    /// Profiles taken (the after-search `verify_ticks` profiles included) and phase changes
+    /// Profiles taken (the after-search `verify_cycles` profiles included) and phase changes
     /// detected (ROCS 5.1).
     pub profiles: u32,
     pub phase_changes: u32,
@@ -87,7 +87,7 @@ pub struct SearchLog {
     /// IPC with nothing mapped.
     pub baseline_ipc: f64,
     /// Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own
-    /// ticks when `measure_ticks` > 1), relative to the baseline IPC.
+    /// ticks when `measure_cycles` spans more than one), relative to the baseline IPC.
     pub noise: f64,
     pub steps: Vec<Step>,
     /// Cycles the unit's page moves had cost when the search ended (all searches so far), and
@@ -110,7 +110,7 @@ pub struct SearchLog {
     pub pages: Option<Vec<(usize, u64)>>,
     /// The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
     pub profile: Vec<(usize, u64, u32, u32)>,
-    /// The after-search profile (`verify_ticks`), same shape.
+    /// The after-search profile (`verify_cycles`), same shape.
     pub verify_profile: Vec<(usize, u64, u32, u32)>,
 }
 

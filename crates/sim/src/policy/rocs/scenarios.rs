@@ -304,7 +304,7 @@ fn bad_pollute_settings_are_named_errors() {
             "whole number of LLC colors",
         ),
         ("throttle_cycles = 0", "throttle_cycles", "0 is not allowed"),
-        ("profile_ticks = 0", "profile_ticks", "0 is not allowed"),
+        ("profile_cycles = 0", "profile_cycles", "0 is not allowed"),
         (
             "target_miss_rate = 1.5",
             "target_miss_rate",

@@ -7,6 +7,7 @@ use crate::policy::{KernelError, PageInfo, ProcessCounts, ThreadInfo};
 
 const PAGE: u64 = 4096;
 const PID: usize = 1;
+const OTHER_PID: usize = 2;
 
 /// A kernel with one process of small pages, every one in color 0 at first, that records every
 /// recolor it is asked for.
@@ -81,7 +82,8 @@ impl Kernel for FakeKernel {
         }]
     }
     fn pages(&self, pid: usize) -> Vec<PageInfo> {
-        if pid == PID {
+        // PID's pages; a second address space (`OTHER_PID`) sees the same layout.
+        if pid == PID || pid == OTHER_PID {
             self.pages.clone()
         } else {
             Vec::new()
@@ -147,18 +149,21 @@ fn machine() -> MachineInfo {
     }
 }
 
-/// One tick per step, no warm-up beyond the first tick, one profile tick, no settle ticks, a
-/// one-tick baseline (no noise estimate: any higher IPC is better, Algorithm 1's own rule).
+/// One 1 M-cycle tick per step, no warm-up beyond the first tick, one profile tick, no settle
+/// ticks, a one-tick baseline and no significance bar (any higher IPC is better, Algorithm 1's
+/// own rule), targeted on the miss rate alone.
 fn cfg() -> PolluteConfig {
     PolluteConfig {
-        warmup_ticks: 1,
-        profile_ticks: 1,
-        settle_ticks: 0,
-        measure_ticks: 1,
-        baseline_ticks: 1,
+        warmup_cycles: 1_000_000,
+        profile_cycles: 1_000_000,
+        settle_cycles: 0,
+        measure_cycles: 1_000_000,
+        baseline_cycles: 1_000_000,
         step_pages: 2,
         min_pages: 0,
-        phase_ticks: 1,
+        phase_cycles: 1_000_000,
+        significance: 0.0,
+        min_llc_mpki: 0.0,
         ..PolluteConfig::default()
     }
 }
@@ -210,7 +215,10 @@ impl Rig {
         };
         r.e.process_created(PID);
         r.tick(1.0); // Warmup -> Waiting
-        r.tick(1.0); // miss rate 0.5 > 0.25: Profiling
+                     // Miss rate 0.5 > 0.25 over a `measure_cycles` window: Profiling.
+        for _ in 0..r.e.cfg.measure_cycles.div_ceil(1_000_000) {
+            r.tick(1.0);
+        }
         assert!(matches!(r.e.units[0].stage, Stage::Profiling { .. }));
         profile_in_vpn_order(&mut r.e, pages);
         r.tick(1.0); // profile ends: stack built, Baseline
@@ -414,12 +422,12 @@ fn the_step_is_the_configured_count_or_a_sixteenth_of_the_stack() {
 }
 
 #[test]
-fn settle_ticks_are_left_out_and_measure_ticks_summed() {
+fn settle_cycles_are_left_out_and_measure_cycles_summed() {
     let mut r = Rig::new(
         PolluteConfig {
-            settle_ticks: 1,
-            measure_ticks: 2,
-            baseline_ticks: 2,
+            settle_cycles: 1_000_000,
+            measure_cycles: 2_000_000,
+            baseline_cycles: 2_000_000,
             ..cfg()
         },
         4,
@@ -439,7 +447,7 @@ fn settle_ticks_are_left_out_and_measure_ticks_summed() {
 fn settled(metric: PhaseMetric) -> Rig {
     let mut r = Rig::new(
         PolluteConfig {
-            phase_ticks: 2,
+            phase_cycles: 2_000_000,
             phase_metric: metric,
             phase_threshold: 0.25,
             ..cfg()
@@ -593,7 +601,8 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
 #[test]
 fn rocs_search_does_not_pick_noise_on_a_phased_program() {
     let noisy = PolluteConfig {
-        baseline_ticks: 3,
+        baseline_cycles: 3_000_000,
+        significance: 2.0,
         ..cfg()
     };
     let mut r = Rig::new(noisy.clone(), 8);
@@ -722,7 +731,7 @@ fn rocs_walk_stops_when_its_steps_lose_more_than_the_search_budget() {
 fn rocs_restore_after_a_search_is_not_read_as_a_phase_change() {
     let mut r = Rig::new(
         PolluteConfig {
-            phase_ticks: 2,
+            phase_cycles: 2_000_000,
             ..cfg()
         },
         8,
@@ -852,4 +861,149 @@ fn global_pollute_budget_counts_only_the_processes_still_in_the_unit() {
         "{s}"
     );
     assert!(k.in_set(&e.pollute).is_empty());
+}
+
+/// One tick of `len` cycles for PID: IPC 1, LLC miss rate 0.5 and `mpki` LLC misses per 1000
+/// instructions.
+fn tick_of(e: &mut PolluteEngine, k: &mut FakeKernel, now: &mut u64, len: u64, mpki: f64) {
+    let mut c = EventCounts::default();
+    c.set(Event::Cycles, len);
+    c.set(Event::Instructions, len);
+    let misses = (mpki * len as f64 / 1000.0) as u64;
+    c.set(Event::LlcMisses, misses);
+    c.set(Event::LlcAccesses, 2 * misses.max(1));
+    c.set(Event::L1dMisses, len / 100);
+    *now += len;
+    let t = Tick {
+        now: *now,
+        interval: len,
+        cores: Vec::new(),
+        processes: vec![ProcessCounts {
+            pid: PID,
+            alive: true,
+            total: c,
+            interval: c,
+            readings: Vec::new(),
+        }],
+    };
+    e.tick(k, &t);
+}
+
+fn default_engine() -> (PolluteEngine, FakeKernel) {
+    let m = machine();
+    let cfg = PolluteConfig::default();
+    let colors = cfg.validate("policy.rocs", &m).unwrap();
+    let mut e = PolluteEngine::new(cfg, Scope::PerProcess, colors, &m);
+    e.process_created(PID);
+    (e, FakeKernel::new(8, COLORS))
+}
+
+/// A program that fits its cache can show an LLC miss rate above 25% on a trickle of LLC
+/// accesses (a fitting program in a 4-process mix: LLC MPKI 1.5) and was targeted on the miss
+/// rate alone: it lost 12.9% to a profile and a search with nothing to find. ROCS Table 2's
+/// targeted programs have an L2 MPKI of 3.0 or more; below `min_llc_mpki` a unit is not
+/// profiled whatever its miss rate.
+#[test]
+fn rocs_targets_only_a_unit_whose_llc_misses_can_pay() {
+    for (mpki, profiled) in [(1.5, false), (2.9, false), (3.0, true), (40.0, true)] {
+        let (mut e, mut k) = default_engine();
+        let mut now = 0;
+        for _ in 0..20 {
+            tick_of(&mut e, &mut k, &mut now, 1_000_000, mpki);
+        }
+        assert_eq!(e.units[0].profiles > 0, profiled, "MPKI {mpki}");
+    }
+}
+
+/// rocs on a program that just fits a 4 MiB LLC gave 0.933x linux at a 1 M-cycle tick and
+/// 1.000 at 4 M: its warm-up, targeting window, profile and phase windows were counted in
+/// ticks. They are counted in cycles (ROCS 6.2's "first 4 billion cycles", 5.1's "every 1
+/// billion cycles"): each stage starts within one tick of the same simulated time whatever the
+/// tick.
+#[test]
+fn rocs_stages_start_at_the_same_cycle_whatever_the_tick() {
+    let starts = |len: u64| {
+        let (mut e, mut k) = default_engine();
+        let mut now = 0;
+        let (mut profiled, mut searched) = (None, None);
+        while now < 40_000_000 {
+            tick_of(&mut e, &mut k, &mut now, len, 40.0);
+            if matches!(e.units[0].stage, Stage::Profiling { .. }) && profiled.is_none() {
+                profiled = Some(now);
+                profile_in_vpn_order(&mut e, 8);
+            }
+            if matches!(e.units[0].stage, Stage::Baseline { .. }) && searched.is_none() {
+                searched = Some(now);
+            }
+        }
+        (profiled.unwrap(), searched.unwrap())
+    };
+    let (p1, s1) = starts(1_000_000);
+    // 4 M of warm-up and a 2 M targeting window; then 8 M of profile.
+    assert_eq!((p1, s1), (6_000_000, 14_000_000));
+    for len in [500_000, 2_000_000, 4_000_000] {
+        let (p, s) = starts(len);
+        assert!(
+            p.abs_diff(p1) < len.max(1_000_000),
+            "tick {len}: profiled at {p}"
+        );
+        assert!(
+            s.abs_diff(s1) < 2 * len.max(1_000_000),
+            "tick {len}: searched at {s}"
+        );
+    }
+}
+
+/// With about one sample a page, a uniformly accessed program's pages seen once at a miss tie
+/// with a stream's at miss rate 1.0; ordered by pid, `global-pollute` put 33 of the sensitive
+/// program's pages in the buffer. Pages at the same rate go first to the address space that
+/// misses more over all its samples (the stream's), then to more samples. A page's own rate
+/// still comes first (ROCS 5.2: "ordered by miss rate"): the stream page seen once ranks above
+/// the sensitive page missed on 3 of 4.
+#[test]
+fn global_pollute_buffer_takes_the_streams_pages_before_a_victims_tied_at_the_same_miss_rate() {
+    let m = machine();
+    let colors = cfg().validate("policy.global-pollute", &m).unwrap();
+    let mut e = PolluteEngine::new(cfg(), Scope::Global, colors, &m);
+    let mut k = FakeKernel::new(8, COLORS);
+    e.process_created(PID);
+    e.process_created(OTHER_PID);
+    e.units[0].stage = Stage::Profiling {
+        left: 1,
+        verify: false,
+    };
+    let sample = |pid: usize, v: u64, i: u64, miss: bool| Sample {
+        pid: pid as u32,
+        ..line_sample(v, i, miss)
+    };
+    // PID, the sensitive program (the lower pid): pages 0 and 2 seen once (a miss), page 1
+    // missed on 3 of 4, pages 3-7 hit (its pooled miss rate is low).
+    e.sample(&sample(PID, 0, 0, true));
+    e.sample(&sample(PID, 2, 0, true));
+    for i in 0..4 {
+        e.sample(&sample(PID, 1, i, i < 3));
+    }
+    for v in 3..8 {
+        for i in 0..4 {
+            e.sample(&sample(PID, v, i, false));
+        }
+    }
+    // OTHER_PID, the stream: page 0 missed on 2 of 2, pages 1 and 2 seen once (a miss).
+    for i in 0..2 {
+        e.sample(&sample(OTHER_PID, 0, i, true));
+    }
+    e.sample(&sample(OTHER_PID, 1, 0, true));
+    e.sample(&sample(OTHER_PID, 2, 0, true));
+    e.build_stack(&mut k, 0);
+    assert_eq!(
+        e.units[0].stack[..6],
+        [
+            (OTHER_PID, 0),
+            (OTHER_PID, 1),
+            (OTHER_PID, 2),
+            (PID, 0),
+            (PID, 2),
+            (PID, 1)
+        ]
+    );
 }

@@ -1,0 +1,122 @@
+//! `rocs` and `global-pollute` on configs of `examples/fresh/` and `examples/robustness/`:
+//! what their papers' mechanisms must do whatever the run's length and tick (cut by `scale` to
+//! keep within the CI budget).
+use crate::system::{testing, SystemConfig, SystemReport};
+
+macro_rules! example {
+    ($path:literal) => {
+        include_str!(concat!("../../../../examples/", $path, ".toml"))
+    };
+}
+
+/// `text` under `policy`, seed 1, every phase's references times `scale`, `[scheduler] tick`
+/// set to `tick` cycles.
+fn run(text: &str, policy: &str, scale: f64, tick: u64) -> SystemReport {
+    let mut config: SystemConfig = testing::config_for(text, policy, Some(1));
+    config.scheduler.tick = tick;
+    for p in &mut config.processes {
+        for t in &mut p.threads {
+            if let Some(w) = &mut t.workload {
+                for ph in &mut w.phases {
+                    ph.references = ((ph.references as f64 * scale) as u64).max(1);
+                }
+            }
+        }
+    }
+    testing::run_config(&config, None).1
+}
+
+/// Summed IPC of `policy` over linux's at the same tick, and the policy's report.
+fn ratio(text: &str, policy: &str, scale: f64, tick: u64) -> (f64, SystemReport) {
+    let sum = |r: &SystemReport| r.processes.iter().map(|p| p.ipc).sum::<f64>();
+    let linux = run(text, "linux", scale, tick);
+    let r = run(text, policy, scale, tick);
+    (sum(&r) / sum(&linux), r)
+}
+
+/// Pages of process `pid` in every search's chosen buffer, and the pages chosen, over the
+/// report's units.
+fn chosen_pages_of(r: &SystemReport, pid: u64) -> (usize, usize) {
+    let mut of_pid = 0;
+    let mut chosen = 0;
+    for u in r.policy_report["units"].as_array().into_iter().flatten() {
+        for s in u["searches"].as_array().into_iter().flatten() {
+            for p in s["pages"].as_array().into_iter().flatten() {
+                chosen += 1;
+                if p[0].as_u64() == Some(pid) {
+                    of_pid += 1;
+                }
+            }
+        }
+    }
+    (of_pid, chosen)
+}
+
+/// Bug: with about one sample a page, the sensitive program's pages seen once at a miss tied
+/// with the stream's at miss rate 1.0, were ordered by pid, and the chosen step held 33 of them
+/// (a sensitive program's pages in a pollute buffer compete with the stream there: the
+/// opposite of Azimi 4.2's shared buffer). Pages at the same rate now go first to the address
+/// space that misses more (the stream's): the buffer holds (almost) none of the sensitive
+/// program's pages.
+#[test]
+fn global_pollute_buffer_holds_almost_none_of_the_sensitive_programs_pages() {
+    let text = example!("fresh/sensitive-stream-xeon");
+    let r = run(text, "global-pollute", 0.5, 2_000_000);
+    assert_eq!(r.processes[0].name, "sensitive");
+    let (sensitive, chosen) = chosen_pages_of(&r, 0);
+    eprintln!("chosen {chosen} pages, {sensitive} of the sensitive program");
+    assert!(chosen > 0, "the search chose a buffer: {}", r.policy_report);
+    assert!(
+        sensitive * 100 <= chosen,
+        "{sensitive} of {chosen} chosen pages are the sensitive program's"
+    );
+}
+
+/// Bug: rocs on a program that just fits a 4 MiB LLC gave 0.933x linux at a 1 M-cycle tick and
+/// 1.000x at 4 M: warm-up, windows and profile were counted in ticks. They are counted in
+/// cycles (ROCS 5.1 and 6.2 count billions of cycles), so a policy's result, against linux at
+/// the same tick, moves with the tick no more than the do-no-harm margin (1%): where rocs acts
+/// (a stream beside a reused array, ROCS 3.2.2) and where global-pollute acts (a sensitive
+/// program beside a stream, Azimi 4.2).
+/// Measured (exact-oracle PMU, seed 1): rocs on stream-beside-320k at a quarter length 0.949x
+/// linux at a 1 M tick (363 pages kept) and 0.971x at 4 M (none kept); global-pollute on
+/// sensitive-stream-xeon at half length 0.918x and 0.930x. A 4 M tick is longer than the 2 M
+/// `measure_cycles` and `settle_cycles`, so each step is measured over twice the cycles and the
+/// baseline's noise is the spread of 4 M windows, not 2 M ones: the search decides differently.
+#[test]
+#[ignore = "open: rocs and global-pollute still move 2.2% and 1.2% between a 1 M and a 4 M tick (docs/rocs.md, Fresh configs)"]
+fn rocs_and_global_pollute_results_do_not_move_with_the_tick_length() {
+    let mut moved = Vec::new();
+    for (name, text, policy, scale) in [
+        (
+            "stream-beside-320k",
+            example!("robustness/stream-beside-320k"),
+            "rocs",
+            0.25,
+        ),
+        (
+            "sensitive-stream-xeon",
+            example!("fresh/sensitive-stream-xeon"),
+            "global-pollute",
+            0.5,
+        ),
+    ] {
+        let (short, rs) = ratio(text, policy, scale, 1_000_000);
+        let (long, rl) = ratio(text, policy, scale, 4_000_000);
+        eprintln!(
+            "{name} {policy}: {short:.4} at a 1 M tick, {long:.4} at 4 M; chosen {:?} / {:?}",
+            chosen_pages_of(&rs, 0),
+            chosen_pages_of(&rl, 0)
+        );
+        for r in [&rs, &rl] {
+            assert!(
+                r.policy_report["units"][0]["profiles"].as_u64() > Some(0),
+                "{name}: {policy} targets and profiles at both ticks"
+            );
+        }
+        if (short - long).abs() > 0.01 {
+            moved.push(format!("{name} {policy}: {short:.4} vs {long:.4}"));
+        }
+    }
+    assert!(moved.is_empty(), "moved with the tick: {moved:#?}");
+}
