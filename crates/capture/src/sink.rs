@@ -100,10 +100,9 @@ impl Sink {
         })
     }
 
-    /// Keep the PC of every record in the trace (native version 3, issue 22); call before
-    /// `start`. Only for a stream with instruction fetches, in which each data record follows
-    /// the fetch of the instruction that made it (both back ends): that fetch's address is its
-    /// PC.
+    /// Keep the PC of every record in the trace (native version 3); call before `start`. Only for a
+    /// stream with instruction fetches, in which each data record follows the fetch of the
+    /// instruction that made it (both back ends): that fetch's address is its PC.
     pub(crate) fn keep_pcs(&mut self, on: bool) {
         self.pcs = on.then(PcFromFetches::default);
     }
@@ -218,7 +217,7 @@ impl Sink {
         Ok(self.full())
     }
 
-    /// Add `key` to the metadata written at `finish` (issue 22: the memory map, known only once
+    /// Add `key` to the metadata written at `finish` (the memory map, known only once
     /// the program has run). Ignored when the metadata is not a JSON object.
     pub(crate) fn add_metadata(&mut self, key: &str, value: serde_json::Value) {
         if let Some((m, _)) = &mut self.metadata {

@@ -1,6 +1,6 @@
-//! Property-based fuzzing of everything the simulator reads (issue 25, docs/reliability.md):
-//! the native decoder with payload corruption that keeps valid checksums (so the column checks,
-//! not the checksum, must catch it), the lackey / din / ChampSim importers on arbitrary bytes and
+//! Property-based fuzzing of everything the simulator reads (docs/reliability.md): the native
+//! decoder with payload corruption that keeps valid checksums (so the column checks, not the
+//! checksum, must catch it), the lackey / din / ChampSim importers on arbitrary bytes and
 //! near-valid text, and config parsing (TOML and JSON) on arbitrary documents. The property is
 //! always the same: no panic, no hang, no unbounded allocation; either a value or an error that
 //! says where (a byte offset, a line, a field path).

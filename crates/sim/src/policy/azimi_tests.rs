@@ -21,8 +21,8 @@ fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
 /// many cycles as it costs (`max_window_overhead` 1.0; 2 M cycles here). The paper's runs last
 /// billions of cycles, so its window is a small part of them; `corun.toml` lasts ~50 M cycles,
 /// where the default budget (`max_window_overhead` 0.01: the window may cost 1% of the cycles
-/// run so far) never affords its 2 M-cycle window (issue 19). The mechanism is tested here with
-/// the budget lifted; the default's outcome (no window, linux's IPC) in
+/// run so far) never affords its 2 M-cycle window. The mechanism is tested here with the budget
+/// lifted; the default's outcome (no window, linux's IPC) in
 /// `mrc_partition_default_budget_affords_no_window_in_a_short_corun`.
 fn run_paper_window(text: &str) -> SystemReport {
     let (s, r) = testing::run_config(&paper_window_config(text), None);
@@ -32,7 +32,7 @@ fn run_paper_window(text: &str) -> SystemReport {
 
 /// The config `run_paper_window` runs: `mrc-partition`, the ideal PMU (`config_for`), the
 /// window budget lifted, and the partition applied whatever the decision
-/// (`always_partition`, the paper's behaviour; the decision is the default since issue 19).
+/// (`always_partition`, the paper's behaviour; the decision is the default).
 fn paper_window_config(text: &str) -> SystemConfig {
     let mut config = testing::config_for(text, "mrc-partition", None);
     config.policy.mrc_partition.max_window_overhead = 1.0;
@@ -66,9 +66,9 @@ const STREAM_MARGIN: f64 = 0.05;
 
 #[test]
 fn mrc_partition_protects_the_cache_sensitive_program() {
-    // Table 1's shape is a cache result: pinned to the fixed-latency memory (issue 20 made the
-    // queued controller the default; docs/system.md "Memory bandwidth and queueing" says what
-    // this run shows under it).
+    // Table 1's shape is a cache result: pinned to the fixed-latency memory (the queued controller
+    // is the default; docs/system.md "Memory bandwidth and queueing" says what this run shows under
+    // it).
     let corun = format!("{CORUN}\n[machine.memory]\nmodel = \"fixed\"\n");
     let linux = run_as(&corun, "linux");
     let mrc = run_paper_window(&corun);

@@ -1,7 +1,7 @@
-//! Regression tests of issue 19 ("Policies that do no harm"): each test is named after the defect
-//! it pins and runs a config of `examples/robustness/` (written for the matrix, tuned for no
-//! policy) or a small inline one under `linux` and the policy. Runs are short (3 M references,
-//! a few tens of ticks) so the file stays cheap in CI; the effects they pin are not marginal.
+//! Regression tests of policies that do no harm: each test is named after the defect it pins and
+//! runs a config of `examples/robustness/` (written for the matrix, tuned for no policy) or a small
+//! inline one under `linux` and the policy. Runs are short (3 M references, a few tens of ticks) so
+//! the file stays cheap in CI; the effects they pin are not marginal.
 use super::rocs_tests::{run, run_with};
 use crate::system::SystemReport;
 

@@ -1,6 +1,6 @@
-//! The scenario test over the robustness matrix (issue 19, `examples/robustness/`): configs
-//! written for the matrix and tuned for no policy, each under `linux` and the policies, over 5
-//! seeds (workload and frame placement both move with the seed).
+//! The scenario test over the robustness matrix (`examples/robustness/`): configs written for the
+//! matrix and tuned for no policy, each under `linux` and the policies, over 5 seeds (workload and
+//! frame placement both move with the seed).
 //!
 //! - Where a policy has nothing to gain (nothing targeted, nothing shared, everything fits) its
 //!   IPC is at least `NO_HARM` x linux's for every process and in sum, on every seed.
@@ -208,17 +208,17 @@ fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open (issue 19): on the rotations with nothing to gain (0 and 2), rocs, global-pollute and
-/// coloris cost some process more than 1% at this length. Measured (quarter length, seeds 1-5,
-/// each role's IPC over linux's; sum), after the search's loss bound (the test above): rocs:
-/// the stream 0.964 / 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992;
-/// global-pollute: the stream 0.972 / 0.968, "mixed" 0.941 / 0.945, sum 0.991-0.992 (before it:
-/// the stream 0.789-0.826, sum 0.961-0.981; the stream 0.966 at rotation 0 before session 15's
-/// budget over the live members, `global_pollute_budget_counts_only_the_processes_still_in_the_unit`); coloris: the stream 0.968 as pid 0 (rotation 0;
-/// 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and global-pollute is their
-/// profile, which their control runs pay too (`pollute_buffer_mechanism_...` above): 4 ticks
-/// at one interrupt per 5 K cycles of 1 K cycles, the chip's prefetcher off, in runs of 16-26
-/// ticks. Run with
+/// Open: on the rotations with nothing to gain (0 and 2), rocs, global-pollute and coloris cost
+/// some process more than 1% at this length. Measured (quarter length, seeds 1-5, each role's IPC
+/// over linux's; sum), after the search's loss bound (the test above): rocs: the stream 0.964 /
+/// 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992; global-pollute: the stream
+/// 0.972 / 0.968, "mixed" 0.941 / 0.945, sum 0.991-0.992 (before it: the stream 0.789-0.826, sum
+/// 0.961-0.981; the stream 0.966 at rotation 0 without the budget over the live members,
+/// `global_pollute_budget_counts_only_the_processes_still_in_the_unit`); coloris: the stream
+/// 0.968 as pid 0 (rotation 0; 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and
+/// global-pollute is their profile, which their control runs pay too
+/// (`pollute_buffer_mechanism_...` above): 4 ticks at one interrupt per 5 K cycles of 1 K
+/// cycles, the chip's prefetcher off, in runs of 16-26 ticks. Run with
 /// `cargo test --release -p cachecolor-sim --lib policies_do_no_harm_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
 #[ignore = "open, issue 19: the rocs/global-pollute profile (paid by their controls too) and coloris's sections cost 1-6% on rotated POWER5 mixes with nothing to gain at quarter length"]
@@ -235,14 +235,14 @@ fn policies_do_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open (issue 19): on the rotations where the stream shares a chip with the
-/// stream-beside-a-table (1 and 3: 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS
-/// 3.2.2, Azimi 4.2: the polluter's pages confined, the table keeps the cache) and does not reach
-/// it at this length: the profile costs more than the buffer recovers before the run ends.
-/// Measured (quarter length, seeds 1-5; rotation 1 / 3), after the search's loss bound: rocs
-/// "mixed" 0.935 / 0.934, the stream 0.973 / 0.971, sum 0.9917 / 0.9915; global-pollute "mixed"
-/// 0.937 / 0.934, the stream 0.967 / 0.965, sum 0.9915 / 0.9912 (before it: the stream 0.830,
-/// sum 0.982). (coloris gains 1.0001-1.0008 in sum there.) Run with
+/// Open: on the rotations where the stream shares a chip with the stream-beside-a-table (1 and 3:
+/// 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS 3.2.2, Azimi 4.2: the polluter's pages
+/// confined, the table keeps the cache) and does not reach it at this length: the profile costs
+/// more than the buffer recovers before the run ends. Measured (quarter length, seeds 1-5; rotation
+/// 1 / 3), after the search's loss bound: rocs "mixed" 0.935 / 0.934, the stream 0.973 / 0.971, sum
+/// 0.9917 / 0.9915; global-pollute "mixed" 0.937 / 0.934, the stream 0.967 / 0.965, sum 0.9915 /
+/// 0.9912 (before it: the stream 0.830, sum 0.982). (coloris gains 1.0001-1.0008 in sum there.)
+/// Run with
 /// `cargo test --release -p cachecolor-sim --lib pollute_buffer_gain_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
 #[ignore = "open, issue 19: rocs and global-pollute lose 0.8-0.9% in sum (their profile) where the rotated POWER5 mixes have something to gain, at quarter length"]

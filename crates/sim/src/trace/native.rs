@@ -31,7 +31,7 @@ length is the count of tags with bit 7). Version 1 files read as before (bit 7 m
 Predictors (previous line per stream, current thread = 0) restart at every block, so a block
 decodes on its own.
 
-Version 3 (issue 22, attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
+Version 3 (for attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
 with a PC column, one u64 per data record (kind other than ifetch): the address of the
 instruction that made the access (0 = unknown; an ifetch's PC is its own address) XOR the
 address of the block's latest ifetch before it (0 if none), so that the PC of a captured data

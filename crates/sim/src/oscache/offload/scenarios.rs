@@ -173,10 +173,10 @@ fn direct_mapped_1k_table_is_nearly_as_accurate_as_fully_associative_200() {
     }
 }
 
-/// `trace = PATH` (issue 27): the web-server workload written to a native trace and replayed
-/// gives exactly the `[workload]` run, for one and two user cores, with and without off-load
-/// (the trace's runs start with the workload's syscall identities, so `TraceIdentity` gives
-/// the AStates `SyscallIdentity` gives).
+/// `trace = PATH`: the web-server workload written to a native trace and replayed gives exactly the
+/// `[workload]` run, for one and two user cores, with and without off-load (the trace's runs start
+/// with the workload's syscall identities, so `TraceIdentity` gives the AStates `SyscallIdentity`
+/// gives).
 #[test]
 fn a_trace_replays_exactly_as_its_workload() {
     let dir = tempfile::tempdir().unwrap();

@@ -37,8 +37,8 @@ pub struct ColorisReport {
     pub redistributions: Vec<Redistribution>,
     /// Processes whose colors came from the config (`[[processes]] colors`).
     pub colors_from_config: Vec<String>,
-    /// What `cachecolor simulate` prints on stderr (issue 19, defects 6 and 8): a monitor
-    /// that never ran, a run in which no color moved, config colors the monitor changed.
+    /// What `cachecolor simulate` prints on stderr: a monitor that never ran, a run in which no
+    /// color moved, config colors the monitor changed.
     pub warnings: Vec<String>,
 }
 

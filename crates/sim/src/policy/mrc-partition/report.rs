@@ -30,7 +30,7 @@ pub struct MrcPartitionReport {
     pub exact_miss_rate: Option<BTreeMap<String, Vec<f64>>>,
     /// The colors per process at every change.
     pub allocations: Vec<Allocation>,
-    /// Partition or keep sharing, per allocation (issue 19, defect 4).
+    /// Partition or keep sharing, per allocation.
     pub decisions: Vec<DecisionRecord>,
     /// Phase changes that asked for a new window (step 5).
     pub phase_changes: Vec<PhaseChange>,
@@ -76,7 +76,7 @@ pub struct Allocation {
     pub shared: bool,
 }
 
-/// One allocation's decision with what it was made from (issue 19, defect 4).
+/// One allocation's decision with what it was made from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DecisionRecord {
     #[serde(flatten)]

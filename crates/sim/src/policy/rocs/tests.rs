@@ -562,8 +562,8 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
         r.k.sampling.last().unwrap().is_some(),
         "its core samples now"
     );
-    // The colors stay in normal use while it is only profiled (issue 19: a profile that finds
-    // nothing to search must move nobody's pages).
+    // The colors stay in normal use while it is only profiled (a profile that finds nothing to
+    // search must move nobody's pages).
     assert!(r.e.allowed_for(PID).is_full());
     assert!(r.k.moves.is_empty());
     // A profile with hits: the search begins, the buffer's colors leave normal use and the

@@ -2,11 +2,11 @@
 //! into one contiguous section per core; a process with colors of its own in the config keeps
 //! them, any other gets the section of the least-loaded core (fewest processes assigned, lowest
 //! core on ties) and is pinned to that core. A process the config pins keeps its pin and gets
-//! the section of its first pinned core (issue 19, defect 6: the config is honoured, never
-//! overridden in silence; COLORIS 3.2 places a *new* process, the config has placed this one).
+//! the section of its first pinned core (the config is honoured, never overridden in silence;
+//! COLORIS 3.2 places a *new* process, the config has placed this one).
 //!
-//! Two readings of section 3.2 for machines the paper did not run on (issue 19, static and
-//! coloris at 0.11-0.16x linux on multithreaded sharing):
+//! Two readings of section 3.2 for machines the paper did not run on (a literal reading puts static
+//! and coloris at 0.11-0.16x linux on multithreaded sharing):
 //! - The sections partition *a shared cache* among the cores that share it: on a machine of
 //!   several chips each chip's LLC is cut among that chip's cores (the paper's E5506 is one
 //!   chip, four cores). Cutting the colors over every core of the machine gave a core on a

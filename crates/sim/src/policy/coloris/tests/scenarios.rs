@@ -191,8 +191,8 @@ fn c1_assignments_are_stable_across_seeds() {
 const C1_HOTCOLD: &str = include_str!("../../../../../../examples/coloris/recolor-c1-hotcold.toml");
 const C4_HOTCOLD: &str = include_str!("../../../../../../examples/coloris/recolor-c4-hotcold.toml");
 
-/// The seeds the issue 19 (defect 5) tests repeat each experiment over: the paper repeats
-/// every experiment three times (Table 5's EXP(1)-(3)); five, so a coin flip cannot pass.
+/// The seeds the first-come-first-served tests repeat each experiment over: the paper repeats every
+/// experiment three times (Table 5's EXP(1)-(3)); five, so a coin flip cannot pass.
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// `f(seed)` for every seed of `SEEDS`, one thread each (the runs are independent and
@@ -536,8 +536,8 @@ fn coloring_isolates_on_a_sliced_llc() {
 /// worse than Linux.
 #[test]
 fn overcommitted_coloris_is_no_worse_than_linux() {
-    // Pinned to the fixed-latency memory (issue 20 made the queued controller the default;
-    // docs/system.md "Memory bandwidth and queueing" says what this run shows under it).
+    // Pinned to the fixed-latency memory (the queued controller is the default; docs/system.md
+    // "Memory bandwidth and queueing" says what this run shows under it).
     let text = &format!(
         "{}\n[machine.memory]\nmodel = \"fixed\"\n",
         include_str!("../../../../../../examples/coloris/overcommit.toml")
