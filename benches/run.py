@@ -405,9 +405,9 @@ def main() -> int:
                     help=f"comma-separated configs to run (default all: {','.join(CONFIGS)})")
     ap.add_argument("--tools", default=",".join(TOOLS),
                     help=f"comma-separated tools to run (default all: {','.join(TOOLS)})")
-    ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line (issue 3)")
+    ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line")
     ap.add_argument("--no-real", action="store_true",
-                    help="skip the whole-system speed on the workload suite's traces (issue 21 item 5)")
+                    help="skip the whole-system speed on the workload suite's traces")
     ap.add_argument("--no-annotate", action="store_true",
                     help="skip `cachecolor annotate` against cachegrind (benches/annotate_speed.py)")
     ap.add_argument("--real-only", action="store_true",

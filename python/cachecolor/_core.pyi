@@ -611,7 +611,7 @@ class MrcPartitionPrediction(TypedDict):
     horizon_cycles: float
 
 class MrcPartitionDecision(TypedDict):
-    """Partition or keep sharing (issue 19 defect 4): ``Decision``'s fields (partition ...
+    """Partition or keep sharing: ``Decision``'s fields (partition ...
     reason) and what it was made from (``DecisionRecord``)."""
 
     partition: bool
@@ -649,7 +649,7 @@ class MrcPartitionOutOfMemory(TypedDict):
 
 class MrcPartitionReport(TypedDict):
     """``mrc-partition``'s report (Azimi et al. case study 1). Allocations, curves and
-    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors (issue 19 defect 3)."""
+    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors."""
 
     colors: int
     units: int

@@ -97,7 +97,7 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
 
 def _policy_warnings(result: Any) -> None:
     """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
-    policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
+    policy that never acted) on stderr, so nothing it changed or skipped is silent."""
     for w in result.warnings():
         print(f"{PROG}: warning: {w}", file=sys.stderr)
 
