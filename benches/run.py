@@ -602,7 +602,7 @@ def annotate_speed(repeats: int) -> str:
 
 
 def system_speed(repeats: int) -> str:
-    """Issue 3's benchmark: the whole system against the cache-only path on the same
+    """The whole system against the cache-only path on the same
     references (crates/sim/examples/system_speed.rs; both sides in one process, alternating)."""
     argv = ["cargo", "run", "--release", "--quiet", "-p", "cachecolor-sim", "--example", "system_speed"]
     env = dict(os.environ, REPEATS=str(repeats))

@@ -66,7 +66,7 @@ pub(crate) struct Sink {
     late_room: usize,
     late: serde_json::Map<String, serde_json::Value>,
     writer: Option<TraceWriter<BufWriter<Output>>>,
-    /// Issue 22: the PC of each data record, derived from the fetches (`keep_pcs`).
+    /// The PC of each data record, derived from the fetches (`keep_pcs`).
     pcs: Option<PcFromFetches>,
     counts: Counts,
     records: u64,

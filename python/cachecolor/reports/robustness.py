@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Issue 19's bar: where a policy has nothing to gain, at least this fraction of the baseline's
+#: The do-no-harm bar: where a policy has nothing to gain, at least this fraction of the baseline's
 #: IPC for every process and in sum.
 NO_HARM = 0.99
 

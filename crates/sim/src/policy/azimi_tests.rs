@@ -40,8 +40,8 @@ fn paper_window_config(text: &str) -> SystemConfig {
     config
 }
 
-/// Issue 19, defect 8: with the default budget the short co-run never pays for a window: no
-/// interrupt, no partition, each program within 1% of linux.
+/// Regression: with the default budget the short co-run never pays for a window: no interrupt, no
+/// partition, each program within 1% of linux.
 #[test]
 fn mrc_partition_default_budget_affords_no_window_in_a_short_corun() {
     let linux = run_as(CORUN, "linux");
@@ -252,8 +252,8 @@ fn bad_policy_parameters_are_rejected_with_their_field() {
     );
 }
 
-/// Issue 19 defect 4's mixes (`mrc-partition/testdata/`): on the co-run machine, two
-/// cache-sensitive programs (768 + 384 KiB) and two that both fit (2 x 256 KiB).
+/// The decision's mixes (`mrc-partition/testdata/`): on the co-run machine, two cache-sensitive
+/// programs (768 + 384 KiB) and two that both fit (2 x 256 KiB).
 const TWO_SENSITIVE: &str = include_str!("mrc-partition/testdata/two-sensitive.toml");
 const TWO_FIT: &str = include_str!("mrc-partition/testdata/two-fit.toml");
 
@@ -292,11 +292,11 @@ fn unexplained_loss(linux: &SystemReport, r: &SystemReport, i: usize) -> f64 {
     (m.cycles - l.cycles - (m.stalls.kernel - l.stalls.kernel)) / l.cycles
 }
 
-/// Issue 19, defect 4: with the window the paper affords, `mrc-partition` partitioned both of
-/// the defect's mixes and lost to sharing (two cache-sensitive programs, two that fit). The
-/// decision keeps the cache shared: no page moves, the misses are linux's, and what is lost
-/// against linux is the window's own cost (the control: the same run with
-/// `always_partition = true`, the paper's behaviour, loses more).
+/// Regression: with the window the paper affords, `mrc-partition` partitioned both of the defect's
+/// mixes and lost to sharing (two cache-sensitive programs, two that fit). The decision keeps the
+/// cache shared: no page moves, the misses are linux's, and what is lost against linux is the
+/// window's own cost (the control: the same run with `always_partition = true`, the paper's
+/// behaviour, loses more).
 #[test]
 fn mrc_partition_keeps_the_cache_shared_on_the_mixes_that_gain_nothing() {
     for (name, text) in [("two-sensitive", TWO_SENSITIVE), ("two-fit", TWO_FIT)] {
@@ -338,12 +338,12 @@ fn mrc_partition_keeps_the_cache_shared_on_the_mixes_that_gain_nothing() {
     }
 }
 
-/// Issue 19, defect 4, the other side: where the gain is clear the decision partitions. The
-/// co-run pair with the paper's window budget, the default window (50,000 misses, 12,500 of
-/// warm-up: long enough to see the sensitive program's reuse, docs/azimi.md) and runs four
-/// times as long (the paper's run billions of cycles): the first decision keeps the cache
-/// shared (the gain over the cycles run so far does not yet pay for the windows), it is
-/// retaken each tick (ski rental) and partitions once it does; the sensitive program gains.
+/// The decision's other side: where the gain is clear the decision partitions. The co-run pair with
+/// the paper's window budget, the default window (50,000 misses, 12,500 of warm-up: long enough to
+/// see the sensitive program's reuse, docs/azimi.md) and runs four times as long (the paper's run
+/// billions of cycles): the first decision keeps the cache shared (the gain over the cycles run so
+/// far does not yet pay for the windows), it is retaken each tick (ski rental) and partitions once
+/// it does; the sensitive program gains.
 #[test]
 fn mrc_partition_partitions_when_the_gain_is_clear() {
     let long = CORUN

@@ -12,7 +12,7 @@
 //! examples/robustness/ --policy linux --policy rocs --policy mrc-partition --seeds 5`.
 use crate::system::{testing, SystemConfig, SystemReport};
 
-/// Issue 19's bar for a policy with nothing to gain.
+/// The do-no-harm bar for a policy with nothing to gain.
 const NO_HARM: f64 = 0.99;
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
@@ -171,17 +171,17 @@ fn mrc_partition_does_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Issue 19: on `mix4-power5`, Algorithm 1 walked the whole stack of "mixed" (a stream beside
-/// a 256 KiB table) while its steps mapped the table at half the baseline IPC, and
-/// global-pollute's walk over all four processes' pages ran the stream at 0.79x: the mechanism
-/// itself did the harm (their control runs, the same profile and colors with no page moved,
-/// were at 0.94-0.99). A step significantly below the baseline now ends the walk once the steps'
-/// net loss is above `max_search_overhead` of the unit's cycles. Here: on the rotations with
-/// nothing to gain, each policy is within `NO_HARM` of its own control for every process and
-/// in sum on every seed, so what is left against linux is the profile (the ignored test below).
-/// Revert checked: without the bound, global-pollute's stream is at 0.876-0.892 of its
-/// control's (fails). rocs passes here either way: at this length its walk of "mixed" stops
-/// before the table (at full length it did not: `rocs_walk_stops_when_its_steps_lose_...`).
+/// Regression: on `mix4-power5`, Algorithm 1 walked the whole stack of "mixed" (a stream beside a
+/// 256 KiB table) while its steps mapped the table at half the baseline IPC, and global-pollute's
+/// walk over all four processes' pages ran the stream at 0.79x: the mechanism itself did the harm
+/// (their control runs, the same profile and colors with no page moved, were at 0.94-0.99). A step
+/// significantly below the baseline now ends the walk once the steps' net loss is above
+/// `max_search_overhead` of the unit's cycles. Here: on the rotations with nothing to gain, each
+/// policy is within `NO_HARM` of its own control for every process and in sum on every seed, so
+/// what is left against linux is the profile (the ignored test below). Revert checked: without the
+/// bound, global-pollute's stream is at 0.876-0.892 of its control's (fails). rocs passes here
+/// either way: at this length its walk of "mixed" stops before the table (at full length it did
+/// not: `rocs_walk_stops_when_its_steps_lose_...`).
 #[test]
 fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
     let mut failures = Vec::new();
@@ -264,13 +264,13 @@ fn pollute_buffer_gain_on_the_rotated_power5_mixes_holds_on_every_seed() {
     assert!(failures.is_empty(), "no gain over linux: {failures:#?}");
 }
 
-/// Issue 19 (found when the queued memory controller became the default): rocs targets a pure
-/// stream (miss rate ~1), and its search moved the stream's pages into the pollute buffer and
-/// back; the copies used the bandwidth the stream needs: 0.897x linux at quarter length on every
-/// seed (3 searches: the restore of the first read as a phase change). Now a profile with no
-/// sampled hit is not searched (nothing reused to protect) and the buffer's colors are taken
-/// only when a search begins: 0.9927x, the profile's interrupts. Revert checked: without the
-/// skip, the search's budget (`max_search_overhead`) alone leaves 0.9877x (fails).
+/// Regression (found under the queued memory controller): rocs targets a pure stream (miss rate
+/// ~1), and its search moved the stream's pages into the pollute buffer and back; the copies used
+/// the bandwidth the stream needs: 0.897x linux at quarter length on every seed (3 searches: the
+/// restore of the first read as a phase change). Now a profile with no sampled hit is not searched
+/// (nothing reused to protect) and the buffer's colors are taken only when a search begins:
+/// 0.9927x, the profile's interrupts. Revert checked: without the skip, the search's budget
+/// (`max_search_overhead`) alone leaves 0.9877x (fails).
 #[test]
 fn rocs_does_no_harm_on_a_pure_stream() {
     let (name, text) = robustness!("pure-stream");

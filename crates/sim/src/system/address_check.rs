@@ -100,9 +100,9 @@ mod tests {
         Ok(out)
     }
 
-    /// Issue 27: a full-system trace's kernel addresses are translated by their low 48 bits,
-    /// as x86-64 walks them, into the half of the space no user address uses; a non-canonical
-    /// address is still rejected.
+    /// A full-system trace's kernel addresses are translated by their low 48 bits, as x86-64 walks
+    /// them, into the half of the space no user address uses; a non-canonical address is still
+    /// rejected.
     #[test]
     fn canonical_kernel_addresses_fold_into_the_upper_half() {
         let out = check(&[0x40_1000, 0xffff_8880_0123_4567, 0xffff_ffff_8100_0000]).unwrap();

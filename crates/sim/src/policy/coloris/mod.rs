@@ -390,8 +390,8 @@ impl Coloris {
         if cmr > high {
             // "isCold is set when extra page colors are available" (section 3.2): colors a
             // donor freed, or colors an exited process left that no live process owns.
-            // Issue 19: the lookup's 8 colors were never used again after it exited, and its
-            // co-runner ran in half the cache.
+            // Otherwise the colors of an exited process would never be used again (its co-runner
+            // would run in half the cache).
             let extra = self.is_cold || self.has_released();
             if !extra || self.requests.front().is_some_and(|&h| h != pid) {
                 if !self.requests.contains(&pid) {

@@ -151,9 +151,9 @@ impl Coloris {
                 })
                 .collect(),
             violations: self.violations.clone(),
-            // Issue 19, defect 8: a monitor that never ran makes coloris the static scheme in
-            // silence (the default PERIOD, 5 s of the paper's machine, is longer than most
-            // simulated runs); `cachecolor simulate` prints the warnings on stderr.
+            // A monitor that never ran makes coloris the static scheme in silence (the default
+            // PERIOD, 5 s of the paper's machine, is longer than most simulated runs); `cachecolor
+            // simulate` prints the warnings on stderr.
             returned: colors_at(&self.returned),
             released: colors_at(&self.released),
             redistributions: self

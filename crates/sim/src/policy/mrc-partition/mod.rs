@@ -107,13 +107,13 @@ pub struct MrcPartitionConfig {
     /// way (`decisions`).
     pub always_partition: bool,
     /// Most a window's interrupts (`window x sample_cost_cycles`) may cost, as a fraction of
-    /// the cycles the process has run since its last window (or its start). Issue 19: the
-    /// window is paid before the curves can say whether partitioning gains anything, so it is
-    /// bought the way ski rental is: only once the process has run long enough that the
-    /// window costs at most this fraction of what it has run. Default 0.01, the do-no-harm bar (a
-    /// policy with nothing to gain within 1% of linux); not fitted to any config. Before the gate
-    /// the default window (50,000 interrupts of 2,000 cycles = 100 M cycles) cost 8-30x the runs of
-    /// `examples/robustness/` (0.03-0.12x linux).
+    /// the cycles the process has run since its last window (or its start). The window is paid
+    /// before the curves can say whether partitioning gains anything, so it is bought the way ski
+    /// rental is: only once the process has run long enough that the window costs at most this
+    /// fraction of what it has run. Default 0.01, the do-no-harm bar (a policy with nothing to gain
+    /// within 1% of linux); not fitted to any config. Before the gate the default window (50,000
+    /// interrupts of 2,000 cycles = 100 M cycles) cost 8-30x the runs of `examples/robustness/`
+    /// (0.03-0.12x linux).
     pub max_window_overhead: f64,
 }
 

@@ -140,8 +140,8 @@ impl MrcPartition {
         curve[i] + (c - i as f64) * (curve[i + 1] - curve[i])
     }
 
-    /// Issue 19, defect 4: partition only where the cycles the partition is predicted to save
-    /// exceed what it costs. Per process (`DecisionInput`):
+    /// Partition only where the cycles the partition is predicted to save exceed what it costs. Per
+    /// process (`DecisionInput`):
     ///
     /// - *shared*: the LLC misses per access it had while the cache was shared, measured by
     ///   the PMU over its window (`measured_shared`); without a measurement, the curve at the

@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 pub struct MrcPartitionReport {
     /// Colors of the LLC.
     pub colors: u64,
-    /// Issue 19 defect 3: allocations, curves and `min_colors` are in units of
-    /// `llc_colors_per_unit` LLC colors (unit u: every LLC color x with x mod units == u), the
-    /// same share of every partitioned cache; units == colors on a machine with one colorable
-    /// shared cache.
+    /// Allocations, curves and `min_colors` are in units of `llc_colors_per_unit` LLC colors (unit
+    /// u: every LLC color x with x mod units == u), the same share of every partitioned cache;
+    /// units == colors on a machine with one colorable shared cache.
     pub units: u64,
     pub llc_colors_per_unit: u64,
     /// LLC lines per unit (the curve's x step).
@@ -38,7 +37,7 @@ pub struct MrcPartitionReport {
     /// for a lazy move.
     pub pages_recolored: u64,
     pub pages_marked: u64,
-    /// Issue 19: a window costs `window x sample_cost_cycles`.
+    /// A window costs `window x sample_cost_cycles`.
     pub window_cost_cycles: u64,
     /// Processes still waiting for a window (not run long enough for it to cost at most
     /// `max_window_overhead`).

@@ -111,10 +111,10 @@ impl PolluteEngine {
                 } else if size <= cfg.min_pages {
                     self.finish_search(k, u);
                 } else if unit.profile.values().all(|&(n, m)| n == m) {
-                    // Issue 19: no sampled reference hit in a cache, so every page sits at
-                    // miss rate 1 and the stack (ROCS 5.2: pages by miss rate) has no order:
-                    // nothing is reused that the buffer could protect (a pure stream). The
-                    // search would only move pages (it cost a pure stream 10%): leave it.
+                    // No sampled reference hit in a cache, so every page sits at miss rate 1 and
+                    // the stack (ROCS 5.2: pages by miss rate) has no order: nothing is reused that
+                    // the buffer could protect (a pure stream). The search would only move pages
+                    // (it cost a pure stream 10%): leave it.
                     if let Some(log) = unit.searches.last_mut() {
                         log.skipped = Some("no sampled reference hit: nothing reused to protect");
                     }
