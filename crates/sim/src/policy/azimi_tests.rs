@@ -367,11 +367,10 @@ fn mrc_partition_partitions_when_the_gain_is_clear() {
     assert!(ms.ipc > ls.ipc, "{} vs {}", ms.ipc, ls.ipc);
     assert!(ms.llc_misses < ls.llc_misses);
     // The stream pays for its own partition: the window's interrupts and the lazy marks of its
-    // pages, kernel time charged to it (since session 16 the marks' shootdowns run on a core of
-    // the process whose pages they are; they had run on the hook's core, so the sensitive
-    // program paid part of them). With that, the stream is at 0.947x linux, below Table 1's
-    // "0% for equake" and the 5% margin; what the partition may not cost it is anything beyond
-    // that kernel time (its misses are a stream's either way).
+    // pages, kernel time charged to it (the marks' shootdowns run on a core of the process whose
+    // pages they are, so the sensitive program pays none of them). With that, the stream is at
+    // 0.947x linux, below Table 1's "0% for equake" and the 5% margin; what the partition may not
+    // cost it is anything beyond that kernel time (its misses are a stream's either way).
     let st = r.processes.iter().position(|p| p.name == "stream").unwrap();
     let loss = unexplained_loss(&linux, &r, st);
     eprintln!(

@@ -1,4 +1,4 @@
-//! Scenario tests: the off-load configs of `examples/oscache/` on item 1's synthetic workloads
+//! Scenario tests: the off-load configs of `examples/oscache/` on the synthetic workloads
 //! (`examples/oscache/workloads/`), asserting the paper's qualitative results (Nellans et al.
 //! section 4.2 predictor accuracy, Figure 5 shape, section 6 scalability). References are cut
 //! to keep each test well under 20 s in --release; every run's invariants must be empty.
