@@ -121,7 +121,7 @@ impl Sink {
 
     /// Write the trace header with `metadata`; must precede `push`. A JSON object gets
     /// `complete`, `exit_code` and `truncated` set to null and room to fill them in at `finish`
-    /// (defect 8: a trace kept from a crashed program must say so in its own metadata).
+    /// (a trace kept from a crashed program must say so in its own metadata).
     pub(crate) fn start(&mut self, metadata: &str) -> Result<(), CaptureError> {
         let metadata = match serde_json::from_str::<serde_json::Value>(metadata) {
             Ok(serde_json::Value::Object(mut m)) => {
@@ -366,7 +366,7 @@ pub(crate) fn drain<I, T>(
     loop {
         // Wake at least every PROGRESS_EVERY even when the program is quiet (sleeping, blocked
         // on input), so progress keeps coming and an interrupt (`request_stop`) is seen within
-        // a second (defect 2: SIGINT to cachecolor alone was ignored during a capture).
+        // a second (SIGINT to cachecolor alone must not be ignored during a capture).
         let item = match rx.recv_timeout(PROGRESS_EVERY) {
             Ok(item) => Some(item),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(sink.finish(Some((3, false, true))).unwrap(), 1500);
         assert_eq!(names(dir.path()), ["t.cctrace"]);
         let mut r = cachecolor_sim::trace::native::TraceReader::open(&out).unwrap();
-        // Defect 8: the outcome is in the trace's own metadata.
+        // The outcome is in the trace's own metadata.
         let meta: serde_json::Value = serde_json::from_str(r.metadata()).unwrap();
         assert_eq!(meta["x"], 1);
         assert_eq!(meta["exit_code"], 3);

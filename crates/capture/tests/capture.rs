@@ -556,7 +556,7 @@ fn failing_program_keeps_its_trace() {
         let s = e.summary().unwrap_or_else(|| panic!("{backend}: {e:?}"));
         assert_eq!(s.exit_code, 139, "{backend}: {e}");
         assert!(s.records > 0);
-        // Defect 8 (capture metadata): the kept trace says itself how the program ended.
+        // Capture metadata: the kept trace says itself how the program ended.
         let (_, meta) = read_trace(&out);
         let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
         assert_eq!(meta["exit_code"], 139, "{backend}: {meta}");

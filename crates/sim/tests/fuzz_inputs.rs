@@ -133,7 +133,7 @@ proptest! {
         }
     }
 
-    /// The offset column must hold `addr & 63`: any byte of 64-255 is corruption (defect 6).
+    /// The offset column must hold `addr & 63`: any byte of 64-255 is corruption.
     #[test]
     fn fuzz_native_offset_bytes_above_63_are_rejected(
         records in prop::collection::vec(arb_record(), 1..300),

@@ -35,7 +35,7 @@ def _report(args: argparse.Namespace, result: Any) -> int:
     """Print a result's table, write --json, and fail if an invariant was violated."""
     print(result.table())
     if result.invariants:
-        # Results that broke an invariant are not results: --json is not written (defect 4).
+        # Results that broke an invariant are not results: --json is not written.
         for problem in result.invariants:
             print(f"{PROG}: invariant violated: {_safe(problem)}", file=sys.stderr)
         raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it); --json not written")

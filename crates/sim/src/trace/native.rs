@@ -331,7 +331,7 @@ fn decode(
             .sum()
     };
     // The spec: `offset = addr & 63`. A byte of 64-255 would OR into the line bits and decode a
-    // different address than was written (defect 6), so it is corruption.
+    // different address than was written, so it is corruption.
     if offsets.iter().fold(0u8, |m, &o| m | o) > OFFSET_MASK as u8 {
         return Err("an offset byte is above 63 (the byte within a 64-byte line)".to_string());
     }
