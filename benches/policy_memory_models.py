@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The papers' example results under the fixed-latency and the queued memory (issue 20: "re-measured
-under the realistic memory next to the ideal"). Run from the repository root after make build:
+"""The papers' example results under the fixed-latency and the queued memory, side by side.
+Run from the repository root after make build:
     .venv/bin/python benches/policy_memory_models.py
 Prints a Markdown table (docs/system.md "The papers' examples under both memory models")."""
 import json, subprocess, sys, itertools, concurrent.futures as cf

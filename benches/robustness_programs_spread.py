@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
-"""linux's placement spread on the captured programs of the robustness matrix (issue 19: "the
-placement spread of linux on them is in the docs"; docs/rocs.md "Robustness matrix: captured
-real programs"). Compiles and captures examples/robustness/programs/*.c as their configs'
-headers say (the traces are written beside the configs, not checked in), then runs every config
-there under linux on fresh memory and on aged memory ([memory] aged), seeds 1-5 each, and
-prints a Markdown table of each process's IPC: mean, min, max. From the repository root after
-`make build`:
+"""linux's placement spread on the captured programs of the robustness matrix (docs/rocs.md
+"Robustness matrix: captured real programs"). Compiles and captures
+examples/robustness/programs/*.c as their configs' headers say (the traces are written beside
+the configs, not checked in), then runs every config there under linux on fresh memory and on
+aged memory ([memory] aged), seeds 1-5 each, and prints a Markdown table of each process's
+IPC: mean, min, max. From the repository root after `make build`:
     .venv/bin/python benches/robustness_programs_spread.py
 """
 import copy

@@ -1,4 +1,4 @@
-"""rocs on the robustness matrix and the ROCS examples, beside linux and its control run (issue 19).
+"""rocs on the robustness matrix and the ROCS examples, beside linux and its control run.
 
 One run per config and policy at full length, default seed. Prints, per config, the summed IPC
 of rocs over linux's, the worst process's ratio, the control's (``rocs+control``: the same color

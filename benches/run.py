@@ -405,9 +405,9 @@ def main() -> int:
                     help=f"comma-separated configs to run (default all: {','.join(CONFIGS)})")
     ap.add_argument("--tools", default=",".join(TOOLS),
                     help=f"comma-separated tools to run (default all: {','.join(TOOLS)})")
-    ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line (issue 3)")
+    ap.add_argument("--no-system", action="store_true", help="skip the whole-system speed line")
     ap.add_argument("--no-real", action="store_true",
-                    help="skip the whole-system speed on the workload suite's traces (issue 21 item 5)")
+                    help="skip the whole-system speed on the workload suite's traces")
     ap.add_argument("--no-annotate", action="store_true",
                     help="skip `cachecolor annotate` against cachegrind (benches/annotate_speed.py)")
     ap.add_argument("--real-only", action="store_true",
@@ -602,7 +602,7 @@ def annotate_speed(repeats: int) -> str:
 
 
 def system_speed(repeats: int) -> str:
-    """Issue 3's benchmark: the whole system against the cache-only path on the same
+    """The whole system against the cache-only path on the same
     references (crates/sim/examples/system_speed.rs; both sides in one process, alternating)."""
     argv = ["cargo", "run", "--release", "--quiet", "-p", "cachecolor-sim", "--example", "system_speed"]
     env = dict(os.environ, REPEATS=str(repeats))

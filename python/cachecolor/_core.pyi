@@ -428,7 +428,7 @@ def attribute_trace(
     trace: _Path,
     progress: Optional[Callable[..., Any]] = None,
 ) -> dict[str, Any]:
-    """Issue 22: where each reference of a trace with PCs was served, tallied per (PC, class) and
+    """Where each reference of a trace with PCs was served, tallied per (PC, class) and
     per (4 KiB data page, class): ``pc``, ``pc_class``, ``pc_counts``, ``page``, ``page_class``,
     ``page_counts`` (little-endian bytes; counts are rows of ``levels + 1``), ``levels``,
     ``records``, ``unknown_pc``."""
@@ -446,7 +446,7 @@ def object_reuse(
     reuse_level: int,
     progress: Optional[Callable[..., Any]] = None,
 ) -> dict[str, Any]:
-    """Issue 22 (``cachecolor.objects``): per object (pages ``owner_vpns`` -> ``owner_ids``, then
+    """For ``cachecolor.objects``: per object (pages ``owner_vpns`` -> ``owner_ids``, then
     the disjoint sorted spans ``span_first..=span_last`` -> ``span_ids``, the rest object
     ``objects``), exact LRU stack distances of its data references reaching level
     ``reuse_level`` (``dist_object``, ``dist_value`` with 0 for a first reference,
@@ -470,7 +470,7 @@ def placed_page_tallies(
     objects: int = 0,
     interval_records: int = 0,
 ) -> dict[str, Any]:
-    """Issue 22 (``cachecolor.objects``): the trace with its 4 KiB pages placed by the color-pool
+    """For ``cachecolor.objects``: the trace with its 4 KiB pages placed by the color-pool
     allocator under a pollute buffer of the last level's last ``buffer_colors`` colors (``mode``
     ``"shared"``, ``"reserved"`` or ``"confined"`` for ``pollute_vpns``); per data page where it
     was served: ``page``, ``page_counts`` (rows of ``levels + 1``), ``levels``, ``records``,
@@ -611,7 +611,7 @@ class MrcPartitionPrediction(TypedDict):
     horizon_cycles: float
 
 class MrcPartitionDecision(TypedDict):
-    """Partition or keep sharing (issue 19 defect 4): ``Decision``'s fields (partition ...
+    """Partition or keep sharing: ``Decision``'s fields (partition ...
     reason) and what it was made from (``DecisionRecord``)."""
 
     partition: bool
@@ -649,7 +649,7 @@ class MrcPartitionOutOfMemory(TypedDict):
 
 class MrcPartitionReport(TypedDict):
     """``mrc-partition``'s report (Azimi et al. case study 1). Allocations, curves and
-    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors (issue 19 defect 3)."""
+    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors."""
 
     colors: int
     units: int

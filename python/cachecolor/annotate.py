@@ -1,4 +1,4 @@
-"""``cachecolor annotate``: which code misses, per function and per source line (issue 22).
+"""``cachecolor annotate``: which code misses, per function and per source line.
 
 A trace captured by this cachecolor with instruction fetches (the default) carries the PC of
 every reference (native version 3, docs/trace-format.md). ``annotate`` runs it through the

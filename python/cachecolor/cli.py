@@ -160,7 +160,7 @@ _POSITIVE_OPTIONS = (("max_ways", "--max-ways"), ("refs_per_line", "--refs-per-l
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    """Checks made before any work, so a bad option or output path costs no run (defects 5, 6)."""
+    """Checks made before any work, so a bad option or output path costs no run."""
     for name in ("seed",):
         v = getattr(args, name, None)
         if isinstance(v, int) and not 0 <= v < 2**63:
@@ -233,7 +233,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(e, BrokenPipeError):
             return EXIT_OK
         print(f"{PROG}: error: {_safe(os_error_line(e))}", file=sys.stderr)
-        # A full disk, a read-only or failing filesystem is not bad input (defect 5).
+        # A full disk, a read-only or failing filesystem is not bad input.
         return EXIT_FAILURE if e.errno in _ENVIRONMENT_ERRNOS or _environment_error(e) else EXIT_BAD_INPUT
     except (UnicodeDecodeError, RecursionError, ValueError) as e:
         if debug:

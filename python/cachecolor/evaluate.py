@@ -290,7 +290,7 @@ def summary(frame: Any) -> Any:
 def placement_spread(frame: Any) -> Any:
     """Linux alone, per group and machine: the group's mean IPC on fresh memory and over the
     aged seeds (mean, min, max), and the aged spread as a fraction of the aged mean: how much
-    placement alone moves the baseline (issue 19 defect 7)."""
+    placement alone moves the baseline."""
     import pandas as pd
 
     lin = frame[frame.policy == "linux"]

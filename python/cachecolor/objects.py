@@ -1,5 +1,5 @@
 """Per data object: reuse, the pollute buffer's candidates and its predicted effect, misses over
-time (issue 22, item 2; ``cachecolor annotate --objects``, ``annotate(..., by="object")``).
+time (``cachecolor annotate --objects``, ``annotate(..., by="object")``).
 
 ``annotate_objects`` (annotate.py) gives an object's accesses and misses at each data level. This
 module adds what ROCS (Soares, Tam and Stumm, MICRO 2008, ``papers/000``) reasons with:
@@ -24,7 +24,7 @@ module adds what ROCS (Soares, Tam and Stumm, MICRO 2008, ``papers/000``) reason
   ``color-pool`` allocator (``_core.placed_page_tallies``), and the measure is the total misses at
   the last level (a cache-only run has no IPC; fewer misses is what the buffer is for). A step is
   the best only if it has strictly fewer misses than the best so far, so ties keep the fewer
-  pages. A profile with no hit at the last level is not searched (as ``rocs`` since issue 19:
+  pages. A profile with no hit at the last level is not searched (as in ``rocs``:
   nothing reused to protect).
 - **The predicted effect**, per object, from three placements of the same allocator: ``shared``
   (every page may use every color: before), ``reserved`` (the buffer's colors out of use and

@@ -49,7 +49,7 @@ PREFIX = "oracle:"
 #: (pollute).
 STEPS = 16
 #: The smallest headroom that counts, whatever the seeds say: the project's do-no-harm bar
-#: (issue 19; `rocs`'s and `mrc-partition`'s 1% budgets).
+#: (`rocs`'s and `mrc-partition`'s 1% budgets).
 NOISE_FLOOR = 0.01
 VERDICTS = ("nothing to gain", "gain taken", "gain missed", "side effect", "harm")
 

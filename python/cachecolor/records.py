@@ -180,6 +180,6 @@ def from_columns(raw: Mapping[str, bytes], as_: str = "frame") -> Any:
         }
     )
     if raw.get("pc") is not None:
-        # Issue 22: the instruction that made each record (native version 3; 0 = unknown).
+        # The instruction that made each record (native version 3; 0 = unknown).
         frame["pc"] = np.frombuffer(raw["pc"], dtype="<u8", count=n)
     return frame

@@ -175,7 +175,7 @@ def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed:
 
     python_policy = None
     if isinstance(policy, str) and policy.endswith(CONTROL_SUFFIX):
-        # ``P+control``: the policy's control run (``[policy] control``, issue 19 defect 7):
+        # ``P+control``: the policy's control run (``[policy] control``):
         # its colors as decided, no page or thread moved.
         policy = policy[: -len(CONTROL_SUFFIX)]
         _table(cfg, "policy", "")["control"] = True

@@ -1,5 +1,5 @@
 """The workload suite: real, unmodified programs from Debian packages, captured in regions
-(issue 21; docs/workloads.md).
+(docs/workloads.md).
 
 Contract:
 
@@ -189,8 +189,8 @@ def _www(root: Path, pages: int, seed: int) -> None:
         (root / f"page{i}.html").write_text("".join(rng.choices("abcdefghij <>/\n", k=size)))
 
 
-# BusyBox httpd answering a bounded load generator on loopback inside the guest (issue 21 item
-# 1, docs/oscache.md "A web server answering a bounded load generator"): the server forks per
+# BusyBox httpd answering a bounded load generator on loopback inside the guest
+# (docs/oscache.md "A web server answering a bounded load generator"): the server forks per
 # connection, BusyBox wget fetches 40 pages one after another. The shell, ifconfig, httpd and
 # wget are BusyBox applets in the guest; the traced program is the host's /bin/sh.
 _HTTPD_SCRIPT = (
@@ -549,7 +549,7 @@ class Workload:
     os_intensive: bool = False  # the Nellans study's programs: their cost is in the kernel
     note: str = ""
     # "user": QEMU user mode (the program's references only, fast-forward possible);
-    # "system": full-system capture (kernel and program, region from the exec; issue 27).
+    # "system": full-system capture (kernel and program, region from the exec).
     capture: str = "user"
     guest_files: tuple[str, ...] = ()  # inputs copied into the guest (relative to the input dir)
     # How the region starts: "phase" (user mode: the SimPoint choice of cachecolor.regions over
@@ -1068,7 +1068,7 @@ def build_all(names: Optional[list[str]] = None, *, log: Callable[[str], Any] = 
     return results
 
 
-# ---- characterization (issue 21 item 3) ----------------------------------------------------
+# ---- characterization ----------------------------------------------------------------------
 
 CHAR_MACHINE = "xeon-e5506"  # COLORIS's machine (002 section 4): 4 MiB 16-way LLC, 64 colors
 

@@ -42,9 +42,9 @@ use crate::{chain, host_caches, pagemap, Error, HostCache};
 
 /// A clear step in the stride scan: latency at least this much above the first stride's.
 pub const EFFECT_RATIO: f64 = 1.20;
-/// The decision threshold of a same-color / spread comparison (issue 25, docs/cachetest.md
-/// "Decision rule"): page color matters when the same-color arm is certainly at least 10%
-/// slower, and does not when it is certainly less than 10% slower.
+/// The decision threshold of a same-color / spread comparison (docs/cachetest.md "Decision rule"):
+/// page color matters when the same-color arm is certainly at least 10% slower, and does not when
+/// it is certainly less than 10% slower.
 pub const DECIDE_RATIO: f64 = 1.10;
 /// Coverage of the interval the rule uses.
 pub const CONFIDENCE: f64 = 0.95;
@@ -242,7 +242,7 @@ pub struct ProbeConfig {
 
 fn d_reps() -> usize {
     // 15 paired repetitions: the median's 95% interval is then [x_(4), x_(12)], robust to three
-    // outliers on either side (issue 25: 7 gave a verdict that flipped between runs).
+    // outliers on either side (7 gave a verdict that flipped between runs).
     15
 }
 fn d_ms() -> f64 {
@@ -786,8 +786,8 @@ mod tests {
             .collect()
     }
 
-    /// Regression (the audit of issue 19): a probe with same-colour pages 7% faster (ratio 0.93,
-    /// CI 0.93-0.95) printed a bare "no effect"; it now says the arms differ in something else.
+    /// Regression (found in an audit): a probe with same-colour pages 7% faster (ratio 0.93, CI
+    /// 0.93-0.95) printed a bare "no effect"; it now says the arms differ in something else.
     #[test]
     fn probe_says_when_same_color_pages_are_faster() {
         let same = [0.93, 0.94, 0.93, 0.94, 0.93, 0.95, 0.93];

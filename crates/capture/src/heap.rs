@@ -1,5 +1,5 @@
 /*!
-Heap objects by allocation site as trace metadata (issue 22, attribution; docs/trace-format.md
+Heap objects by allocation site as trace metadata (for attribution; docs/trace-format.md
 "Heap objects").
 
 The guest runs with the heap shim preloaded (qemu-plugin/cachecolor_heap.c, QEMU's

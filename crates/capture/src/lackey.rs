@@ -127,8 +127,8 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
-    // Issue 22: with `-v -v` valgrind says where it loads each object (memmap.rs), which is
-    // the map of a lackey capture; it is wanted with the PCs.
+    // With `-v -v` valgrind says where it loads each object (memmap.rs), which is the map of a
+    // lackey capture; it is wanted with the PCs.
     let want_map = opts.pcs && opts.ifetch;
     let mut argv: Vec<String> = vec![
         "--tool=lackey".into(),

@@ -133,9 +133,9 @@ pub struct CaptureOptions {
     /// it); each thread then starts at its next block. 0 (default) records from the first instruction. Lackey
     /// rejects a non-zero value.
     pub skip_instructions: u64,
-    /// Keep the PC of every record (issue 22: attribution, `cachecolor annotate`): the trace is
-    /// then native version 3 with a PC column. Default true; needs `ifetch` (a data record's PC
-    /// is the address of the fetch before it), so without fetches there are none.
+    /// Keep the PC of every record (for attribution, `cachecolor annotate`): the trace is then
+    /// native version 3 with a PC column. Default true; needs `ifetch` (a data record's PC is the
+    /// address of the fetch before it), so without fetches there are none.
     pub pcs: bool,
     /// Basic-block vectors (qemu only; SimPoint, Sherwood et al. ASPLOS 2002): every this many
     /// instructions (all threads, skipped ones included), one line of per-block instruction

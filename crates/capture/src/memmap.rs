@@ -1,5 +1,5 @@
 /*!
-The traced process's memory map as trace metadata (issue 22, attribution; docs/trace-format.md
+The traced process's memory map as trace metadata (for attribution; docs/trace-format.md
 "Memory map").
 
 The QEMU plugin (`maps=PATH`, qemu-plugin/cachecolor_trace.c) logs the host's

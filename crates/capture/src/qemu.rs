@@ -354,7 +354,7 @@ pub(crate) fn run(
     let mut reader = FifoReader::open(&fifo_path)
         .map_err(|e| CaptureError::io(format!("cannot open FIFO {}", fifo_path.display()), e))?;
 
-    // Issue 22: the memory map comes with the PCs (both are for attribution).
+    // The memory map comes with the PCs (both are for attribution).
     let maps_path = dir.path().join("maps.log");
     let want_map = opts.pcs && opts.ifetch;
     // Heap objects by allocation site come with the map: the shim is built for the host, so

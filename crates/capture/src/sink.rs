@@ -66,7 +66,7 @@ pub(crate) struct Sink {
     late_room: usize,
     late: serde_json::Map<String, serde_json::Value>,
     writer: Option<TraceWriter<BufWriter<Output>>>,
-    /// Issue 22: the PC of each data record, derived from the fetches (`keep_pcs`).
+    /// The PC of each data record, derived from the fetches (`keep_pcs`).
     pcs: Option<PcFromFetches>,
     counts: Counts,
     records: u64,
@@ -100,10 +100,9 @@ impl Sink {
         })
     }
 
-    /// Keep the PC of every record in the trace (native version 3, issue 22); call before
-    /// `start`. Only for a stream with instruction fetches, in which each data record follows
-    /// the fetch of the instruction that made it (both back ends): that fetch's address is its
-    /// PC.
+    /// Keep the PC of every record in the trace (native version 3); call before `start`. Only for a
+    /// stream with instruction fetches, in which each data record follows the fetch of the
+    /// instruction that made it (both back ends): that fetch's address is its PC.
     pub(crate) fn keep_pcs(&mut self, on: bool) {
         self.pcs = on.then(PcFromFetches::default);
     }
@@ -122,7 +121,7 @@ impl Sink {
 
     /// Write the trace header with `metadata`; must precede `push`. A JSON object gets
     /// `complete`, `exit_code` and `truncated` set to null and room to fill them in at `finish`
-    /// (defect 8: a trace kept from a crashed program must say so in its own metadata).
+    /// (a trace kept from a crashed program must say so in its own metadata).
     pub(crate) fn start(&mut self, metadata: &str) -> Result<(), CaptureError> {
         let metadata = match serde_json::from_str::<serde_json::Value>(metadata) {
             Ok(serde_json::Value::Object(mut m)) => {
@@ -218,7 +217,7 @@ impl Sink {
         Ok(self.full())
     }
 
-    /// Add `key` to the metadata written at `finish` (issue 22: the memory map, known only once
+    /// Add `key` to the metadata written at `finish` (the memory map, known only once
     /// the program has run). Ignored when the metadata is not a JSON object.
     pub(crate) fn add_metadata(&mut self, key: &str, value: serde_json::Value) {
         if let Some((m, _)) = &mut self.metadata {
@@ -367,7 +366,7 @@ pub(crate) fn drain<I, T>(
     loop {
         // Wake at least every PROGRESS_EVERY even when the program is quiet (sleeping, blocked
         // on input), so progress keeps coming and an interrupt (`request_stop`) is seen within
-        // a second (defect 2: SIGINT to cachecolor alone was ignored during a capture).
+        // a second (SIGINT to cachecolor alone must not be ignored during a capture).
         let item = match rx.recv_timeout(PROGRESS_EVERY) {
             Ok(item) => Some(item),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
@@ -478,7 +477,7 @@ mod tests {
         assert_eq!(sink.finish(Some((3, false, true))).unwrap(), 1500);
         assert_eq!(names(dir.path()), ["t.cctrace"]);
         let mut r = cachecolor_sim::trace::native::TraceReader::open(&out).unwrap();
-        // Defect 8: the outcome is in the trace's own metadata.
+        // The outcome is in the trace's own metadata.
         let meta: serde_json::Value = serde_json::from_str(r.metadata()).unwrap();
         assert_eq!(meta["x"], 1);
         assert_eq!(meta["exit_code"], 3);

@@ -748,8 +748,8 @@ mod tests {
             .contains("never started"));
     }
 
-    /// Issue 22 (heap sites): the shim's report comes after its TB's fetches and the held
-    /// data record, in the thread's order, and adds no record of its own.
+    /// Heap sites: the shim's report comes after its TB's fetches and the held data record, in the
+    /// thread's order, and adds no record of its own.
     #[test]
     fn a_heap_call_is_placed_after_its_blocks_records() {
         let mut bytes = prologue();
@@ -809,8 +809,8 @@ mod tests {
             .collect()
     }
 
-    /// Issue 20 item 4: QEMU 7.2 gives a 16-byte SSE access as two 8-byte callbacks and a
-    /// 32-byte AVX one as four; the trace must hold one record of the real size per operation.
+    /// QEMU 7.2 gives a 16-byte SSE access as two 8-byte callbacks and a 32-byte AVX one as four;
+    /// the trace must hold one record of the real size per operation.
     #[test]
     fn vector_access_split_into_8_byte_pieces_is_one_record() {
         let mut bytes = prologue();

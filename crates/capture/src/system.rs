@@ -803,8 +803,7 @@ pub fn capture_system(
         );
     }
     let counts = sink.counts();
-    // The trace's own metadata says how the program ended (issue 25 defect 8), as user-mode
-    // captures' do.
+    // The trace's own metadata says how the program ended, as user-mode captures' do.
     let complete = !truncated && ended.complete;
     let records = sink.finish(Some((exit_code, complete, truncated)))?;
     progress(records);

@@ -1,5 +1,5 @@
 /*!
-Guest task identity in full-system traces (issue 27 item 2): which kernel task -- a process or
+Guest task identity in full-system traces: which kernel task -- a process or
 thread as the guest kernel sees it, or the idle task -- each record belongs to.
 
 QEMU 7.2's plugin API reads neither registers nor guest memory, so the identity is read off the
@@ -316,12 +316,12 @@ pub fn label(switches: &[Switch], tasks: u32, ev: &GuestEvents) -> Result<Vec<Ta
         .collect())
 }
 
-/// The trace metadata of the task identity (issue 27; docs/trace-format.md "Full-system
-/// traces"): `threads` (what a thread number is), `task_identity` (how it was found, its
-/// version, switches, and why pids are missing if they are) and `tasks` (one entry per thread
-/// number: pid, tgid, comm, parent, whether it is the program or one of its descendants, its
-/// user and kernel instructions). `guest_trace` is the console text between the launcher's
-/// `@@CC TASKS BEGIN@@` and `END` lines, `None` when the guest printed none.
+/// The trace metadata of the task identity (docs/trace-format.md "Full-system traces"): `threads`
+/// (what a thread number is), `task_identity` (how it was found, its version, switches, and why
+/// pids are missing if they are) and `tasks` (one entry per thread number: pid, tgid, comm, parent,
+/// whether it is the program or one of its descendants, its user and kernel instructions).
+/// `guest_trace` is the console text between the launcher's `@@CC TASKS BEGIN@@` and `END` lines,
+/// `None` when the guest printed none.
 pub fn metadata(
     tracker: &TaskTracker,
     guest_trace: Option<&str>,

@@ -556,7 +556,7 @@ fn failing_program_keeps_its_trace() {
         let s = e.summary().unwrap_or_else(|| panic!("{backend}: {e:?}"));
         assert_eq!(s.exit_code, 139, "{backend}: {e}");
         assert!(s.records > 0);
-        // Defect 8 (capture metadata): the kept trace says itself how the program ended.
+        // Capture metadata: the kept trace says itself how the program ended.
         let (_, meta) = read_trace(&out);
         let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
         assert_eq!(meta["exit_code"], 139, "{backend}: {meta}");
@@ -792,9 +792,9 @@ fn qemu_syscalls_become_privileged_runs_over_the_user_buffers() {
     }
 }
 
-/// Issue 22: two functions, one that stores to the array and one that loads it, each kept out
-/// of line so its instructions sit at the addresses its symbol gives. Non-PIE, so the symbol
-/// table's addresses are the run-time ones under both back ends.
+/// Attribution: two functions, one that stores to the array and one that loads it, each kept out of
+/// line so its instructions sit at the addresses its symbol gives. Non-PIE, so the symbol table's
+/// addresses are the run-time ones under both back ends.
 const PCS_PROG: &str = r#"
 #include <stdint.h>
 #include <stdio.h>
@@ -941,10 +941,10 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Issue 22: the trace's memory map follows the program's mmap/munmap: every data record of
-/// the program lies in a mapping of the map that existed at that record, each region the
-/// program reports lies in an anonymous mapping alive while it was touched, and the program's
-/// own file (PIE, at QEMU's base) and the loader's stack are named.
+/// The trace's memory map follows the program's mmap/munmap: every data record of the program lies
+/// in a mapping of the map that existed at that record, each region the program reports lies in an
+/// anonymous mapping alive while it was touched, and the program's own file (PIE, at QEMU's base)
+/// and the loader's stack are named.
 #[test]
 fn qemu_memory_map_follows_mmap_and_munmap() {
     if !available(Backend::Qemu) {

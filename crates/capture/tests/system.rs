@@ -394,12 +394,12 @@ int main(void) {
 }
 "#;
 
-/// Issue 27: every record carries its guest task. A program forks; each process runs its own
-/// function. The trace's thread numbers must separate them exactly (every user fetch of
-/// `parent_work` in one task, of `child_work` in another), the pids the metadata gives them
-/// must be the ones the program itself printed (getpid in the guest), the child's parent the
-/// program, both marked as the program, and the per-task instruction counts the trace's own.
-/// Then the whole-system simulator runs the trace, kernel references included.
+/// Every record carries its guest task. A program forks; each process runs its own function. The
+/// trace's thread numbers must separate them exactly (every user fetch of `parent_work` in one
+/// task, of `child_work` in another), the pids the metadata gives them must be the ones the program
+/// itself printed (getpid in the guest), the child's parent the program, both marked as the
+/// program, and the per-task instruction counts the trace's own. Then the whole-system simulator
+/// runs the trace, kernel references included.
 #[test]
 fn every_record_carries_its_guest_task() {
     let Some((_g, tmp)) = setup() else { return };
@@ -517,7 +517,7 @@ fn every_record_carries_its_guest_task() {
     assert_clean(tmp, &[]);
 }
 
-/// Issue 27 item 3 in small: BusyBox httpd answers three BusyBox wget requests on loopback
+/// The web-server workload in small: BusyBox httpd answers three BusyBox wget requests on loopback
 /// inside the guest (the shell, the server forking per connection, the clients: many
 /// short-lived processes, so reused task structs). Every task switch of the trace must match
 /// the guest's own scheduler events (pids labelled), every client and server process must be

@@ -1,5 +1,5 @@
 /*!
-Attribution (issue 22, `cachecolor annotate`): run a trace with PCs (native version 3) through
+Attribution (`cachecolor annotate`): run a trace with PCs (native version 3) through
 the config's hierarchy and tally, per instruction and per data page, where each reference was
 served. Python (`cachecolor.annotate`) turns the tallies into misses per level along each
 reference's path, and resolves PCs to functions and source lines.

@@ -86,7 +86,7 @@ pub fn capture(
                         },
                     ) {
                         // Ctrl-C / SIGTERM / a callback error: stop the capture now, keep
-                        // nothing (defect 2), and raise the error once it has returned.
+                        // nothing, and raise the error once it has returned.
                         cachecolor_capture::request_stop();
                         failed = Some(e);
                     }

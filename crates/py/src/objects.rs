@@ -1,5 +1,5 @@
 /*!
-Per-object analytics of `cachecolor annotate --objects` (issue 22, item 2): what Python's
+Per-object analytics of `cachecolor annotate --objects`: what Python's
 `cachecolor.objects` needs from a pass over a trace, beyond `annotate::attribute_trace`'s tallies.
 
 - `object_reuse`: the reuse side of ROCS's page profile (section 3.2.1: "the per-page miss rate

@@ -1,5 +1,5 @@
 /*!
-Policies written in Python (issue 26 item 5): `PyPolicy` implements the sim crate's `Policy`
+Policies written in Python: `PyPolicy` implements the sim crate's `Policy`
 trait by calling the methods of a `cachecolor.Policy` instance (python/cachecolor/policy.py),
 and `simulate_system_policy` runs a system under one, through `System::with_policy` (the sim
 crate is not changed).

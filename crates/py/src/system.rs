@@ -21,8 +21,8 @@ use crate::simulate::report;
 
 /// Parse a system config, resolving `[machine] preset` (`cachecolor_sim::system::presets`).
 ///
-/// Stricter than the derived parse (defect 6): a table given as an array is rejected
-/// (`config::strict`), and so are two processes with one name (results are keyed by name).
+/// Stricter than the derived parse: a table given as an array is rejected (`config::strict`), and
+/// so are two processes with one name (results are keyed by name).
 pub(crate) fn parse(text: &str, format: &str) -> Result<SystemConfig> {
     let config = match format {
         "json" => presets::system_config_from_json(text)?,

@@ -108,7 +108,7 @@ pub fn read_trace<'py>(
             Ok(out)
         })
     })?;
-    // Issue 22: the PC column of a native version 3 trace (None when the trace has none).
+    // The PC column of a native version 3 trace (None when the trace has none).
     let has_pcs =
         !r.pc.is_empty() || (r.addr.is_empty() && r.meta.as_ref().is_some_and(|m| m.1 >= 3));
     let pc_column = has_pcs.then(|| PyBytes::new(py, &le_bytes(&r.pc, |x| x.to_le_bytes())));

@@ -1,4 +1,4 @@
-//! Whole-system speed against the cache-only path (issue 3's benchmark; `make bench` runs it).
+//! Whole-system speed against the cache-only path (`make bench` runs it).
 //!
 //! Runs a system config (default `examples/os/speed-4core.toml`: four cores, one process each,
 //! TLBs, 4-level page walks through the caches, the buddy allocator) as a whole system, and the

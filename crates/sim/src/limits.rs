@@ -20,10 +20,10 @@ use crate::error::ConfigError;
 use crate::memory::AllocatorKind;
 use crate::system::SystemConfig;
 
-/// Most points the whole-system time series keeps (issue 25, defect 3: one point per tick grew
-/// without bound with simulated time, 878 MB for 100 records of `icount = 0xFFFFFFFF`). Past it
-/// the series is thinned: neighbouring intervals merge pairwise and later ticks accumulate into
-/// points of the same (doubled) span, so the series stays evenly spaced and covers the whole run.
+/// Most points the whole-system time series keeps (one point per tick would grow without bound with
+/// simulated time, 878 MB for 100 records of `icount = 0xFFFFFFFF`). Past it the series is thinned:
+/// neighbouring intervals merge pairwise and later ticks accumulate into points of the same
+/// (doubled) span, so the series stays evenly spaced and covers the whole run.
 pub const MAX_INTERVALS: usize = 4096;
 
 /// Most cells (points x processes) the whole-system time series keeps. 16 processes keep all

@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn output_to_device_node_is_written_in_place_not_replaced() {
-        // Defect 1: `--json /dev/null` used to rename a regular file over the device node.
+        // Regression: `--json /dev/null` used to rename a regular file over the device node.
         write_all(Path::new("/dev/null"), &[], b"x").unwrap();
         let m = std::fs::metadata("/dev/null").unwrap();
         assert!(m.file_type().is_char_device());
@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn output_to_directory_is_refused_and_leaves_nothing() {
-        // Defect 1: `--json /tmp` wrote `/.tmp.tmp` into `/`.
+        // Regression: `--json /tmp` wrote `/.tmp.tmp` into `/`.
         let d = tempfile::tempdir().unwrap();
         let e = Output::create(d.path(), &[]).err().unwrap();
         assert!(e.to_string().contains("is a directory"), "{e}");
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn output_same_as_input_is_refused() {
-        // Defect 1: `trace convert --from din t.din t.din` destroyed its own input.
+        // Regression: `trace convert --from din t.din t.din` destroyed its own input.
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.din");
         std::fs::write(&p, b"0 10\n").unwrap();

@@ -1,5 +1,5 @@
 /*!
-Typed registries of the plug-in kinds (issue 26 item 1): OS policy (`policy::PolicyKind`), page
+Typed registries of the plug-in kinds: OS policy (`policy::PolicyKind`), page
 allocator (`memory::AllocatorKind`), replacement policy (`cache::ReplacementKind`), trace format
 (`trace::Format`) and prefetcher (`cache::prefetch::PrefetcherKind`).
 

@@ -1,6 +1,6 @@
-//! Property-based fuzzing of everything the simulator reads (issue 25, docs/reliability.md):
-//! the native decoder with payload corruption that keeps valid checksums (so the column checks,
-//! not the checksum, must catch it), the lackey / din / ChampSim importers on arbitrary bytes and
+//! Property-based fuzzing of everything the simulator reads (docs/reliability.md): the native
+//! decoder with payload corruption that keeps valid checksums (so the column checks, not the
+//! checksum, must catch it), the lackey / din / ChampSim importers on arbitrary bytes and
 //! near-valid text, and config parsing (TOML and JSON) on arbitrary documents. The property is
 //! always the same: no panic, no hang, no unbounded allocation; either a value or an error that
 //! says where (a byte offset, a line, a field path).
@@ -133,7 +133,7 @@ proptest! {
         }
     }
 
-    /// The offset column must hold `addr & 63`: any byte of 64-255 is corruption (defect 6).
+    /// The offset column must hold `addr & 63`: any byte of 64-255 is corruption.
     #[test]
     fn fuzz_native_offset_bytes_above_63_are_rejected(
         records in prop::collection::vec(arb_record(), 1..300),

@@ -1,5 +1,5 @@
 /*!
-Golden counts of whole-system runs (issue 26 item 6; libCacheSim's `test_evictionAlgo.c` shape):
+Golden counts of whole-system runs (libCacheSim's `test_evictionAlgo.c` shape):
 every whole-system example config in `examples/` under every OS policy, its exact figures checked
 in under `tests/golden/`, so any change of behaviour shows in review as a diff of those files.
 
@@ -335,11 +335,11 @@ fn golden_counts_of_every_example_under_every_policy() {
     );
 }
 
-/// The exact-oracle PMU (`pmu.ideal = true`): when the realistic PMU landed (issue 20 item 2,
-/// branch `pmu`, commit cb5e85c) `tests/golden-ideal/` held the golden files of five examples
-/// as they were before it, and ideal runs equalled them bit for bit. Since then they are the
-/// golden counts of the ideal PMU, regenerated with the others by `make golden` when another
-/// change (the memory model, a policy fix) moves them.
+/// The exact-oracle PMU (`pmu.ideal = true`): when the realistic PMU landed (branch `pmu`, commit
+/// cb5e85c) `tests/golden-ideal/` held the golden files of five examples as they were before it,
+/// and ideal runs equalled them bit for bit. Since then they are the golden counts of the ideal
+/// PMU, regenerated with the others by `make golden` when another change (the memory model, a
+/// policy fix) moves them.
 #[test]
 fn ideal_pmu_keeps_the_pre_pmu_golden_counts() {
     let update = std::env::var_os("GOLDEN_UPDATE").is_some();

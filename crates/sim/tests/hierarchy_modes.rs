@@ -384,14 +384,13 @@ fn compare_with_model(recs: &[Record], l2: u64) -> Compared {
     }
 }
 
-/// Item 3 of the issue: the same trace on the same geometry, by mode, at L1I, L1D and L2.
-/// The definitions agree (a demand access per record and cache reached, a miss when absent, an
-/// eviction per valid line a fill pushes out, charged to the filling access's mode); the one
-/// difference is what the model leaves out: write-backs (its module comment). The hierarchy
-/// writes a dirty L1 victim back to the L2, where it is usually still present (dirtied, no
-/// replacement update, nothing changes); only when it is absent is it allocated there, which
-/// evicts. So: equal whenever the hierarchy made no write-back fill, and then only the L2's
-/// misses and evictions can differ.
+/// The same trace on the same geometry, by mode, at L1I, L1D and L2. The definitions agree (a
+/// demand access per record and cache reached, a miss when absent, an eviction per valid line a
+/// fill pushes out, charged to the filling access's mode); the one difference is what the model
+/// leaves out: write-backs (its module comment). The hierarchy writes a dirty L1 victim back to the
+/// L2, where it is usually still present (dirtied, no replacement update, nothing changes); only
+/// when it is absent is it allocated there, which evicts. So: equal whenever the hierarchy made no
+/// write-back fill, and then only the L2's misses and evictions can differ.
 #[test]
 fn per_mode_counts_equal_the_oscache_model() {
     let recs = workload(400_000);

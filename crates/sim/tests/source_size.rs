@@ -1,6 +1,6 @@
-//! No non-test source file in `crates/sim/src` is over 900 lines (issue 26: "the system split by
-//! mechanism"; a file that long is doing more than one job and is split into sibling files of
-//! the same `impl` or into submodules).
+//! No non-test source file in `crates/sim/src` is over 900 lines (the system is split by mechanism;
+//! a file that long is doing more than one job and is split into sibling files of the same `impl`
+//! or into submodules).
 //!
 //! What counts as test code is read from the sources, not guessed from names: a file is test
 //! code when it is the file of a module declared under `#[cfg(test)]` (`#[cfg(test)] mod tests;`,

@@ -82,7 +82,7 @@ def _status(args: argparse.Namespace, message: str) -> None:
 
 def _safe(text: Any) -> str:
     """``text`` with control characters (ESC, CR, NUL, C1, DEL, ...) escaped, so bytes from an
-    input file cannot drive the terminal (defect 7)."""
+    input file cannot drive the terminal."""
     s = str(text)
     if s.isprintable():
         return s

@@ -79,7 +79,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     regions = prof.regions
     regions = regions[regions["access_share"] >= args.min_share]
     ranges = _object_ranges_of(args)
-    if ranges:  # issue 22: a trace with a memory map names what each region holds
+    if ranges:  # a trace with a memory map names what each region holds
         regions = regions.assign(objects=[
             name_range(ranges, int(r.first_vpn) * prof.page_size, (int(r.last_vpn) + 1) * prof.page_size)
             for r in regions.itertuples(index=False)])

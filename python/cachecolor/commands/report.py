@@ -75,7 +75,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 _check_oracle_input(c, names, oracles, args.oracle != "all", args.oracle_steps)
                 if "linux" not in names:
                     names = ["linux", *names]  # the oracles' baseline
-            if args.control:  # issue 19 defect 7: each policy beside its control run
+            if args.control:  # each policy beside its control run
                 names = [x for n in names for x in ([n] if n == "linux" or n.endswith("+control") else [n, n + "+control"])]
             points += grid([c], {k: [v] for k, v in sets.items()}, names, seeds)
     except FileNotFoundError as e:
@@ -88,7 +88,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                            oracles=oracles, oracle_steps=args.oracle_steps, strict_oracles=args.oracle != "all",
                            say=lambda m: _status(args, m))
     except SweepError as e:
-        # Every point is checked before the first runs (issue 25 defect 6), so nothing ran.
+        # Every point is checked before the first runs, so nothing ran.
         raise CliError(f"{e} (no config was run)", EXIT_BAD_INPUT) from e
     print(rep.markdown)
     _status(args, f"wrote {len(rep.files)} files to {args.out}")

@@ -35,7 +35,7 @@ def _report(args: argparse.Namespace, result: Any) -> int:
     """Print a result's table, write --json, and fail if an invariant was violated."""
     print(result.table())
     if result.invariants:
-        # Results that broke an invariant are not results: --json is not written (defect 4).
+        # Results that broke an invariant are not results: --json is not written.
         for problem in result.invariants:
             print(f"{PROG}: invariant violated: {_safe(problem)}", file=sys.stderr)
         raise CliError(f"{len(result.invariants)} invariant(s) violated (a simulator bug: please report it); --json not written")
@@ -97,7 +97,7 @@ def _kernel_notes(config_path: str, config: dict[str, Any]) -> None:
 
 def _policy_warnings(result: Any) -> None:
     """Print the policy's own warnings (`policy_report.warnings`: a setting overridden, a
-    policy that never acted) on stderr, so nothing it changed or skipped is silent (issue 19)."""
+    policy that never acted) on stderr, so nothing it changed or skipped is silent."""
     for w in result.warnings():
         print(f"{PROG}: warning: {w}", file=sys.stderr)
 

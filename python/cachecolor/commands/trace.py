@@ -194,7 +194,7 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
             mmap = meta.pop("memory_map")
         rows.append(("metadata", _safe(meta if isinstance(meta, str) else json.dumps(meta, sort_keys=True))))
         if isinstance(mmap, dict) and isinstance(mmap.get("mappings"), list):
-            # issue 22: the map in one line (cachecolor.memory_map(trace) has it all)
+            # the map in one line (cachecolor.memory_map(trace) has it all)
             from collections import Counter
 
             kinds = Counter(m.get("kind", "?") for m in mmap["mappings"])

@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    """`cachecolor workloads ...`: the real-program suite (cachecolor.workloads, issue 21)."""
+    """`cachecolor workloads ...`: the real-program suite (cachecolor.workloads)."""
     from .. import workloads
 
     return workloads.cli(args, lambda msg: CliError(msg, EXIT_BAD_INPUT))

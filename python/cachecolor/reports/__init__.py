@@ -1,7 +1,7 @@
 """``cachecolor report``: whole-system runs compared under several policies, in tables shaped like
 the papers' and plots, as CSV, Markdown and one self-contained HTML page.
 
-Layout (issue 26 item 4: one package, an explicit registry):
+Layout (one package, an explicit registry):
 - ``base.py``: ``Run``, ``PolicyReporter``, ``run_matrix`` (in-process runs, for scripts),
   ``comparison`` / ``aggregate`` (seeds as mean and 95% interval), ``write_report`` (CSV and
   ``report.md``).

@@ -73,7 +73,7 @@ def mrc_tables(runs: list[Run]) -> list[tuple[str, Any]]:
                     "ipc_improvement_pct": 100.0 * (p["ipc"] / q["ipc"] - 1.0) if q["ipc"] else float("nan"),
                     f"llc_miss_rate_{b.policy}": q["llc_miss_rate"],
                     "llc_miss_rate_mrc_partition": p["llc_miss_rate"],
-                    # Allocations are in units of llc_colors_per_unit LLC colors (issue 19 defect 3).
+                    # Allocations are in units of llc_colors_per_unit LLC colors.
                     "colors_first_allocation": (span[1] - span[0]) * (pr["llc_colors_per_unit"] if pr else 1)
                     if span
                     else None,

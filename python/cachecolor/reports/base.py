@@ -272,7 +272,7 @@ def report_tables(runs: Sequence[Run], frame: Any, reporters: dict[str, PolicyRe
     else:
         first = ("comparison (ipc_vs_baseline: IPC over the config's first policy)", frame.drop(columns=["seed"]) if frame["seed"].isna().all() else frame)
     tables = [first]
-    from . import robustness  # issue 19: a table per policy against the baseline
+    from . import robustness  # a table per policy against the baseline
 
     tables.extend(robustness.tables(frame))
     warned = policy_warning_table(runs)

@@ -28,8 +28,8 @@ def _label(stem: str) -> str:
     """recolor-c1-selective -> C1; recolor-c6-win1 -> C6.WIN=1; recolor-c5-hungry -> C5 (C5 is
     one config per program, each alone with the whole cache: their runs share the column).
     Any other word names a workload of its own, kept apart from the first one's column:
-    recolor-c4-hotcold -> C4 hotcold; recolor-c6-hotcold-win3 -> C6 hotcold.WIN=3 (issue 19,
-    defect 5: the workload built for C4 and C6)."""
+    recolor-c4-hotcold -> C4 hotcold; recolor-c6-hotcold-win3 -> C6 hotcold.WIN=3 (the
+    workload built for C4 and C6)."""
     parts = stem.split("-")[1:]
     name = parts[0].upper()
     win = ""

@@ -1,15 +1,15 @@
-"""The robustness matrix (issue 19): one table per policy against the baseline, over every config
+"""The robustness matrix: one table per policy against the baseline, over every config
 and seed of a report.
 
 A row per config: how many seeds, the worst process's IPC over the baseline's (the minimum over
 seeds and processes: "does it ever harm anyone"), the summed IPC over the baseline's (mean and
 minimum over seeds), and whether it held >= 0.99 x baseline for every process and in sum on
-every seed (issue 19's do-no-harm bar)."""
+every seed (the do-no-harm bar)."""
 from __future__ import annotations
 
 from typing import Any
 
-#: Issue 19's bar: where a policy has nothing to gain, at least this fraction of the baseline's
+#: The do-no-harm bar: where a policy has nothing to gain, at least this fraction of the baseline's
 #: IPC for every process and in sum.
 NO_HARM = 0.99
 

@@ -48,7 +48,7 @@ def _section(policy: str) -> str:
 def arrays(config: dict[str, Any]) -> list[dict[str, Any]]:
     """The arrays of the config's ``mix`` workloads: ``process``, ``name`` (pattern@base),
     ``lo``, ``hi`` (byte addresses) and ``streaming``; and, for a thread that replays a
-    captured trace with a memory map (issue 22), its data objects of a page or more by name
+    captured trace with a memory map, its data objects of a page or more by name
     (``object_ranges``: globals, heap, stacks, anonymous mappings), ``streaming`` None
     (unknown)."""
     out = []

@@ -42,7 +42,7 @@ impl<T: Copy> Aligned<T> {
     }
 
     /// [`Aligned::new`] that returns an error instead of aborting when the memory cannot be had
-    /// (sizes that come from a config: defect 3).
+    /// (sizes that come from a config).
     pub fn try_new(
         value: T,
         len: usize,

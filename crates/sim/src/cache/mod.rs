@@ -164,7 +164,7 @@ impl Cache {
         let repl = Replacement::new(policy, sets, ways, seed)?;
         let set_mask = geom.is_pow2().then(|| geom.sets() - 1);
         // Fallible: the size comes from a config, and a refused allocation is the config's
-        // error, not an abort (defect 3).
+        // error, not an abort.
         let cannot = |what: usize| {
             ConfigError::new(
                 "size",

@@ -1,5 +1,5 @@
 /*!
-Shape checks that serde's derived parsing does not make (defect 6, docs/reliability.md).
+Shape checks that serde's derived parsing does not make (docs/reliability.md).
 
 A derived `Deserialize` for a struct accepts a sequence as well as a map, taking the fields by
 position, so `levels = [["L1", "32KiB", 8]]` or `memory = []` used to parse. The check here runs
@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn tables_given_as_arrays_are_rejected() {
-        // Defect 6: `levels = [["L1","32KiB",8]]` was accepted by position.
+        // Regression: `levels = [["L1","32KiB",8]]` was accepted by position.
         let e = SimulationConfig::from_toml("[hierarchy]\nlevels = [[\"L1\", \"32KiB\", 8]]\n")
             .unwrap_err();
         assert_eq!(e.field, "hierarchy.levels[0]", "{e}");

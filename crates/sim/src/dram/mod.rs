@@ -1,14 +1,13 @@
 /*!
 The memory controller of a chip: channels with a peak bandwidth shared by every core of the
-chip, and the queueing that makes a read's latency grow with the load (issue 20 item 1).
+chip, and the queueing that makes a read's latency grow with the load.
 
 `[machine.memory]` in a system config:
 
 ```toml
 [machine.memory]
 model = "queued"       # "queued" (the default): bandwidth and queueing (below); "fixed":
-                       # every read costs timing.dram_latency whatever the load (the model
-                       # before issue 20)
+                       # every read costs timing.dram_latency whatever the load (an ideal bus)
 channels = 3           # independent channels, each moving one line at a time
 channel_gbps = 8.533   # peak GB/s of one channel (DDR3-1066: 1066 MT/s x 8 bytes)
 core_ghz = 2.13        # the cores' clock: turns GB/s into bytes per cycle
@@ -54,7 +53,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum DramModel {
-    /// Every read costs `timing.dram_latency`; no bandwidth limit (the model before issue 20;
+    /// Every read costs `timing.dram_latency`; no bandwidth limit (an ideal bus;
     /// name it to compare with the ideal bus).
     Fixed,
     /// Channels with a peak bandwidth and a queue (the module comment): the default.

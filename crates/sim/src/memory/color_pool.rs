@@ -12,9 +12,9 @@
 //! A request that allows every color constrains nothing: there is no color to pick, and the
 //! frame it gets is the one Linux's page allocator gives an uncolored process, the buddy
 //! system's order-0 path through the per-CPU lists (`Buddy::alloc`), not the pool's
-//! round-robin over colors (issue 19 defect 7: the round-robin is bin hopping, a placement
-//! `linux` never has). Such frames bypass the pool and its size bound and go back to the
-//! buddy system's per-CPU lists when freed.
+//! round-robin over colors (the round-robin is bin hopping, a placement `linux` never has). Such
+//! frames bypass the pool and its size bound and go back to the buddy system's per-CPU lists when
+//! freed.
 use super::buddy::{Buddy, MAX_ORDER};
 use super::{AllocRequest, ColorLists, FrameAllocator, Pfn};
 use std::collections::BTreeMap;

@@ -398,12 +398,12 @@ fn ln_choose(n: u64, k: u64) -> f64 {
     ln_fact(n) - ln_fact(k) - ln_fact(n - k)
 }
 
-/// Issue 19 defect 7: aging holds a uniformly random set of `h` of the `n` frames and frees
-/// the rest, merging buddies. A free block of order k is on its list exactly when its 2^k
-/// frames are all free and (below the top order) its parent's 2^(k+1) are not, so with
-/// q_k = C(n - 2^k, h) / C(n, h) (none of the block's frames among the held ones) the
-/// expected count of free blocks of order k is (n / 2^k)(q_k - q_(k+1)), and n / 2^10 q_10 at
-/// the top order. The mean over seeds is compared with that closed form.
+/// Aging holds a uniformly random set of `h` of the `n` frames and frees the rest, merging buddies.
+/// A free block of order k is on its list exactly when its 2^k frames are all free and (below the
+/// top order) its parent's 2^(k+1) are not, so with q_k = C(n - 2^k, h) / C(n, h) (none of the
+/// block's frames among the held ones) the expected count of free blocks of order k is (n /
+/// 2^k)(q_k - q_(k+1)), and n / 2^10 q_10 at the top order. The mean over seeds is compared with
+/// that closed form.
 #[test]
 fn aged_buddy_free_blocks_match_the_hypergeometric_closed_form() {
     let (n, held_fraction, seeds) = (1u64 << 16, 0.25, 24u64);
@@ -497,11 +497,11 @@ fn aged_buddy_colors_match_uniform_placement_in_expectation() {
     assert!(chi2 < 103.0, "chi-square {chi2} over {colors} colors");
 }
 
-/// Issue 19 defect 7: under `color-pool`, `linux` (every color allowed) got the pool's
-/// round-robin over colors, which is bin hopping: two arrays first touched in turn each got
-/// every other color (IPC 0.184 against 0.375-0.545 with random frames on a matmul). A
-/// request that constrains nothing now takes the buddy system's per-CPU path, the frames
-/// `buddy` gives, fresh or aged; a colored request still round-robins in the pool.
+/// Regression: under `color-pool`, `linux` (every color allowed) got the pool's round-robin over
+/// colors, which is bin hopping: two arrays first touched in turn each got every other color (IPC
+/// 0.184 against 0.375-0.545 with random frames on a matmul). A request that constrains nothing now
+/// takes the buddy system's per-CPU path, the frames `buddy` gives, fresh or aged; a colored
+/// request still round-robins in the pool.
 #[test]
 fn color_pool_gives_an_uncolored_request_the_buddy_frames_not_bin_hopping() {
     let (frames, colors) = (1u64 << 14, 16u64);

@@ -1,5 +1,5 @@
 /*!
-The counters each preset's processor has (issue 20 item 2): how many programmable counters a
+The counters each preset's processor has: how many programmable counters a
 core (hardware thread) has, and which events its fixed-function counters count. None of the
 papers gives these numbers; each comes from the vendor's documentation, cited per entry. A
 realistic PMU (`[pmu] ideal = false`) on a preset machine takes them unless the config gives

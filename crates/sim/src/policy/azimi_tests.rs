@@ -21,8 +21,8 @@ fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
 /// many cycles as it costs (`max_window_overhead` 1.0; 2 M cycles here). The paper's runs last
 /// billions of cycles, so its window is a small part of them; `corun.toml` lasts ~50 M cycles,
 /// where the default budget (`max_window_overhead` 0.01: the window may cost 1% of the cycles
-/// run so far) never affords its 2 M-cycle window (issue 19). The mechanism is tested here with
-/// the budget lifted; the default's outcome (no window, linux's IPC) in
+/// run so far) never affords its 2 M-cycle window. The mechanism is tested here with the budget
+/// lifted; the default's outcome (no window, linux's IPC) in
 /// `mrc_partition_default_budget_affords_no_window_in_a_short_corun`.
 fn run_paper_window(text: &str) -> SystemReport {
     let (s, r) = testing::run_config(&paper_window_config(text), None);
@@ -32,7 +32,7 @@ fn run_paper_window(text: &str) -> SystemReport {
 
 /// The config `run_paper_window` runs: `mrc-partition`, the ideal PMU (`config_for`), the
 /// window budget lifted, and the partition applied whatever the decision
-/// (`always_partition`, the paper's behaviour; the decision is the default since issue 19).
+/// (`always_partition`, the paper's behaviour; the decision is the default).
 fn paper_window_config(text: &str) -> SystemConfig {
     let mut config = testing::config_for(text, "mrc-partition", None);
     config.policy.mrc_partition.max_window_overhead = 1.0;
@@ -40,8 +40,8 @@ fn paper_window_config(text: &str) -> SystemConfig {
     config
 }
 
-/// Issue 19, defect 8: with the default budget the short co-run never pays for a window: no
-/// interrupt, no partition, each program within 1% of linux.
+/// Regression: with the default budget the short co-run never pays for a window: no interrupt, no
+/// partition, each program within 1% of linux.
 #[test]
 fn mrc_partition_default_budget_affords_no_window_in_a_short_corun() {
     let linux = run_as(CORUN, "linux");
@@ -66,9 +66,9 @@ const STREAM_MARGIN: f64 = 0.05;
 
 #[test]
 fn mrc_partition_protects_the_cache_sensitive_program() {
-    // Table 1's shape is a cache result: pinned to the fixed-latency memory (issue 20 made the
-    // queued controller the default; docs/system.md "Memory bandwidth and queueing" says what
-    // this run shows under it).
+    // Table 1's shape is a cache result: pinned to the fixed-latency memory (the queued controller
+    // is the default; docs/system.md "Memory bandwidth and queueing" says what this run shows under
+    // it).
     let corun = format!("{CORUN}\n[machine.memory]\nmodel = \"fixed\"\n");
     let linux = run_as(&corun, "linux");
     let mrc = run_paper_window(&corun);
@@ -252,8 +252,8 @@ fn bad_policy_parameters_are_rejected_with_their_field() {
     );
 }
 
-/// Issue 19 defect 4's mixes (`mrc-partition/testdata/`): on the co-run machine, two
-/// cache-sensitive programs (768 + 384 KiB) and two that both fit (2 x 256 KiB).
+/// The decision's mixes (`mrc-partition/testdata/`): on the co-run machine, two cache-sensitive
+/// programs (768 + 384 KiB) and two that both fit (2 x 256 KiB).
 const TWO_SENSITIVE: &str = include_str!("mrc-partition/testdata/two-sensitive.toml");
 const TWO_FIT: &str = include_str!("mrc-partition/testdata/two-fit.toml");
 
@@ -292,11 +292,11 @@ fn unexplained_loss(linux: &SystemReport, r: &SystemReport, i: usize) -> f64 {
     (m.cycles - l.cycles - (m.stalls.kernel - l.stalls.kernel)) / l.cycles
 }
 
-/// Issue 19, defect 4: with the window the paper affords, `mrc-partition` partitioned both of
-/// the defect's mixes and lost to sharing (two cache-sensitive programs, two that fit). The
-/// decision keeps the cache shared: no page moves, the misses are linux's, and what is lost
-/// against linux is the window's own cost (the control: the same run with
-/// `always_partition = true`, the paper's behaviour, loses more).
+/// Regression: with the window the paper affords, `mrc-partition` partitioned both of the defect's
+/// mixes and lost to sharing (two cache-sensitive programs, two that fit). The decision keeps the
+/// cache shared: no page moves, the misses are linux's, and what is lost against linux is the
+/// window's own cost (the control: the same run with `always_partition = true`, the paper's
+/// behaviour, loses more).
 #[test]
 fn mrc_partition_keeps_the_cache_shared_on_the_mixes_that_gain_nothing() {
     for (name, text) in [("two-sensitive", TWO_SENSITIVE), ("two-fit", TWO_FIT)] {
@@ -338,12 +338,12 @@ fn mrc_partition_keeps_the_cache_shared_on_the_mixes_that_gain_nothing() {
     }
 }
 
-/// Issue 19, defect 4, the other side: where the gain is clear the decision partitions. The
-/// co-run pair with the paper's window budget, the default window (50,000 misses, 12,500 of
-/// warm-up: long enough to see the sensitive program's reuse, docs/azimi.md) and runs four
-/// times as long (the paper's run billions of cycles): the first decision keeps the cache
-/// shared (the gain over the cycles run so far does not yet pay for the windows), it is
-/// retaken each tick (ski rental) and partitions once it does; the sensitive program gains.
+/// The decision's other side: where the gain is clear the decision partitions. The co-run pair with
+/// the paper's window budget, the default window (50,000 misses, 12,500 of warm-up: long enough to
+/// see the sensitive program's reuse, docs/azimi.md) and runs four times as long (the paper's run
+/// billions of cycles): the first decision keeps the cache shared (the gain over the cycles run so
+/// far does not yet pay for the windows), it is retaken each tick (ski rental) and partitions once
+/// it does; the sensitive program gains.
 #[test]
 fn mrc_partition_partitions_when_the_gain_is_clear() {
     let long = CORUN
@@ -367,11 +367,10 @@ fn mrc_partition_partitions_when_the_gain_is_clear() {
     assert!(ms.ipc > ls.ipc, "{} vs {}", ms.ipc, ls.ipc);
     assert!(ms.llc_misses < ls.llc_misses);
     // The stream pays for its own partition: the window's interrupts and the lazy marks of its
-    // pages, kernel time charged to it (since session 16 the marks' shootdowns run on a core of
-    // the process whose pages they are; they had run on the hook's core, so the sensitive
-    // program paid part of them). With that, the stream is at 0.947x linux, below Table 1's
-    // "0% for equake" and the 5% margin; what the partition may not cost it is anything beyond
-    // that kernel time (its misses are a stream's either way).
+    // pages, kernel time charged to it (the marks' shootdowns run on a core of the process whose
+    // pages they are, so the sensitive program pays none of them). With that, the stream is at
+    // 0.947x linux, below Table 1's "0% for equake" and the 5% margin; what the partition may not
+    // cost it is anything beyond that kernel time (its misses are a stream's either way).
     let st = r.processes.iter().position(|p| p.name == "stream").unwrap();
     let loss = unexplained_loss(&linux, &r, st);
     eprintln!(

@@ -1,7 +1,7 @@
-//! Regression tests of issue 19 ("Policies that do no harm"): each test is named after the defect
-//! it pins and runs a config of `examples/robustness/` (written for the matrix, tuned for no
-//! policy) or a small inline one under `linux` and the policy. Runs are short (3 M references,
-//! a few tens of ticks) so the file stays cheap in CI; the effects they pin are not marginal.
+//! Regression tests of policies that do no harm: each test is named after the defect it pins and
+//! runs a config of `examples/robustness/` (written for the matrix, tuned for no policy) or a small
+//! inline one under `linux` and the policy. Runs are short (3 M references, a few tens of ticks) so
+//! the file stays cheap in CI; the effects they pin are not marginal.
 use super::rocs_tests::{run, run_with};
 use crate::system::SystemReport;
 
@@ -104,7 +104,7 @@ fn rocs_throttles_each_profiled_thread_and_samples_no_untargeted_core() {
     );
 }
 
-/// Issue 19, defect 8: `mrc-partition` with a partition too small for a process's memory: the process falls back
+/// Regression: `mrc-partition` with a partition too small for a process's memory: the process falls back
 /// to every color (reported) instead of the run ending with "out of memory: no free frame in
 /// the 1 allowed colors".
 #[test]
@@ -156,12 +156,11 @@ const MIX2_STREAM_FIRST: &str =
     include_str!("../../../../examples/robustness/mix2-shared-stream-first.toml");
 const MIX4_POWER5: &str = include_str!("../../../../examples/robustness/mix4-power5.toml");
 
-/// Issue 19, defects 4 and 8: `mrc-partition`'s window (50,000 sampling interrupts of 2,000
-/// cycles: 100 M cycles) was taken from the start of every multi-process run whatever it could
-/// gain, which made every mix of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the
-/// golden runs). The window is now bought only once a process has run long enough for it to
-/// cost at most `max_window_overhead` of its cycles; in these runs it never is, and nothing is
-/// sampled, moved or partitioned.
+/// Regression: `mrc-partition`'s window (50,000 sampling interrupts of 2,000 cycles: 100 M cycles)
+/// was taken from the start of every multi-process run whatever it could gain, which made every mix
+/// of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the golden runs). The window is now
+/// bought only once a process has run long enough for it to cost at most `max_window_overhead` of
+/// its cycles; in these runs it never is, and nothing is sampled, moved or partitioned.
 #[test]
 fn mrc_partition_window_costs_no_more_than_its_budget() {
     // Two of the six mixes the golden runs showed at 0.03-0.12x linux (all six measured in
@@ -198,10 +197,10 @@ fn mrc_partition_window_costs_no_more_than_its_budget() {
     }
 }
 
-/// Issue 19, defect 3: on `power5` the pollute buffer was LLC (L3) colors 240-255, whose frames
-/// cover every one of the L2's 16 colors: it confined nothing in the L2. Azimi 4.2's buffer is
-/// 1/16 of the L2 and of the L3. Checked against the caches' own set indexing (which sets of
-/// each cache a buffer frame's lines can reach), not against the color arithmetic.
+/// Regression: on `power5` the pollute buffer was LLC (L3) colors 240-255, whose frames
+/// cover every one of the L2's 16 colors: it confined nothing in the L2. Azimi 4.2's buffer is 1/16
+/// of the L2 and of the L3. Checked against the caches' own set indexing (which sets of each cache
+/// a buffer frame's lines can reach), not against the color arithmetic.
 #[test]
 fn pollute_buffer_is_a_sixteenth_of_both_power5_caches() {
     use crate::cache::Hierarchy;

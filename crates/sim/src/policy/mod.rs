@@ -21,8 +21,8 @@ Shipped so far:
   start, then a Cache Utilization Monitor that moves colors between processes by their LLC
   miss rates, and a Recoloring Engine (lazy shrink, Selective Moving or Redistribution).
 */
-// A folder per policy, named as its config name (issue 26 item 3); Rust module names stay
-// identifiers (`static` is a keyword, `-` is not allowed), hence the paths.
+// A folder per policy, named as its config name; Rust module names stay identifiers (`static` is a
+// keyword, `-` is not allowed), hence the paths.
 mod coloris;
 mod linux;
 #[path = "mrc-partition/mod.rs"]
@@ -200,7 +200,7 @@ pub trait Kernel {
     /// TLB shootdowns, sample interrupts, accessed-bit scans, migrations (every kernel path but
     /// the page faults any process pays). The OS's own accounting of its work, as Linux keeps a
     /// task's system time; a policy weighs what its actions cost with it (rocs's search
-    /// budget, issue 19). Default 0 (a kernel that does not account).
+    /// budget). Default 0 (a kernel that does not account).
     fn policy_cycles(&self, _pid: usize) -> u64 {
         0
     }
@@ -269,17 +269,17 @@ pub struct MachineInfo {
     pub line_size: u64,
     pub page_size: u64,
     /// Colors of the shared caches inside the LLC that a policy's color set must confine as
-    /// well (issue 19, defect 3): the fewest colors of any shared level above the LLC with more
-    /// than one color (POWER5: its L2's 16 beside the L3's 256), 1 when there is none.
-    /// Colors compose through the frame number's low bits: a frame of LLC color `c` has color
-    /// `c mod inner_colors` in that cache when `inner_colors` divides `colors`.
+    /// well: the fewest colors of any shared level above the LLC with more than one color (POWER5:
+    /// its L2's 16 beside the L3's 256), 1 when there is none. Colors compose through the frame
+    /// number's low bits: a frame of LLC color `c` has color `c mod inner_colors` in that cache
+    /// when `inner_colors` divides `colors`.
     pub inner_colors: u64,
     /// Cycles one LLC miss stalls a core beyond an LLC hit: `(dram_latency - LLC latency) /
-    /// mlp`, the timing model's own charge (issue 19 defect 4: what a miss avoided saves).
+    /// mlp`, the timing model's own charge (what a miss avoided saves).
     pub llc_miss_penalty: u64,
     /// Cycles one page move costs its process at least: `max(copy_cycles_per_page, the copy's
-    /// traffic at the memory's peak bandwidth)` plus a shootdown (issue 19 defect 4: what a
-    /// partition's page moves cost; `System::move_page` charges the same).
+    /// traffic at the memory's peak bandwidth)` plus a shootdown (what a partition's page moves
+    /// cost; `System::move_page` charges the same).
     pub page_move_cycles: u64,
 }
 
@@ -379,10 +379,10 @@ macro_rules! policies {
         pub struct PolicyConfig {
             #[serde(default = "default_name")]
             pub name: String,
-            /// The policy's control run (issue 19 defect 7): the policy runs, decides and
-            /// reserves colors as usual (`allowed_colors` on every fault), but the kernel moves
-            /// no page and no thread (recolor, lazy marks and migrations are refused and
-            /// counted), so what remains of its effect is placement and measurement cost.
+            /// The policy's control run: the policy runs, decides and reserves colors as usual
+            /// (`allowed_colors` on every fault), but the kernel moves no page and no thread
+            /// (recolor, lazy marks and migrations are refused and counted), so what remains of its
+            /// effect is placement and measurement cost.
             #[serde(default, skip_serializing_if = "std::ops::Not::not")]
             pub control: bool,
             $($(

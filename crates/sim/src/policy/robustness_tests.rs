@@ -1,6 +1,6 @@
-//! The scenario test over the robustness matrix (issue 19, `examples/robustness/`): configs
-//! written for the matrix and tuned for no policy, each under `linux` and the policies, over 5
-//! seeds (workload and frame placement both move with the seed).
+//! The scenario test over the robustness matrix (`examples/robustness/`): configs written for the
+//! matrix and tuned for no policy, each under `linux` and the policies, over 5 seeds (workload and
+//! frame placement both move with the seed).
 //!
 //! - Where a policy has nothing to gain (nothing targeted, nothing shared, everything fits) its
 //!   IPC is at least `NO_HARM` x linux's for every process and in sum, on every seed.
@@ -12,7 +12,7 @@
 //! examples/robustness/ --policy linux --policy rocs --policy mrc-partition --seeds 5`.
 use crate::system::{testing, SystemConfig, SystemReport};
 
-/// Issue 19's bar for a policy with nothing to gain.
+/// The do-no-harm bar for a policy with nothing to gain.
 const NO_HARM: f64 = 0.99;
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
@@ -171,17 +171,17 @@ fn mrc_partition_does_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Issue 19: on `mix4-power5`, Algorithm 1 walked the whole stack of "mixed" (a stream beside
-/// a 256 KiB table) while its steps mapped the table at half the baseline IPC, and
-/// global-pollute's walk over all four processes' pages ran the stream at 0.79x: the mechanism
-/// itself did the harm (their control runs, the same profile and colors with no page moved,
-/// were at 0.94-0.99). A step significantly below the baseline now ends the walk once the steps'
-/// net loss is above `max_search_overhead` of the unit's cycles. Here: on the rotations with
-/// nothing to gain, each policy is within `NO_HARM` of its own control for every process and
-/// in sum on every seed, so what is left against linux is the profile (the ignored test below).
-/// Revert checked: without the bound, global-pollute's stream is at 0.876-0.892 of its
-/// control's (fails). rocs passes here either way: at this length its walk of "mixed" stops
-/// before the table (at full length it did not: `rocs_walk_stops_when_its_steps_lose_...`).
+/// Regression: on `mix4-power5`, Algorithm 1 walked the whole stack of "mixed" (a stream beside a
+/// 256 KiB table) while its steps mapped the table at half the baseline IPC, and global-pollute's
+/// walk over all four processes' pages ran the stream at 0.79x: the mechanism itself did the harm
+/// (their control runs, the same profile and colors with no page moved, were at 0.94-0.99). A step
+/// significantly below the baseline now ends the walk once the steps' net loss is above
+/// `max_search_overhead` of the unit's cycles. Here: on the rotations with nothing to gain, each
+/// policy is within `NO_HARM` of its own control for every process and in sum on every seed, so
+/// what is left against linux is the profile (the ignored test below). Revert checked: without the
+/// bound, global-pollute's stream is at 0.876-0.892 of its control's (fails). rocs passes here
+/// either way: at this length its walk of "mixed" stops before the table (at full length it did
+/// not: `rocs_walk_stops_when_its_steps_lose_...`).
 #[test]
 fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
     let mut failures = Vec::new();
@@ -208,17 +208,17 @@ fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open (issue 19): on the rotations with nothing to gain (0 and 2), rocs, global-pollute and
-/// coloris cost some process more than 1% at this length. Measured (quarter length, seeds 1-5,
-/// each role's IPC over linux's; sum), after the search's loss bound (the test above): rocs:
-/// the stream 0.964 / 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992;
-/// global-pollute: the stream 0.972 / 0.968, "mixed" 0.941 / 0.945, sum 0.991-0.992 (before it:
-/// the stream 0.789-0.826, sum 0.961-0.981; the stream 0.966 at rotation 0 before session 15's
-/// budget over the live members, `global_pollute_budget_counts_only_the_processes_still_in_the_unit`); coloris: the stream 0.968 as pid 0 (rotation 0;
-/// 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and global-pollute is their
-/// profile, which their control runs pay too (`pollute_buffer_mechanism_...` above): 4 ticks
-/// at one interrupt per 5 K cycles of 1 K cycles, the chip's prefetcher off, in runs of 16-26
-/// ticks. Run with
+/// Open: on the rotations with nothing to gain (0 and 2), rocs, global-pollute and coloris cost
+/// some process more than 1% at this length. Measured (quarter length, seeds 1-5, each role's IPC
+/// over linux's; sum), after the search's loss bound (the test above): rocs: the stream 0.964 /
+/// 0.968 and "mixed" 0.939 / 0.939 (rotation 0 / 2), sum 0.991-0.992; global-pollute: the stream
+/// 0.972 / 0.968, "mixed" 0.941 / 0.945, sum 0.991-0.992 (before it: the stream 0.789-0.826, sum
+/// 0.961-0.981; the stream 0.966 at rotation 0 without the budget over the live members,
+/// `global_pollute_budget_counts_only_the_processes_still_in_the_unit`); coloris: the stream
+/// 0.968 as pid 0 (rotation 0; 0.9905 as pid 2), sum 0.998-0.9998. What is left for rocs and
+/// global-pollute is their profile, which their control runs pay too
+/// (`pollute_buffer_mechanism_...` above): 4 ticks at one interrupt per 5 K cycles of 1 K
+/// cycles, the chip's prefetcher off, in runs of 16-26 ticks. Run with
 /// `cargo test --release -p cachecolor-sim --lib policies_do_no_harm_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
 #[ignore = "open, issue 19: the rocs/global-pollute profile (paid by their controls too) and coloris's sections cost 1-6% on rotated POWER5 mixes with nothing to gain at quarter length"]
@@ -235,14 +235,14 @@ fn policies_do_no_harm_on_the_rotated_power5_mixes() {
     );
 }
 
-/// Open (issue 19): on the rotations where the stream shares a chip with the
-/// stream-beside-a-table (1 and 3: 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS
-/// 3.2.2, Azimi 4.2: the polluter's pages confined, the table keeps the cache) and does not reach
-/// it at this length: the profile costs more than the buffer recovers before the run ends.
-/// Measured (quarter length, seeds 1-5; rotation 1 / 3), after the search's loss bound: rocs
-/// "mixed" 0.935 / 0.934, the stream 0.973 / 0.971, sum 0.9917 / 0.9915; global-pollute "mixed"
-/// 0.937 / 0.934, the stream 0.967 / 0.965, sum 0.9915 / 0.9912 (before it: the stream 0.830,
-/// sum 0.982). (coloris gains 1.0001-1.0008 in sum there.) Run with
+/// Open: on the rotations where the stream shares a chip with the stream-beside-a-table (1 and 3:
+/// 2.4-2.9% to gain), the pollute buffer claims a gain (ROCS 3.2.2, Azimi 4.2: the polluter's pages
+/// confined, the table keeps the cache) and does not reach it at this length: the profile costs
+/// more than the buffer recovers before the run ends. Measured (quarter length, seeds 1-5; rotation
+/// 1 / 3), after the search's loss bound: rocs "mixed" 0.935 / 0.934, the stream 0.973 / 0.971, sum
+/// 0.9917 / 0.9915; global-pollute "mixed" 0.937 / 0.934, the stream 0.967 / 0.965, sum 0.9915 /
+/// 0.9912 (before it: the stream 0.830, sum 0.982). (coloris gains 1.0001-1.0008 in sum there.)
+/// Run with
 /// `cargo test --release -p cachecolor-sim --lib pollute_buffer_gain_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
 #[ignore = "open, issue 19: rocs and global-pollute lose 0.8-0.9% in sum (their profile) where the rotated POWER5 mixes have something to gain, at quarter length"]
@@ -264,13 +264,13 @@ fn pollute_buffer_gain_on_the_rotated_power5_mixes_holds_on_every_seed() {
     assert!(failures.is_empty(), "no gain over linux: {failures:#?}");
 }
 
-/// Issue 19 (found when the queued memory controller became the default): rocs targets a pure
-/// stream (miss rate ~1), and its search moved the stream's pages into the pollute buffer and
-/// back; the copies used the bandwidth the stream needs: 0.897x linux at quarter length on every
-/// seed (3 searches: the restore of the first read as a phase change). Now a profile with no
-/// sampled hit is not searched (nothing reused to protect) and the buffer's colors are taken
-/// only when a search begins: 0.9927x, the profile's interrupts. Revert checked: without the
-/// skip, the search's budget (`max_search_overhead`) alone leaves 0.9877x (fails).
+/// Regression (found under the queued memory controller): rocs targets a pure stream (miss rate
+/// ~1), and its search moved the stream's pages into the pollute buffer and back; the copies used
+/// the bandwidth the stream needs: 0.897x linux at quarter length on every seed (3 searches: the
+/// restore of the first read as a phase change). Now a profile with no sampled hit is not searched
+/// (nothing reused to protect) and the buffer's colors are taken only when a search begins:
+/// 0.9927x, the profile's interrupts. Revert checked: without the skip, the search's budget
+/// (`max_search_overhead`) alone leaves 0.9877x (fails).
 #[test]
 fn rocs_does_no_harm_on_a_pure_stream() {
     let (name, text) = robustness!("pure-stream");

@@ -1,5 +1,4 @@
-//! The virtual-address width a system run can translate, enforced on every thread's records
-//! (issue 25, defect 4).
+//! The virtual-address width a system run can translate, enforced on every thread's records.
 //!
 //! The modelled page table has `mmu.levels` levels of 512 entries over pages of `2^page_shift`
 //! bytes, so it translates addresses below `2^(page_shift + 9 x levels)` (2^48 with 4 KiB pages
@@ -8,7 +7,7 @@
 //! contents"). Such a record is rejected as bad input, naming the thread's source and the
 //! record's position (0-based index in that thread's stream), before it is simulated.
 //!
-//! Except a *canonical upper-half* address (issue 27: a full-system trace's kernel references,
+//! Except a *canonical upper-half* address (a full-system trace's kernel references,
 //! 0xffff800000000000 and up): bits 63 down to the top translated bit all ones, as x86-64
 //! requires of every address and its kernel uses. The hardware walks such an address by its
 //! low bits (x86-64's PML4 entries 256-511 hold the kernel half), and so does the model: it
@@ -101,9 +100,9 @@ mod tests {
         Ok(out)
     }
 
-    /// Issue 27: a full-system trace's kernel addresses are translated by their low 48 bits,
-    /// as x86-64 walks them, into the half of the space no user address uses; a non-canonical
-    /// address is still rejected.
+    /// A full-system trace's kernel addresses are translated by their low 48 bits, as x86-64 walks
+    /// them, into the half of the space no user address uses; a non-canonical address is still
+    /// rejected.
     #[test]
     fn canonical_kernel_addresses_fold_into_the_upper_half() {
         let out = check(&[0x40_1000, 0xffff_8880_0123_4567, 0xffff_ffff_8100_0000]).unwrap();

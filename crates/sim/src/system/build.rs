@@ -508,11 +508,11 @@ fn realistic_counters(
     Ok((counters, Some(realistic)))
 }
 
-/// Instructions a trace's record counts at least (issue 20 item 3): 0 when the trace carries
-/// instruction counts (a non-zero `icount` in its first block: its `icount`
-/// is then exact, a data record right after its instruction's fetch counts none), 1 when it
-/// carries none (an address-only trace, a din or lackey file without instruction lines: it
-/// says nothing about instructions, and counting none would make every IPC zero).
+/// Instructions a trace's record counts at least: 0 when the trace carries instruction counts (a
+/// non-zero `icount` in its first block: its `icount` is then exact, a data record right after its
+/// instruction's fetch counts none), 1 when it carries none (an address-only trace, a din or lackey
+/// file without instruction lines: it says nothing about instructions, and counting none would make
+/// every IPC zero).
 fn trace_instruction_floor(path: &std::path::Path, format: Format) -> Result<u64, Error> {
     let mut first = trace::open(path, format)?;
     let mut buf = Vec::new();

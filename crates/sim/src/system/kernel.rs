@@ -22,11 +22,11 @@ impl Ctx<'_> {
     }
 
     /// The core that does (and is charged for) kernel work on `pid`'s pages: a core running one
-    /// of its threads, the hook's core only when it has none left. Issue 19: an untouched
-    /// co-runner never pays for another process's pages. Eager moves had this from the start;
-    /// COLORIS's lazy marks (their shootdowns) and accessed-bit scans (Redistribution) were
-    /// charged to the hook's core, so the process giving colours up stalled for the one taking
-    /// them (about 533 K cycles of `hungry`'s marks and scans on `small` in recolor-c6-win5).
+    /// of its threads, the hook's core only when it has none left, so an untouched co-runner never
+    /// pays for another process's pages. Eager moves had this from the start; COLORIS's lazy marks
+    /// (their shootdowns) and accessed-bit scans (Redistribution) were charged to the hook's core,
+    /// so the process giving colours up stalled for the one taking them (about 533 K cycles of
+    /// `hungry`'s marks and scans on `small` in recolor-c6-win5).
     fn core_of(&self, pid: usize) -> usize {
         self.sys
             .threads

@@ -24,7 +24,7 @@ Threads run round-robin on their core with a time slice; an idle core takes a wa
 from the busiest one. Every `tick` cycles the policy gets the counters' readings and the report
 records a point of its time series. Everything is deterministic.
 
-Files, one mechanism each (sibling `impl System` blocks; issue 26 item 2): `build.rs` (config
+Files, one mechanism each (sibling `impl System` blocks): `build.rs` (config
 checks and construction), `schedule.rs` (the main loop, balancing, hooks, exits), `engine.rs`
 (bursts, batching, stepping records), `translate.rs` (TLBs, walks, the fault path, page moves,
 kernel charges), `ticks.rs` (counters, multiplexing, ticks, sampling), `report.rs` (the report
@@ -86,8 +86,8 @@ struct Thread {
     pinned: bool,
     tally: Tally,
     /// Instructions a record counts at least: 0 for a trace (its `icount` is exact: a data
-    /// record carries 0, its instruction fetch the count; issue 20 item 3), 1 for a generator
-    /// (a generated reference stands for one instruction unless its phase's `icount` says more;
+    /// record carries 0, its instruction fetch the count), 1 for a generator (a generated reference
+    /// stands for one instruction unless its phase's `icount` says more;
     /// `Workload::instruction_floor`).
     icount_floor: u64,
 }

@@ -203,7 +203,7 @@ pub fn resolve_with_sysfs(doc: &mut Value, cpu_dir: &Path) -> Result<(), ConfigE
     let overrides = std::mem::take(machine);
     merge(&mut base, Value::Object(overrides));
     *doc.get_mut("machine").expect("checked above") = base;
-    // The preset processor's counters, for a realistic PMU (issue 20 item 2).
+    // The preset processor's counters, for a realistic PMU.
     crate::pmu::hardware::apply_preset(doc, &name, super::config::PMU_IDEAL_DEFAULT);
     Ok(())
 }

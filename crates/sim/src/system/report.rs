@@ -452,8 +452,8 @@ pub struct CoherenceStats {
     pub invalidations: u64,
 }
 
-/// A control run's refusals (`[policy] control`, issue 19 defect 7): what the policy asked
-/// the kernel to move and the kernel did not.
+/// A control run's refusals (`[policy] control`): what the policy asked the kernel to move and the
+/// kernel did not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ControlStats {
     /// `recolor` calls for a page not already in the requested colors.

@@ -1,5 +1,5 @@
 /*!
-Test helpers for whole-system runs (issue 26 item 3): one way to run a config under a policy
+Test helpers for whole-system runs: one way to run a config under a policy
 and seed with the invariants checked (`config_for`, `run_config`, `run`), used by the scenario
 tests of every policy, and a spy policy that records when each hook fires (as ChampSim's
 replacement-interface test does, `442-replacement-interface.cc`), with the contract test of
@@ -64,11 +64,10 @@ pub(crate) fn run(text: &str, policy: &str, seed: Option<u64>) -> SystemReport {
     run_config(&config_for(text, policy, seed), None).1
 }
 
-/// A test policy made of the hooks a test needs (issue 26 item 3): every other hook does
-/// nothing, `process_created` places nothing and `allowed_colors` answers `allowed`, so a test
-/// writes only what it checks, e.g.
-/// `Scripted::new("test-x", 16, state).on_tick(|p, k, t| ...)`.
-/// The hooks are plain functions of the policy (its `state` and `allowed` are theirs to change).
+/// A test policy made of the hooks a test needs: every other hook does nothing, `process_created`
+/// places nothing and `allowed_colors` answers `allowed`, so a test writes only what it checks,
+/// e.g. `Scripted::new("test-x", 16, state).on_tick(|p, k, t| ...)`. The hooks are plain functions
+/// of the policy (its `state` and `allowed` are theirs to change).
 pub(crate) struct Scripted<S> {
     pub name: &'static str,
     pub allowed: ColorSet,

@@ -355,9 +355,9 @@ fn eager_and_lazy_recoloring_move_pages_and_keep_their_contents() {
     }
 }
 
-/// Issue 19 defect 7: a policy's control run (`[policy] control`) keeps its color decisions
-/// but moves no page: the mover's eager recolors and lazy marks are refused and counted, no
-/// frame changes, and the frames it placed after the first tick still follow its colors.
+/// A policy's control run (`[policy] control`) keeps its color decisions but moves no page: the
+/// mover's eager recolors and lazy marks are refused and counted, no frame changes, and the frames
+/// it placed after the first tick still follow its colors.
 #[test]
 fn a_control_run_moves_no_page_and_counts_what_it_refused() {
     let text = include_str!("../../../../examples/os/placement-random.toml")
@@ -994,8 +994,8 @@ name = "linux"
     text
 }
 
-/// Issue 20 item 3: a trace's data records (icount 0) used to count one instruction each in
-/// system mode (`max(icount, 1)`), inflating a captured program's instructions 1.4-1.6x.
+/// Regression: a trace's data records (icount 0) used to count one instruction each in system mode
+/// (`max(icount, 1)`), inflating a captured program's instructions 1.4-1.6x.
 #[test]
 fn trace_instructions_in_system_mode_equal_the_traces_icount_sum() {
     let dir = std::env::temp_dir().join(format!(
@@ -1131,8 +1131,8 @@ fn run_preset(text: &str) -> SystemReport {
     super::testing::run_config(&super::system_config_from_toml(text).unwrap(), None).1
 }
 
-/// Issue 20 item 1: the chip's controller saturates at its peak, and a read's latency grows
-/// with the load; the fixed model has neither.
+/// The chip's controller saturates at its peak, and a read's latency grows with the load; the fixed
+/// model has neither.
 #[test]
 fn queued_memory_saturates_at_the_peak_and_latency_grows_with_load() {
     let one = run_preset(&stream_config(1, 100_000, 0, "queued"));
@@ -1224,13 +1224,13 @@ fn bad_memory_settings_are_named() {
     assert!(e.to_string().contains("fixed"), "{e}");
 }
 
-/// Issue 21 item 5: on the paper presets (inclusive or exclusive hierarchies, which the lean
-/// engine and so the batched bursts do not run), a burst's TLB-hit records are stepped in one
-/// loop (`burst_steps`). Under the queued memory controller, whose delays depend on each
-/// record's own time, that loop must give the report of records one at a time
-/// (`set_batching(false)`), to the last counter and cycle: streams that saturate the
-/// controller, a uniform footprint that walks and faults, records crossing pages (64 bytes at
-/// a 32-byte offset), two threads sharing a core (time slices), several processes.
+/// On the paper presets (inclusive or exclusive hierarchies, which the lean engine and so the
+/// batched bursts do not run), a burst's TLB-hit records are stepped in one loop (`burst_steps`).
+/// Under the queued memory controller, whose delays depend on each record's own time, that loop
+/// must give the report of records one at a time (`set_batching(false)`), to the last counter and
+/// cycle: streams that saturate the controller, a uniform footprint that walks and faults, records
+/// crossing pages (64 bytes at a 32-byte offset), two threads sharing a core (time slices), several
+/// processes.
 #[test]
 fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
     // `power5`: two chips (coherence between them), an exclusive L3, a write-through L1D and

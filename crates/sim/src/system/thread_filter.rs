@@ -1,8 +1,8 @@
 //! A thread's trace restricted to some of the trace's threads (`trace_threads` in a thread's
 //! config). A full-system trace's `thread` is the guest kernel task that made each record
-//! (issue 27, docs/trace-format.md "Full-system traces"), so this runs the traced program's
-//! tasks apart from the guest's other processes and kernel threads. Records keep their order;
-//! the PCs of a trace that has them are kept with their records.
+//! (docs/trace-format.md "Full-system traces"), so this runs the traced program's tasks apart from
+//! the guest's other processes and kernel threads. Records keep their order; the PCs of a trace
+//! that has them are kept with their records.
 use crate::error::TraceError;
 use crate::trace::{Progress, Record, RecordSource};
 

@@ -134,7 +134,7 @@ pub enum StallCause {
     Tlb,
     Kernel,
     /// Waiting in the memory controller's queue beyond the unloaded DRAM latency
-    /// (`crate::dram`, the queued model; issue 20).
+    /// (`crate::dram`, the queued model).
     Bandwidth,
 }
 

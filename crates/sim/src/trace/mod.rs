@@ -48,8 +48,8 @@ pub trait RecordSource {
         Progress::default()
     }
 
-    /// The PC of each record of the block the last `next_block` returned (issue 22: a native
-    /// version 3 trace with `FLAG_PCS`); empty when the source has none.
+    /// The PC of each record of the block the last `next_block` returned (a native version 3 trace
+    /// with `FLAG_PCS`); empty when the source has none.
     fn block_pcs(&self) -> &[u64] {
         &[]
     }
@@ -265,7 +265,7 @@ pub(crate) fn open_input(path: &std::path::Path) -> Result<Input, crate::Error> 
             inner: file,
             read: std::sync::Arc::clone(&read),
             // A pipe, FIFO or terminal can block a read forever: wait for it in slices so an
-            // interrupt (`request_abort`) is seen (issue 25: convert from a FIFO never stopped).
+            // interrupt (`request_abort`) is seen (a convert from a FIFO would never stop).
             wait: meta.is_some_and(|m| !m.is_file()),
         },
     );

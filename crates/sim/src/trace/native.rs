@@ -31,7 +31,7 @@ length is the count of tags with bit 7). Version 1 files read as before (bit 7 m
 Predictors (previous line per stream, current thread = 0) restart at every block, so a block
 decodes on its own.
 
-Version 3 (issue 22, attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
+Version 3 (for attribution) defines header flag bit 0, `FLAG_PCS`: every block then ends
 with a PC column, one u64 per data record (kind other than ifetch): the address of the
 instruction that made the access (0 = unknown; an ifetch's PC is its own address) XOR the
 address of the block's latest ifetch before it (0 if none), so that the PC of a captured data
@@ -331,7 +331,7 @@ fn decode(
             .sum()
     };
     // The spec: `offset = addr & 63`. A byte of 64-255 would OR into the line bits and decode a
-    // different address than was written (defect 6), so it is corruption.
+    // different address than was written, so it is corruption.
     if offsets.iter().fold(0u8, |m, &o| m | o) > OFFSET_MASK as u8 {
         return Err("an offset byte is above 63 (the byte within a 64-byte line)".to_string());
     }

@@ -1,5 +1,5 @@
-//! The generator (issue 26: split out of `workload/mod.rs`): a `WorkloadSpec` prepared into
-//! one plan per phase, then produced block by block as a `RecordSource`.
+//! The generator: a `WorkloadSpec` prepared into one plan per phase, then produced block by block
+//! as a `RecordSource`.
 use super::*;
 
 /// Store or load per reference.

@@ -1,6 +1,6 @@
-//! The serde shape of a phase (issue 26: split out of `workload/mod.rs`): flat keys, the
-//! pattern's parameters beside `pattern` (`pattern = "zipf"` beside `alpha = 0.9`), converted
-//! to and from `PhaseSpec` with the checks of `check_phase`.
+//! The serde shape of a phase: flat keys, the pattern's parameters beside `pattern` (`pattern =
+//! "zipf"` beside `alpha = 0.9`), converted to and from `PhaseSpec` with the checks of
+//! `check_phase`.
 use super::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -170,7 +170,7 @@ impl HierarchyConfig {
                 ConfigError::new(field, format!("level `{}`: {}", l.name, e.message))
             })?;
             // The same limit `Cache::new` applies, here so that checking a config (`load_config`)
-            // rejects what running it would (defect 6: `ways = 512` passed the check).
+            // rejects what running it would (`ways = 512` would pass the check).
             if l.ways > 64 {
                 return Err(ConfigError::new(
                     f("ways"),
@@ -198,9 +198,9 @@ impl HierarchyConfig {
                 }
             }
         }
-        // What the caches' state will take, checked before anything is allocated (defect 3: a
-        // `size = "1TiB"` level ended in an allocation abort): tags and line metadata per line,
-        // replacement state, one instance per core for a private level.
+        // What the caches' state will take, checked before anything is allocated (a `size = "1TiB"`
+        // level would end in an allocation abort): tags and line metadata per line, replacement
+        // state, one instance per core for a private level.
         let mut total: u128 = 0;
         for (i, l) in c.levels.iter().enumerate() {
             let lines = (l.size.0 / c.line_size as u64) as u128;

@@ -1,4 +1,4 @@
-//! Scenario tests: the off-load configs of `examples/oscache/` on item 1's synthetic workloads
+//! Scenario tests: the off-load configs of `examples/oscache/` on the synthetic workloads
 //! (`examples/oscache/workloads/`), asserting the paper's qualitative results (Nellans et al.
 //! section 4.2 predictor accuracy, Figure 5 shape, section 6 scalability). References are cut
 //! to keep each test well under 20 s in --release; every run's invariants must be empty.
@@ -173,10 +173,10 @@ fn direct_mapped_1k_table_is_nearly_as_accurate_as_fully_associative_200() {
     }
 }
 
-/// `trace = PATH` (issue 27): the web-server workload written to a native trace and replayed
-/// gives exactly the `[workload]` run, for one and two user cores, with and without off-load
-/// (the trace's runs start with the workload's syscall identities, so `TraceIdentity` gives
-/// the AStates `SyscallIdentity` gives).
+/// `trace = PATH`: the web-server workload written to a native trace and replayed gives exactly the
+/// `[workload]` run, for one and two user cores, with and without off-load (the trace's runs start
+/// with the workload's syscall identities, so `TraceIdentity` gives the AStates `SyscallIdentity`
+/// gives).
 #[test]
 fn a_trace_replays_exactly_as_its_workload() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,12 +24,12 @@ fn d_low() -> f64 {
 fn d_unit() -> u64 {
     4
 }
-/// PERIOD when the config gives none, in scheduler ticks (issue 19, defect 8). The paper's
-/// 5 s is 1,250 ticks of Linux 3.8 at HZ = 250 and 1/720 of its hour-long runs; a simulated
-/// run is some hundreds of ticks, so 5 s of the paper's machine (10.65 G cycles) was longer
-/// than every run and the monitor never ran. 16 ticks keeps the miss rate an average over
-/// many ticks (not one tick's noise) and leaves tens of PERIODs in a run of a few hundred
-/// ticks, which the handshake of Algorithm 1 needs (two PERIODs per UNIT moved).
+/// PERIOD when the config gives none, in scheduler ticks. The paper's 5 s is 1,250 ticks of Linux
+/// 3.8 at HZ = 250 and 1/720 of its hour-long runs; a simulated run is some hundreds of ticks, so 5
+/// s of the paper's machine (10.65 G cycles) was longer than every run and the monitor never ran.
+/// 16 ticks keeps the miss rate an average over many ticks (not one tick's noise) and leaves tens
+/// of PERIODs in a run of a few hundred ticks, which the handshake of Algorithm 1 needs (two
+/// PERIODs per UNIT moved).
 pub const DEFAULT_PERIOD_TICKS: u64 = 16;
 /// WIN when the config gives none: one tick. The paper's 3 ms is less than one tick of its
 /// kernel (4 ms at HZ = 250), and WIN's resolution here is one tick.

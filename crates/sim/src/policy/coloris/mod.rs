@@ -378,20 +378,20 @@ impl Coloris {
 
     /// MONITOR(cmr) of Algorithm 1 for process `pid` (cmr as a fraction).
     ///
-    /// Requests are served first come, first served (issue 19, defect 5): a process above its
-    /// HighThreshold signals isHot and joins the queue of requests; a donor's freed colors
-    /// (isCold) go to the process at the head of the queue at its next MONITOR, not to whichever
-    /// hot process MONITOR happens to reach first. Algorithm 1 has the hot process signal and
-    /// then take the colors a cold one freed "at its next MONITOR": with one hot process the
-    /// two readings are the same; with several, the queue keeps the colors for the one that
-    /// asked. A queued process that is no longer above HighThreshold leaves the queue.
+    /// Requests are served first come, first served: a process above its HighThreshold signals
+    /// isHot and joins the queue of requests; a donor's freed colors (isCold) go to the process at
+    /// the head of the queue at its next MONITOR, not to whichever hot process MONITOR happens to
+    /// reach first. Algorithm 1 has the hot process signal and then take the colors a cold one
+    /// freed "at its next MONITOR": with one hot process the two readings are the same; with
+    /// several, the queue keeps the colors for the one that asked. A queued process that is no
+    /// longer above HighThreshold leaves the queue.
     pub(crate) fn monitor(&mut self, pid: usize, cmr: f64) -> Decision {
         let (low, high) = (self.procs[&pid].low, self.procs[&pid].high);
         if cmr > high {
             // "isCold is set when extra page colors are available" (section 3.2): colors a
             // donor freed, or colors an exited process left that no live process owns.
-            // Issue 19: the lookup's 8 colors were never used again after it exited, and its
-            // co-runner ran in half the cache.
+            // Otherwise the colors of an exited process would never be used again (its co-runner
+            // would run in half the cache).
             let extra = self.is_cold || self.has_released();
             if !extra || self.requests.front().is_some_and(|&h| h != pid) {
                 if !self.requests.contains(&pid) {
@@ -427,10 +427,10 @@ impl Coloris {
     }
 
     /// After a round of MONITOR: colors a donor freed that no requester is waiting for go back
-    /// to the donor (issue 19, defect 5: a program marked hot by a cold start and warm by the
-    /// time the colors were freed never took them, and 6% of the LLC belonged to nobody). The
-    /// donor's pages marked for the move fault once and stay where they are (their color is
-    /// allowed again). Returns the donor when it got colors back.
+    /// to the donor (a program marked hot by a cold start and warm by the time the colors were
+    /// freed would never take them, and 6% of the LLC would belong to nobody). The donor's pages
+    /// marked for the move fault once and stay where they are (their color is allowed again).
+    /// Returns the donor when it got colors back.
     fn return_unclaimed(&mut self) -> Option<usize> {
         if !self.is_cold || !self.requests.is_empty() {
             return None;
@@ -459,9 +459,8 @@ impl Coloris {
         self.history.push((self.now, pid, colors));
     }
 
-    /// What the run should say on stderr (issue 19, defects 6 and 8): a monitor that never
-    /// ran, a run in which no color moved (coloris was `static`), colors the config gave a
-    /// process that the monitor changed.
+    /// What the run should say on stderr: a monitor that never ran, a run in which no color moved
+    /// (coloris was `static`), colors the config gave a process that the monitor changed.
     fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.monitor.is_empty() {
@@ -744,7 +743,7 @@ impl Policy for Coloris {
 
     fn tick(&mut self, k: &mut dyn Kernel, t: &Tick) {
         if self.period == 0 {
-            // Defaults in ticks (issue 19, defect 8): resolved at the first tick, whose interval
+            // Defaults in ticks: resolved at the first tick, whose interval
             // is the scheduler's tick. The processes created before it warm up from cycle 0.
             let tick = t.interval.max(1);
             self.period = self.config.period.unwrap_or(DEFAULT_PERIOD_TICKS * tick);

@@ -37,8 +37,8 @@ pub struct ColorisReport {
     pub redistributions: Vec<Redistribution>,
     /// Processes whose colors came from the config (`[[processes]] colors`).
     pub colors_from_config: Vec<String>,
-    /// What `cachecolor simulate` prints on stderr (issue 19, defects 6 and 8): a monitor
-    /// that never ran, a run in which no color moved, config colors the monitor changed.
+    /// What `cachecolor simulate` prints on stderr: a monitor that never ran, a run in which no
+    /// color moved, config colors the monitor changed.
     pub warnings: Vec<String>,
 }
 
@@ -151,9 +151,9 @@ impl Coloris {
                 })
                 .collect(),
             violations: self.violations.clone(),
-            // Issue 19, defect 8: a monitor that never ran makes coloris the static scheme in
-            // silence (the default PERIOD, 5 s of the paper's machine, is longer than most
-            // simulated runs); `cachecolor simulate` prints the warnings on stderr.
+            // A monitor that never ran makes coloris the static scheme in silence (the default
+            // PERIOD, 5 s of the paper's machine, is longer than most simulated runs); `cachecolor
+            // simulate` prints the warnings on stderr.
             returned: colors_at(&self.returned),
             released: colors_at(&self.released),
             redistributions: self

@@ -238,9 +238,9 @@ fn bad_parameters_are_named() {
 
 mod scenarios;
 
-/// Issue 19, defect 5: a program marked hot (by a cold start's compulsory misses) that is warm
-/// by the time a donor freed colors never took them, and they belonged to nobody for the rest
-/// of the run. Colors no requester is waiting for go back to their donor after the round.
+/// Regression: a program marked hot (by a cold start's compulsory misses) that is warm by the time
+/// a donor freed colors never took them, and they belonged to nobody for the rest of the run.
+/// Colors no requester is waiting for go back to their donor after the round.
 #[test]
 fn coloris_never_leaves_freed_colors_owned_by_nobody() {
     let config = ColorisConfig {
@@ -268,9 +268,9 @@ fn coloris_never_leaves_freed_colors_owned_by_nobody() {
     assert_eq!(c.monitor(2, 0.9), Decision::Expand(vec![2, 3]));
 }
 
-/// Issue 19, defect 5: isHot/isCold evaluated in pid order gave the colors one hungry program
-/// asked for to another hot program that MONITOR reached first. Requests are served in the
-/// order they were signalled.
+/// Regression: isHot/isCold evaluated in pid order gave the colors one hungry program asked for to
+/// another hot program that MONITOR reached first. Requests are served in the order they were
+/// signalled.
 #[test]
 fn coloris_serves_color_requests_first_come_first_served() {
     let config = ColorisConfig {

@@ -101,19 +101,19 @@ pub struct MrcPartitionConfig {
     /// Validation: sample every L1D miss all run long (free outside windows) and report each
     /// window's error against the whole-run curve.
     pub exact_check: bool,
-    /// Partition whenever the curves are in, whatever the decision (`decide`, issue 19
-    /// defect 4) says: the paper's behaviour, kept for its runs. `false`: partition only
-    /// where the predicted cycles saved exceed what the partition's page moves and its
-    /// window cost; the decision is reported either way (`decisions`).
+    /// Partition whenever the curves are in, whatever the decision (`decide`) says: the paper's
+    /// behaviour, kept for its runs. `false`: partition only where the predicted cycles saved
+    /// exceed what the partition's page moves and its window cost; the decision is reported either
+    /// way (`decisions`).
     pub always_partition: bool,
     /// Most a window's interrupts (`window x sample_cost_cycles`) may cost, as a fraction of
-    /// the cycles the process has run since its last window (or its start). Issue 19: the
-    /// window is paid before the curves can say whether partitioning gains anything, so it is
-    /// bought the way ski rental is: only once the process has run long enough that the
-    /// window costs at most this fraction of what it has run. Default 0.01, issue 19's
-    /// do-no-harm bar (a policy with nothing to gain within 1% of linux); not fitted to any
-    /// config. Before the gate the default window (50,000 interrupts of 2,000 cycles = 100 M
-    /// cycles) cost 8-30x the runs of `examples/robustness/` (0.03-0.12x linux).
+    /// the cycles the process has run since its last window (or its start). The window is paid
+    /// before the curves can say whether partitioning gains anything, so it is bought the way ski
+    /// rental is: only once the process has run long enough that the window costs at most this
+    /// fraction of what it has run. Default 0.01, the do-no-harm bar (a policy with nothing to gain
+    /// within 1% of linux); not fitted to any config. Before the gate the default window (50,000
+    /// interrupts of 2,000 cycles = 100 M cycles) cost 8-30x the runs of `examples/robustness/`
+    /// (0.03-0.12x linux).
     pub max_window_overhead: f64,
 }
 
@@ -153,7 +153,7 @@ struct Proc {
     /// Cycles the process has run since its start: the decision's horizon (ski rental).
     cycles_run: u64,
     /// LLC misses and sampled-event (L1D) misses counted while the process had every color,
-    /// since its last window started: the measured shared-cache baseline (issue 19 defect 4).
+    /// since its last window started: the measured shared-cache baseline.
     shared_llc_misses: u64,
     shared_event_misses: u64,
     /// Window interrupts paid since the last decision (`window x sample_cost_cycles`).
@@ -186,10 +186,10 @@ struct WindowRecord {
 pub struct MrcPartition {
     config: MrcPartitionConfig,
     colors: u64,
-    /// Partition units (issue 19 defect 3): the colors of the innermost partitioned cache
-    /// when a shared cache inside the LLC has fewer colors (POWER5: the L2's 16 inside the
-    /// L3's 256), else the LLC's colors. Unit `u` is every LLC color `x` with
-    /// `x mod units == u`, so a set of units is the same share of every partitioned cache.
+    /// Partition units: the colors of the innermost partitioned cache when a shared cache inside
+    /// the LLC has fewer colors (POWER5: the L2's 16 inside the L3's 256), else the LLC's colors.
+    /// Unit `u` is every LLC color `x` with `x mod units == u`, so a set of units is the same share
+    /// of every partitioned cache.
     units: u64,
     /// Cache lines per unit (of the LLC, which the curve is of).
     lines_per_unit: u64,
@@ -608,7 +608,7 @@ impl Policy for MrcPartition {
         "mrc-partition"
     }
     fn counter_events(&self) -> Vec<Event> {
-        // LLC misses: the shared cache's measured baseline for the decision (issue 19).
+        // LLC misses: the shared cache's measured baseline for the decision.
         vec![
             Event::Instructions,
             Event::Cycles,
@@ -800,9 +800,9 @@ impl Policy for MrcPartition {
         }
         if self.live() == 1 {
             self.reconsider = false;
-            // Alone: every color, no profiling. Its pages stay where they are (issue 19,
-            // defect 8: a co-runner's exit used to spread every page in use over the freed
-            // colors by eager copies; the freed colors now serve its new pages only).
+            // Alone: every color, no profiling. Its pages stay where they are and the freed colors
+            // serve its new pages only (spreading every page in use over the freed colors by eager
+            // copies would make it pay for a co-runner's exit).
             let all = ColorSet::all(self.colors);
             if let Some(p) = self.procs.values_mut().find(|p| p.alive) {
                 if p.colors != all {

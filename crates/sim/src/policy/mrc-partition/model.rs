@@ -1,6 +1,6 @@
 //! The model behind an allocation (section 3.2): the utility-based lookahead division of the
 //! colors, the occupancy each process would reach in a shared cache, and the decision whether
-//! partitioning pays for its moves (issue 19 defect 4). Pure functions of the curves.
+//! partitioning pays for its moves. Pure functions of the curves.
 
 use super::MrcPartition;
 use serde::Serialize;
@@ -20,7 +20,7 @@ pub struct DecisionInput {
     pub horizon: f64,
 }
 
-/// Partition or keep the cache shared (issue 19 defect 4), as reported.
+/// Partition or keep the cache shared, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {
     pub partition: bool,
@@ -140,8 +140,8 @@ impl MrcPartition {
         curve[i] + (c - i as f64) * (curve[i + 1] - curve[i])
     }
 
-    /// Issue 19, defect 4: partition only where the cycles the partition is predicted to save
-    /// exceed what it costs. Per process (`DecisionInput`):
+    /// Partition only where the cycles the partition is predicted to save exceed what it costs. Per
+    /// process (`DecisionInput`):
     ///
     /// - *shared*: the LLC misses per access it had while the cache was shared, measured by
     ///   the PMU over its window (`measured_shared`); without a measurement, the curve at the

@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 pub struct MrcPartitionReport {
     /// Colors of the LLC.
     pub colors: u64,
-    /// Issue 19 defect 3: allocations, curves and `min_colors` are in units of
-    /// `llc_colors_per_unit` LLC colors (unit u: every LLC color x with x mod units == u), the
-    /// same share of every partitioned cache; units == colors on a machine with one colorable
-    /// shared cache.
+    /// Allocations, curves and `min_colors` are in units of `llc_colors_per_unit` LLC colors (unit
+    /// u: every LLC color x with x mod units == u), the same share of every partitioned cache;
+    /// units == colors on a machine with one colorable shared cache.
     pub units: u64,
     pub llc_colors_per_unit: u64,
     /// LLC lines per unit (the curve's x step).
@@ -30,7 +29,7 @@ pub struct MrcPartitionReport {
     pub exact_miss_rate: Option<BTreeMap<String, Vec<f64>>>,
     /// The colors per process at every change.
     pub allocations: Vec<Allocation>,
-    /// Partition or keep sharing, per allocation (issue 19, defect 4).
+    /// Partition or keep sharing, per allocation.
     pub decisions: Vec<DecisionRecord>,
     /// Phase changes that asked for a new window (step 5).
     pub phase_changes: Vec<PhaseChange>,
@@ -38,7 +37,7 @@ pub struct MrcPartitionReport {
     /// for a lazy move.
     pub pages_recolored: u64,
     pub pages_marked: u64,
-    /// Issue 19: a window costs `window x sample_cost_cycles`.
+    /// A window costs `window x sample_cost_cycles`.
     pub window_cost_cycles: u64,
     /// Processes still waiting for a window (not run long enough for it to cost at most
     /// `max_window_overhead`).
@@ -76,7 +75,7 @@ pub struct Allocation {
     pub shared: bool,
 }
 
-/// One allocation's decision with what it was made from (issue 19, defect 4).
+/// One allocation's decision with what it was made from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DecisionRecord {
     #[serde(flatten)]

@@ -110,9 +110,9 @@ fn input(curve: &[f64], measured: Option<f64>, alloc: u64) -> DecisionInput {
     }
 }
 
-/// Issue 19, defect 4: two programs that both fit (each needs 4 of 16 colors, the PMU
-/// measured 0.1% LLC misses per access while shared) have nothing to gain: whatever the
-/// split, the decision keeps the cache shared once moving a page costs anything.
+/// Regression: two programs that both fit (each needs 4 of 16 colors, the PMU measured 0.1% LLC
+/// misses per access while shared) have nothing to gain: whatever the split, the decision keeps the
+/// cache shared once moving a page costs anything.
 #[test]
 fn mrc_partition_keeps_the_cache_shared_when_the_curves_predict_no_gain() {
     let fits: Vec<f64> = (0..=16).map(|c| (1.0 - c as f64 / 4.0).max(0.0)).collect();
@@ -176,10 +176,10 @@ fn a_window_whose_floor_is_above_the_measured_sharing_predicts_no_gain() {
     assert_eq!(each[1].partitioned_miss_rate, 1.0);
 }
 
-/// Issue 19, defect 3: on POWER5 (L3 of 256 colors, the shared L2 inside it of 16) a
-/// partition is a set of the L2's colors, each with every L3 color above it, so it is the
-/// same share of both caches. Checked against the frames themselves: every frame of an
-/// allowed color has an L2 color (pfn mod 16) in the partition's.
+/// Regression: on POWER5 (L3 of 256 colors, the shared L2 inside it of 16) a partition is a set of
+/// the L2's colors, each with every L3 color above it, so it is the same share of both caches.
+/// Checked against the frames themselves: every frame of an allowed color has an L2 color (pfn mod
+/// 16) in the partition's.
 #[test]
 fn mrc_partition_colors_confine_in_every_partitioned_cache() {
     let m = MachineInfo {

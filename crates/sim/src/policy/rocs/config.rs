@@ -70,11 +70,11 @@ pub struct PolluteConfig {
     /// cost, as a fraction of the unit's cycles so far, while no step has shown a significant
     /// gain. The search buys its next pages the way ski rental is played: only once the unit
     /// has run long enough that they cost at most this share (the moves' cost is the kernel's
-    /// own accounting, `Kernel::policy_cycles`). Default 0.01, issue 19's do-no-harm bar, the
-    /// same as `mrc-partition`'s window budget; fitted to no config. Once a step gains
-    /// significantly the gain pays for the rest of the walk and the moves' budget no longer
-    /// binds. The same share bounds what the steps lose net against the baseline: past it, a
-    /// step significantly below the baseline ends the walk (the best step kept).
+    /// own accounting, `Kernel::policy_cycles`). Default 0.01, the do-no-harm bar (1%), the same as
+    /// `mrc-partition`'s window budget; fitted to no config. Once a step gains significantly the
+    /// gain pays for the rest of the walk and the moves' budget no longer binds. The same share
+    /// bounds what the steps lose net against the baseline: past it, a step significantly below the
+    /// baseline ends the walk (the best step kept).
     pub max_search_overhead: f64,
     /// Phase-detection window in cycles (ROCS 5.1 computes the IPC every 1 billion cycles; the
     /// examples' window was 10 ticks of 2 M).

@@ -4,8 +4,8 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
 
 - **Pollute buffer** (ROCS section 4, Figure 5): `buffer_size / color size` LLC colors
   (default 1/16 of the LLC, ROCS section 6; the last ones, or on a machine with a shared cache
-  inside the LLC the ones that are the same share of both, `PolluteEngine::buffer_colors`,
-  issue 19 defect 3) hold the pages classified as polluters and no other
+  inside the LLC the ones that are the same share of both, `PolluteEngine::buffer_colors`)
+  hold the pages classified as polluters and no other
   page, *while some unit is targeted*, and only in the LLCs (chips) the targeted unit runs on.
   Until a unit is first targeted the buffer's colors stay in normal use (`allowed_colors` gives
   every color, exactly as `linux`): ROCS 5.1 leaves a thread below the miss-rate threshold
@@ -190,8 +190,8 @@ struct Unit {
     move_cost: u64,
     /// Per member: its cycles, what moving its pages cost it, and its pages in the buffer
     /// (`stack[..mapped]`). The search's budgets are shares of what the processes that pay
-    /// them have run (issue 19: a machine-wide unit's budget over every member's cycles, the
-    /// exited ones' too, let the search charge the one process left 2% of its run).
+    /// them have run (a machine-wide unit's budget over every member's cycles, the exited ones'
+    /// too, would let the search charge the one process left 2% of its run).
     member: BTreeMap<usize, MemberCost>,
     /// Pages moved into or out of the buffer for this unit (every search).
     moves: u64,
@@ -221,8 +221,8 @@ impl Unit {
     }
 
     /// Pool the current measurement's per-tick IPCs into the search's noise; the pooled
-    /// per-tick standard deviation (issue 19, defect 8: the spread of the measurement's own
-    /// ticks is the noise a step must rise above).
+    /// per-tick standard deviation (the spread of the measurement's own ticks is the noise a step
+    /// must rise above).
     fn pool_noise(&mut self) -> f64 {
         let ipcs = std::mem::take(&mut self.tick_ipcs);
         if ipcs.len() > 1 {
@@ -319,14 +319,13 @@ impl PolluteEngine {
         Ok(PolluteEngine::new(cfg.clone(), scope, colors, m))
     }
 
-    /// The buffer's LLC colors (issue 19, defect 3). With no shared cache inside the LLC: the
-    /// last `pollute_colors`. With one (POWER5: L2 of 16 colors inside the L3 of 256), a frame's
-    /// inner color is its LLC color `mod inner_colors` (the frame number's low bits index both),
-    /// so the last `pollute_colors` LLC colors (240-255) hold every inner color and confine
-    /// nothing there. The buffer is then the LLC colors whose inner color is among the last
-    /// `pollute_colors x inner / colors` inner colors: the same share of both caches (Azimi
-    /// 4.2: 1/16 of the L2 and of the L3). Falls back to the last colors when the shares do not
-    /// divide evenly.
+    /// The buffer's LLC colors. With no shared cache inside the LLC: the last `pollute_colors`.
+    /// With one (POWER5: L2 of 16 colors inside the L3 of 256), a frame's inner color is its LLC
+    /// color `mod inner_colors` (the frame number's low bits index both), so the last
+    /// `pollute_colors` LLC colors (240-255) hold every inner color and confine nothing there. The
+    /// buffer is then the LLC colors whose inner color is among the last `pollute_colors x inner /
+    /// colors` inner colors: the same share of both caches (Azimi 4.2: 1/16 of the L2 and of the
+    /// L3). Falls back to the last colors when the shares do not divide evenly.
     pub fn buffer_colors(pollute_colors: u64, m: &MachineInfo) -> ColorSet {
         let (c, i) = (m.colors, m.inner_colors);
         let composes = i > 1

@@ -10,8 +10,7 @@ use serde::Serialize;
 /// `global-pollute` (Azimi et al. case study 2, section 4.2).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RocsReport {
-    /// What `cachecolor simulate` prints on stderr (issue 19, defect 8): runs or units that
-    /// ended mid-search.
+    /// What `cachecolor simulate` prints on stderr: runs or units that ended mid-search.
     pub warnings: Vec<String>,
     /// `rocs` or `global-pollute`.
     pub policy: String,
@@ -56,7 +55,7 @@ pub struct RocsUnit {
     pub unit_cycles: u64,
     /// The run ended with a step waiting for the budget to buy its pages.
     pub budget_bound: bool,
-    /// The run ended, or its processes exited, mid-search (issue 19, defect 8): its last
+    /// The run ended, or its processes exited, mid-search: its last
     /// search has `chosen` and `pages` null.
     pub search_unfinished: bool,
     pub searches: Vec<SearchLog>,
@@ -95,13 +94,13 @@ pub struct SearchLog {
     pub move_cycles: u64,
     pub unit_cycles: u64,
     /// Pages left in the buffer (Algorithm 1's return value); `None` (null) until it returns
-    /// (issue 19, defect 8: a search the run ended in the middle of chose nothing).
+    /// (a search the run ended in the middle of chose nothing).
     pub chosen: Option<u64>,
     /// Why no search ran on this profile (`null`: it ran).
     pub skipped: Option<&'static str>,
     /// Cycles the search's steps lost against the baseline (each step's settling and measuring
     /// cycles times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at
-    /// 0: the search's cost beside its page moves (issue 19).
+    /// 0: the search's cost beside its page moves.
     pub loss_cycles: f64,
     /// Why the walk stopped before the end of the stack (`null`: it walked it all, or the run
     /// ended first).

@@ -117,9 +117,9 @@ fn art_rocs_comes_near_best_offline() {
 
 #[test]
 fn swim_rocs_shortens_page_walks() {
-    // Pinned to the fixed-latency memory (issue 20 made the queued controller the default;
-    // under it the walks' reads also wait at the controller and the saving per walk shrinks:
-    // docs/system.md "Memory bandwidth and queueing").
+    // Pinned to the fixed-latency memory (the queued controller is the default; under it the walks'
+    // reads also wait at the controller and the saving per walk shrinks: docs/system.md "Memory
+    // bandwidth and queueing").
     let text = &format!(
         "{}\n[machine.memory]\nmodel = \"fixed\"\n",
         include_str!("../../../../../examples/rocs/swim.toml")
@@ -376,10 +376,10 @@ fn phases_rocs_detects_the_phase_change_and_profiles_again() {
     assert_eq!(u["searches"].as_array().unwrap().len(), 1);
 }
 
-/// Regression (found running rocs on a full-system `find` trace, issue 27): a program that
-/// exits while its search is under way made its unit `Done`, and the report read the search
-/// as finished (`search_unfinished: false`, `chosen: 0`) with pages still in the buffer.
-/// art shortened to 1 M references exits three steps into its search.
+/// Regression (found running rocs on a full-system `find` trace): a program that exits while its
+/// search is under way made its unit `Done`, and the report read the search as finished
+/// (`search_unfinished: false`, `chosen: 0`) with pages still in the buffer. art shortened to 1 M
+/// references exits three steps into its search.
 #[test]
 fn rocs_search_cut_short_by_the_process_exiting_is_reported_unfinished() {
     let short = ART.replace("references = 8_000_000", "references = 1_000_000");

@@ -43,8 +43,8 @@ impl PolluteEngine {
                 if targeted(&window, &cfg) {
                     // Targeted (ROCS 5.1): profiled. The buffer's colors leave normal use only
                     // when a search is about to map pages (below): a profile that finds nothing
-                    // to search moves no co-runner's pages (issue 19: a fitting co-runner lost
-                    // 4% to pages moved off the buffer's colors for a search that never ran).
+                    // to search moves no co-runner's pages (a fitting co-runner lost 4% to pages
+                    // moved off the buffer's colors for a search that never ran).
                     self.start_profile(u, false, cfg.profile_cycles);
                 }
             }
@@ -111,10 +111,10 @@ impl PolluteEngine {
                 } else if size <= cfg.min_pages {
                     self.finish_search(k, u);
                 } else if unit.profile.values().all(|&(n, m)| n == m) {
-                    // Issue 19: no sampled reference hit in a cache, so every page sits at
-                    // miss rate 1 and the stack (ROCS 5.2: pages by miss rate) has no order:
-                    // nothing is reused that the buffer could protect (a pure stream). The
-                    // search would only move pages (it cost a pure stream 10%): leave it.
+                    // No sampled reference hit in a cache, so every page sits at miss rate 1 and
+                    // the stack (ROCS 5.2: pages by miss rate) has no order: nothing is reused that
+                    // the buffer could protect (a pure stream). The search would only move pages
+                    // (it cost a pure stream 10%): leave it.
                     if let Some(log) = unit.searches.last_mut() {
                         log.skipped = Some("no sampled reference hit: nothing reused to protect");
                     }
@@ -189,26 +189,25 @@ impl PolluteEngine {
                         unit.best_n = unit.mapped;
                         unit.gained = true;
                     }
-                    // What the step cost against the baseline (issue 19: on a stream beside a
-                    // table, 13 of 16 steps ran at half the baseline IPC while the walk mapped
-                    // the table, a 16% loss over the run that no page move accounted for).
+                    // What the step cost against the baseline (on a stream beside a table, 13 of 16
+                    // steps ran at half the baseline IPC while the walk mapped the table, a 16%
+                    // loss over the run that no page move accounted for).
                     if log.baseline_ipc > 0.0 {
                         unit.loss += unit.step_cycles as f64 * (1.0 - perf / log.baseline_ipc);
                     }
                     unit.step_cycles = 0;
                     log.loss_cycles = unit.loss.max(0.0);
                     // What a search may lose (`max_search_overhead`, the share its page moves
-                    // may cost, issue 19). The moves can wait: a step whose pages the budget
-                    // cannot buy yet waits for the unit's cycles to grow (`Buying`). Its steps'
-                    // IPC cannot: a step significantly below the baseline, once the steps'
-                    // measured net loss (gains offset it) is above that share of the unit's
-                    // cycles, only loses more by walking on (the next step maps more of the
-                    // same pages), so the walk stops there and keeps its best step. On a stream
-                    // beside a table the walk had mapped the table at half the baseline IPC for
-                    // 13 steps (0.84x linux). Algorithm 1 walks the whole stack; the paper's
-                    // search is 3 B cycles of runs minutes long (ROCS 5.2), a share of the run
-                    // this bound does not reach. A step merely below the baseline does not stop
-                    // it: art's walk dips 3.4% before its 49% gain.
+                    // may cost). The moves can wait: a step whose pages the budget cannot buy yet
+                    // waits for the unit's cycles to grow (`Buying`). Its steps' IPC cannot: a step
+                    // significantly below the baseline, once the steps' measured net loss (gains
+                    // offset it) is above that share of the unit's cycles, only loses more by
+                    // walking on (the next step maps more of the same pages), so the walk stops
+                    // there and keeps its best step. On a stream beside a table the walk had mapped
+                    // the table at half the baseline IPC for 13 steps (0.84x linux). Algorithm 1
+                    // walks the whole stack; the paper's search is 3 B cycles of runs minutes long
+                    // (ROCS 5.2), a share of the run this bound does not reach. A step merely below
+                    // the baseline does not stop it: art's walk dips 3.4% before its 49% gain.
                     let worse = log.baseline_ipc - perf > cfg.significance * se;
                     // The loss is a share of the cycles of the processes still in the unit:
                     // under `global-pollute` the exited members' cycles had let a second
@@ -356,9 +355,9 @@ impl PolluteEngine {
 
     /// Map `stack[mapped..n]` to the buffer. `budgeted`: a search step, which stops before a
     /// page whose move, with every page in the buffer moved back out, would take the unit's
-    /// move cost above `max_search_overhead` of its cycles while no step has gained (issue 19:
-    /// a search on a pure stream had cost it 10%). The first move is always made: it measures
-    /// the price.
+    /// move cost above `max_search_overhead` of its cycles while no step has gained (a
+    /// search on a pure stream would cost it 10%). The first move is always made: it measures the
+    /// price.
     pub(super) fn map_to(&mut self, k: &mut dyn Kernel, u: usize, n: u64, budgeted: bool) {
         let budget = self.cfg.max_search_overhead;
         let unit = &mut self.units[u];

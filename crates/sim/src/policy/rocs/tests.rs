@@ -532,9 +532,9 @@ fn an_llc_mpki_change_beyond_the_threshold_is_a_new_phase() {
     assert_eq!(r.e.report("rocs")["units"][0]["phase_changes"], 0);
 }
 
-/// Issue 19, defect 1 (ROCS 5.1): the pollute color is in normal use until the unit is
-/// targeted; then the pages on it move off (eager recolors the kernel charges) and it is out of
-/// normal use; when the search keeps nothing in the buffer it goes back to normal use.
+/// Regression (ROCS 5.1): the pollute color is in normal use until the unit is targeted; then the
+/// pages on it move off (eager recolors the kernel charges) and it is out of normal use; when the
+/// search keeps nothing in the buffer it goes back to normal use.
 #[test]
 fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_empty() {
     let m = machine();
@@ -562,8 +562,8 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
         r.k.sampling.last().unwrap().is_some(),
         "its core samples now"
     );
-    // The colors stay in normal use while it is only profiled (issue 19: a profile that finds
-    // nothing to search must move nobody's pages).
+    // The colors stay in normal use while it is only profiled (a profile that finds nothing to
+    // search must move nobody's pages).
     assert!(r.e.allowed_for(PID).is_full());
     assert!(r.k.moves.is_empty());
     // A profile with hits: the search begins, the buffer's colors leave normal use and the
@@ -595,9 +595,9 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
     );
 }
 
-/// Issue 19, defect 8: rocs judged each step on one tick's IPC, which swings +-50% on a phased
-/// program, and picked noise. The baseline's ticks now measure the noise and a step must beat
-/// the best by `significance` standard errors.
+/// Regression: rocs judged each step on one tick's IPC, which swings +-50% on a phased program, and
+/// picked noise. The baseline's ticks now measure the noise and a step must beat the best by
+/// `significance` standard errors.
 #[test]
 fn rocs_search_does_not_pick_noise_on_a_phased_program() {
     let noisy = PolluteConfig {
@@ -637,7 +637,7 @@ fn rocs_search_does_not_pick_noise_on_a_phased_program() {
     assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
 }
 
-/// Issue 19 (rocs on a pure stream, 0.897x linux): while no step has gained, the search moves a
+/// Regression (rocs on a pure stream, 0.897x linux): while no step has gained, the search moves a
 /// page only if everything the policy has cost the unit, that page and the move back of every
 /// page in the buffer stay within `max_search_overhead` of the unit's cycles; it waits
 /// (`Buying`) for the cycles to grow. Once a step gains, the walk goes on at full speed.
@@ -677,7 +677,7 @@ fn rocs_search_buys_pages_within_its_budget_until_a_step_gains() {
     assert_eq!(s["steps"][0]["significant"], true);
 }
 
-/// Issue 19: on a stream beside a table (`mix4-power5`'s "mixed") Algorithm 1 walked the whole
+/// Regression: on a stream beside a table (`mix4-power5`'s "mixed") Algorithm 1 walked the whole
 /// stack while its steps mapped the table at half the baseline IPC, 13 steps of 16, and chose
 /// nothing: 0.84x linux over the run. A step significantly below the baseline, once the steps'
 /// net loss is above `max_search_overhead` of the unit's cycles, now ends the walk there: every
@@ -724,7 +724,7 @@ fn rocs_walk_stops_when_its_steps_lose_more_than_the_search_budget() {
     assert_eq!(s["chosen"], 2, "the gaining step is kept");
 }
 
-/// Issue 19: the first phase window after a search held the search's own restore (710 pages cost
+/// Regression: the first phase window after a search held the search's own restore (710 pages cost
 /// a pure stream 67% of that window), became the reference, and the next window read as a phase
 /// change: a second and a third search of a program with one phase.
 #[test]
@@ -749,7 +749,7 @@ fn rocs_restore_after_a_search_is_not_read_as_a_phase_change() {
     assert_eq!(u["profiles"], 1);
 }
 
-/// Issue 19: a profile in which no sampled reference hit (a pure stream) gives a stack with no
+/// Regression: a profile in which no sampled reference hit (a pure stream) gives a stack with no
 /// order; the search is skipped, nothing is moved, and the buffer's colors go back to normal use.
 #[test]
 fn rocs_skips_the_search_when_no_sampled_reference_hit() {
@@ -795,7 +795,7 @@ fn counts(ipc: f64, cycles: u64) -> EventCounts {
     c
 }
 
-/// Issue 19 (`global-pollute` on `mix4-power5`, the stream at 0.960x linux): the machine-wide
+/// Regression (`global-pollute` on `mix4-power5`, the stream at 0.960x linux): the machine-wide
 /// unit's budgets were shares of every member's cycles since creation, the exited members' too.
 /// After its co-runners exited, a second search walked the one process left until its steps
 /// had lost 1% of the whole machine's cycles, 2% of that process's run. The steps' loss is now

@@ -2,11 +2,11 @@
 //! into one contiguous section per core; a process with colors of its own in the config keeps
 //! them, any other gets the section of the least-loaded core (fewest processes assigned, lowest
 //! core on ties) and is pinned to that core. A process the config pins keeps its pin and gets
-//! the section of its first pinned core (issue 19, defect 6: the config is honoured, never
-//! overridden in silence; COLORIS 3.2 places a *new* process, the config has placed this one).
+//! the section of its first pinned core (the config is honoured, never overridden in silence;
+//! COLORIS 3.2 places a *new* process, the config has placed this one).
 //!
-//! Two readings of section 3.2 for machines the paper did not run on (issue 19, static and
-//! coloris at 0.11-0.16x linux on multithreaded sharing):
+//! Two readings of section 3.2 for machines the paper did not run on (a literal reading puts static
+//! and coloris at 0.11-0.16x linux on multithreaded sharing):
 //! - The sections partition *a shared cache* among the cores that share it: on a machine of
 //!   several chips each chip's LLC is cut among that chip's cores (the paper's E5506 is one
 //!   chip, four cores). Cutting the colors over every core of the machine gave a core on a
@@ -371,8 +371,8 @@ mod tests {
         assert_eq!(s.allowed_colors(10, 0).len(), 2);
     }
 
-    /// Issue 19, defect 6: a pin from the config was replaced by the least-loaded core's in
-    /// silence. It is kept now, and the process gets its pinned core's section.
+    /// Regression: a pin from the config was replaced by the least-loaded core's in silence. It is
+    /// kept now, and the process gets its pinned core's section.
     #[test]
     fn static_keeps_the_configs_pin_instead_of_overriding_it() {
         let mut s = StaticSections::new(4, 64);
@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(s.process_created(&free).pin, Some(vec![0]));
     }
 
-    /// Issue 19 (static/coloris at 0.11-0.16x linux on `examples/robustness/mt-sharing-*`): a
+    /// Regression (static/coloris at 0.11-0.16x linux on `examples/robustness/mt-sharing-*`): a
     /// process of two threads was pinned, both threads, to one core with that core's section.
     /// Each thread now gets a core of its own and the process the union of their sections.
     #[test]
@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(s.load, [0, 0]);
     }
 
-    /// Issue 19: on a machine of two chips of one core each (the PowerPC 970FX preset), every
+    /// Regression: on a machine of two chips of one core each (the PowerPC 970FX preset), every
     /// core was given half the colors of an LLC that no other core shares. The sections cut
     /// each chip's LLC among that chip's cores.
     #[test]

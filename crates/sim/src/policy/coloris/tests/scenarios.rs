@@ -191,8 +191,8 @@ fn c1_assignments_are_stable_across_seeds() {
 const C1_HOTCOLD: &str = include_str!("../../../../../../examples/coloris/recolor-c1-hotcold.toml");
 const C4_HOTCOLD: &str = include_str!("../../../../../../examples/coloris/recolor-c4-hotcold.toml");
 
-/// The seeds the issue 19 (defect 5) tests repeat each experiment over: the paper repeats
-/// every experiment three times (Table 5's EXP(1)-(3)); five, so a coin flip cannot pass.
+/// The seeds the first-come-first-served tests repeat each experiment over: the paper repeats every
+/// experiment three times (Table 5's EXP(1)-(3)); five, so a coin flip cannot pass.
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// `f(seed)` for every seed of `SEEDS`, one thread each (the runs are independent and
@@ -216,17 +216,17 @@ fn shrinks(r: &SystemReport, name: &str) -> Vec<(f64, u64)> {
         .collect()
 }
 
-/// Issue 19, defect 5 (Table 5, C4): per-application QoS thresholds change the stable state,
-/// on every seed. On the first workload C4 equalled C1 on seeds 2-6: `skewed`'s miss rate sat
-/// at 0.40 against its own 40% LowThreshold (a coin flip per seed), `medium` never gave a color
-/// under C1 either (`small` alone covered `hungry`'s demand of 12 colors), so its LowThreshold
-/// 0 protected nothing. On `hotcold` (built for it: examples/coloris/recolor-c4-hotcold.toml)
-/// `hungry` takes whatever is freed, so who gives decides, as in the paper's C1 (4,12,40,8)
-/// vs C4 (4,16,40,4): under C4 `medium` (tonto, LowThreshold 0) keeps its 16 colors and
-/// `skewed` (gamess, LowThreshold 40%) gives; under C1 the reverse. Control: the runs differ
-/// only in the thresholds, and every shrink of `skewed` under C4 came at a miss rate between
-/// the global LowThreshold and its own, i.e. the per-application threshold made it. Measured
-/// (docs/coloris.md): C1 (4, 8, 36, 16) and C4 (4, 16, 40, 4) on seeds 1-5.
+/// Table 5, C4: per-application QoS thresholds change the stable state, on every seed. On the first
+/// workload C4 equalled C1 on seeds 2-6: `skewed`'s miss rate sat at 0.40 against its own 40%
+/// LowThreshold (a coin flip per seed), `medium` never gave a color under C1 either (`small` alone
+/// covered `hungry`'s demand of 12 colors), so its LowThreshold 0 protected nothing. On `hotcold`
+/// (built for it: examples/coloris/recolor-c4-hotcold.toml) `hungry` takes whatever is freed, so
+/// who gives decides, as in the paper's C1 (4,12,40,8) vs C4 (4,16,40,4): under C4 `medium` (tonto,
+/// LowThreshold 0) keeps its 16 colors and `skewed` (gamess, LowThreshold 40%) gives; under C1 the
+/// reverse. Control: the runs differ only in the thresholds, and every shrink of `skewed` under C4
+/// came at a miss rate between the global LowThreshold and its own, i.e. the per-application
+/// threshold made it. Measured (docs/coloris.md): C1 (4, 8, 36, 16) and C4 (4, 16, 40, 4) on seeds
+/// 1-5.
 #[test]
 fn c4_per_application_thresholds_change_the_outcome_on_every_seed() {
     let runs = over_seeds(|seed| {
@@ -271,14 +271,13 @@ fn c4_per_application_thresholds_change_the_outcome_on_every_seed() {
     }
 }
 
-/// Issue 19, defect 5 (Table 4, C6): Redistribution recolors more pages the longer its window
-/// WIN, on every seed. On the first workload C6 was flat (1,050 pages at WIN = 1, 3 and 5
-/// ticks): the uniform `hungry` references all its 1,024 pages within one tick, so any window
-/// marks all of them. On `hotcold` half of `hungry`'s references read a 16 MiB stream, whose
-/// pages go unreferenced for about 100 ticks after their turn: a window of n ticks marks the
-/// hot pages and the stream pages of those n ticks. Control: the three runs differ only in WIN
-/// and expand `hungry` as often (the donors are the same), so the pages marked per expansion,
-/// not the number of expansions, make the difference.
+/// Table 4, C6: Redistribution recolors more pages the longer its window WIN, on every seed. On the
+/// first workload C6 was flat (1,050 pages at WIN = 1, 3 and 5 ticks): the uniform `hungry`
+/// references all its 1,024 pages within one tick, so any window marks all of them. On `hotcold`
+/// half of `hungry`'s references read a 16 MiB stream, whose pages go unreferenced for about 100
+/// ticks after their turn: a window of n ticks marks the hot pages and the stream pages of those n
+/// ticks. Control: the three runs differ only in WIN and expand `hungry` as often (the donors are
+/// the same), so the pages marked per expansion, not the number of expansions, make the difference.
 #[test]
 fn c6_redistribution_recolors_more_pages_the_longer_the_window_on_every_seed() {
     let configs = [
@@ -536,8 +535,8 @@ fn coloring_isolates_on_a_sliced_llc() {
 /// worse than Linux.
 #[test]
 fn overcommitted_coloris_is_no_worse_than_linux() {
-    // Pinned to the fixed-latency memory (issue 20 made the queued controller the default;
-    // docs/system.md "Memory bandwidth and queueing" says what this run shows under it).
+    // Pinned to the fixed-latency memory (the queued controller is the default; docs/system.md
+    // "Memory bandwidth and queueing" says what this run shows under it).
     let text = &format!(
         "{}\n[machine.memory]\nmodel = \"fixed\"\n",
         include_str!("../../../../../../examples/coloris/overcommit.toml")
@@ -793,9 +792,9 @@ fn warnings(r: &SystemReport) -> Vec<String> {
         .collect()
 }
 
-/// Issue 19, defect 8: the default PERIOD was 5 s of the paper's machine (10.65 G cycles),
-/// longer than every simulated run, so coloris silently acted as `static` (`monitor: []`). It
-/// is 16 scheduler ticks now; the monitor runs and moves colors to the hungry program.
+/// Regression: the default PERIOD was 5 s of the paper's machine (10.65 G cycles),
+/// longer than every simulated run, so coloris silently acted as `static` (`monitor: []`). It is 16
+/// scheduler ticks now; the monitor runs and moves colors to the hungry program.
 #[test]
 fn coloris_default_period_is_scaled_to_the_tick_so_the_monitor_acts() {
     let r = run_with(TWO, "coloris", None);
@@ -811,7 +810,7 @@ fn coloris_default_period_is_scaled_to_the_tick_so_the_monitor_acts() {
     assert!(warnings(&r).is_empty(), "{:?}", warnings(&r));
 }
 
-/// Issue 19, defect 5: the monitor ran from cycle 0, so a program's compulsory misses made it
+/// Regression: the monitor ran from cycle 0, so a program's compulsory misses made it
 /// look hot. Counts are read only after a warm-up (default one PERIOD; section 4.3 enables the
 /// monitor a minute into the runs): `fits`'s first miss rate falls once the cold start is out.
 #[test]
@@ -833,10 +832,9 @@ fn coloris_monitor_reads_counts_only_after_the_warm_up() {
     assert!(cmr_cold > 2.0 * cmr_warm, "{cmr_cold} vs {cmr_warm}");
 }
 
-/// Issue 19, defect 6: with colors from the config coloris recolored them, or (QoS pairs that
-/// disable recoloring) behaved exactly as `static`, in silence. Both are said now, in the
-/// policy report's `warnings` (printed on stderr by `cachecolor simulate`) and
-/// `colors_from_config`.
+/// Regression: with colors from the config coloris recolored them, or (QoS pairs that
+/// disable recoloring) behaved exactly as `static`, in silence. Both are said now, in the policy
+/// report's `warnings` (printed on stderr by `cachecolor simulate`) and `colors_from_config`.
 #[test]
 fn coloris_says_when_it_changed_the_configs_colors_or_behaved_as_static() {
     let given = TWO
@@ -880,12 +878,12 @@ const MT_ONE_CHIP: &str =
 const MT_CROSS_CHIP: &str =
     include_str!("../../../../../../examples/robustness/mt-sharing-cross-chip.toml");
 
-/// Issue 19: `static` and `coloris` ran at 0.11-0.16x linux on the multithreaded-sharing
+/// Regression: `static` and `coloris` ran at 0.11-0.16x linux on the multithreaded-sharing
 /// configs: the process's two threads were both pinned to one core (the least-loaded core
-/// rule, made for single-threaded programs) with one core's section, and on the two-chip
-/// 970FX that section was half of a chip's L2 that no other core shares. Each thread gets a
-/// core now, and the sections cut each chip's LLC among its own cores: with nothing to
-/// partition against, both run as linux does.
+/// rule, made for single-threaded programs) with one core's section, and on the two-chip 970FX that
+/// section was half of a chip's L2 that no other core shares. Each thread gets a core now, and the
+/// sections cut each chip's LLC among its own cores: with nothing to partition against, both run as
+/// linux does.
 #[test]
 fn static_and_coloris_do_not_serialise_a_multithreaded_process_on_one_core() {
     for (name, text) in [("one chip", MT_ONE_CHIP), ("cross chip", MT_CROSS_CHIP)] {
