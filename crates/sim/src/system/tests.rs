@@ -1271,23 +1271,30 @@ fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
                 ));
             }
         }
-        let cfg = super::system_config_from_toml(&text).unwrap();
-        let report = |batching: bool| {
-            let mut s = System::new(&cfg).unwrap();
-            assert!(!s.chips[0].uses_lean_engine(), "{preset}: the general path");
-            s.set_batching(batching);
-            s.run().unwrap();
-            s.report()
-        };
-        let (a, b) = (report(true), report(false));
-        assert!(a.invariants.is_empty(), "{preset}: {:?}", a.invariants);
+        let a = batched_equals_stepped(&text, preset);
         assert!(
             a.memory[0].mean_queue_cycles > 0.0,
             "{preset}: the controller queued"
         );
-        assert!(a.processes.iter().all(|p| p.references > 0));
-        assert_eq!(a, b, "{preset}");
     }
+}
+
+/// Runs `text` on the general path batched and record by record, requires the two reports equal
+/// (every process referenced, no invariant broken) and returns the batched one.
+fn batched_equals_stepped(text: &str, preset: &str) -> SystemReport {
+    let cfg = super::system_config_from_toml(text).unwrap();
+    let report = |batching: bool| {
+        let mut s = System::new(&cfg).unwrap();
+        assert!(!s.chips[0].uses_lean_engine(), "{preset}: the general path");
+        s.set_batching(batching);
+        s.run().unwrap();
+        s.report()
+    };
+    let (a, b) = (report(true), report(false));
+    assert!(a.invariants.is_empty(), "{preset}: {:?}", a.invariants);
+    assert!(a.processes.iter().all(|p| p.references > 0));
+    assert_eq!(a, b, "{preset}");
+    a
 }
 
 /// `burst_steps` counts the records that repeat its last first-level hit's line (of their
@@ -1330,17 +1337,6 @@ fn line_runs_equal_records_one_at_a_time_on_paper_presets() {
                 ));
             }
         }
-        let cfg = super::system_config_from_toml(&text).unwrap();
-        let report = |batching: bool| {
-            let mut s = System::new(&cfg).unwrap();
-            assert!(!s.chips[0].uses_lean_engine(), "{preset}: the general path");
-            s.set_batching(batching);
-            s.run().unwrap();
-            s.report()
-        };
-        let (a, b) = (report(true), report(false));
-        assert!(a.invariants.is_empty(), "{preset}: {:?}", a.invariants);
-        assert!(a.processes.iter().all(|p| p.references > 0));
-        assert_eq!(a, b, "{preset}");
+        batched_equals_stepped(&text, preset);
     }
 }
