@@ -243,19 +243,7 @@ impl Rig {
         c.set(Event::LlcMisses, llc_misses);
         c.set(Event::L1dMisses, 5000);
         self.now += cycles;
-        let t = Tick {
-            now: self.now,
-            interval: cycles,
-            cores: Vec::new(),
-            processes: vec![ProcessCounts {
-                pid: PID,
-                alive: true,
-                total: c,
-                interval: c,
-                readings: Vec::new(),
-            }],
-        };
-        self.e.tick(&mut self.k, &t);
+        self.e.tick(&mut self.k, &pid_tick(self.now, cycles, c));
     }
 
     fn search(&self) -> serde_json::Value {
@@ -874,9 +862,14 @@ fn tick_of(e: &mut PolluteEngine, k: &mut FakeKernel, now: &mut u64, len: u64, m
     c.set(Event::LlcAccesses, 2 * misses.max(1));
     c.set(Event::L1dMisses, len / 100);
     *now += len;
-    let t = Tick {
-        now: *now,
-        interval: len,
+    e.tick(k, &pid_tick(*now, len, c));
+}
+
+/// A tick ending at `now` whose one live process, PID, counted `c` in its `interval` cycles.
+fn pid_tick(now: u64, interval: u64, c: EventCounts) -> Tick {
+    Tick {
+        now,
+        interval,
         cores: Vec::new(),
         processes: vec![ProcessCounts {
             pid: PID,
@@ -885,8 +878,7 @@ fn tick_of(e: &mut PolluteEngine, k: &mut FakeKernel, now: &mut u64, len: u64, m
             interval: c,
             readings: Vec::new(),
         }],
-    };
-    e.tick(k, &t);
+    }
 }
 
 fn default_engine() -> (PolluteEngine, FakeKernel) {
