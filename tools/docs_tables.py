@@ -102,15 +102,20 @@ def render(table: Table, old_rows: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def _block(text: str, table: Table) -> tuple[int, int]:
-    start = f"<!-- registry-table: {table.name} -->"
+def marked_block(text: str, start: str, end: str, page: str) -> tuple[int, int]:
+    """Where the generated block opened by the marker ``start`` lies in ``text``: from just after
+    ``start`` to the first ``end`` after it (each docs generator's blocks)."""
     a = text.find(start)
     if a < 0:
-        raise SystemExit(f"{table.page}: no '{start}' marker")
-    b = text.find(END, a)
+        raise SystemExit(f"{page}: no '{start}' marker")
+    b = text.find(end, a)
     if b < 0:
-        raise SystemExit(f"{table.page}: '{start}' has no '{END}' after it")
+        raise SystemExit(f"{page}: '{start}' has no '{end}' after it")
     return a + len(start), b
+
+
+def _block(text: str, table: Table) -> tuple[int, int]:
+    return marked_block(text, f"<!-- registry-table: {table.name} -->", END, table.page)
 
 
 def parse(body: str) -> dict[str, dict[str, str]]:

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_tables import marked_block  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 END = "<!-- /headline-table -->"
 
@@ -214,14 +217,8 @@ def run_all(headlines: list[Headline], out: Path, workers: Optional[int], progre
 def splice(text: str, name: str, page: str, body: str) -> str:
     """``text`` with the block ``name`` (between ``<!-- headline-table: NAME -->`` and ``END``)
     replaced by ``body``."""
-    start = f"<!-- headline-table: {name} -->"
-    a = text.find(start)
-    if a < 0:
-        raise SystemExit(f"{page}: no '{start}' marker")
-    b = text.find(END, a)
-    if b < 0:
-        raise SystemExit(f"{page}: '{start}' has no '{END}' after it")
-    return text[: a + len(start)] + "\n" + body + "\n" + text[b:]
+    a, b = marked_block(text, f"<!-- headline-table: {name} -->", END, page)
+    return text[:a] + "\n" + body + "\n" + text[b:]
 
 
 def updated(text: str, h: Headline, res: dict[Run, dict[str, Any]]) -> str:
