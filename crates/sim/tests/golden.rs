@@ -253,72 +253,110 @@ fn shorten(doc: &mut Value) {
     }
 }
 
+/// Checks (or, with `update`, rewrites) one config's golden file: the failures it finds, in order.
+fn check_golden(path: &Path, update: bool) -> Vec<String> {
+    let name = rel(path);
+    let file = golden_file(&name);
+    let mut failures = Vec::new();
+    let mut runs = Map::new();
+    for policy in policies() {
+        let t = std::time::Instant::now();
+        runs.insert(policy.into(), run(path, policy));
+        if std::env::var_os("GOLDEN_TIMES").is_some() {
+            eprintln!("{name} {policy}: {:.2}s", t.elapsed().as_secs_f64());
+        }
+    }
+    let got = json!({ "config": format!("examples/{name}"), "runs": runs });
+    // Compared as text: serde_json's parser (without `float_roundtrip`) may read a float
+    // one ulp off, and the point is every digit.
+    let text = serde_json::to_string_pretty(&got).expect("json") + "\n";
+    if update {
+        std::fs::create_dir_all(golden_dir()).expect("golden dir");
+        std::fs::write(&file, text).expect("golden written");
+        return failures;
+    }
+    let want = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(_) => {
+            failures.push(format!("{name}: no golden file {}", file.display()));
+            return failures;
+        }
+    };
+    if want != text {
+        let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), text.lines().collect());
+        let mut shown = 0;
+        for i in 0..w.len().max(g.len()) {
+            let (x, y) = (
+                w.get(i).copied().unwrap_or(""),
+                g.get(i).copied().unwrap_or(""),
+            );
+            if x != y && shown < 5 {
+                shown += 1;
+                failures.push(format!(
+                    "{name} line {}: golden `{}`, now `{}`",
+                    i + 1,
+                    x.trim(),
+                    y.trim()
+                ));
+            }
+        }
+        if shown == 0 {
+            failures.push(format!("{name}: differs"));
+        }
+    }
+    failures
+}
+
+/// The golden file of the config at `name` (relative to `examples/`).
+fn golden_file(name: &str) -> PathBuf {
+    golden_dir().join(format!(
+        "{}.json",
+        name.trim_end_matches(".toml").replace('/', "-")
+    ))
+}
+
 #[test]
 fn golden_counts_of_every_example_under_every_policy() {
     let update = std::env::var_os("GOLDEN_UPDATE").is_some();
     let only = std::env::var("GOLDEN_ONLY").ok();
     let configs = system_configs();
     assert!(configs.len() >= 40, "found only {} configs", configs.len());
-    let mut failures = Vec::new();
-    let mut seen = Vec::new();
-    for path in &configs {
-        let name = rel(path);
-        if SKIP.contains(&name.as_str()) || only.as_deref().is_some_and(|o| !name.contains(o)) {
-            continue;
-        }
-        let file = golden_dir().join(format!(
-            "{}.json",
-            name.trim_end_matches(".toml").replace('/', "-")
-        ));
-        seen.push(file.clone());
-        let mut runs = Map::new();
-        for policy in policies() {
-            let t = std::time::Instant::now();
-            runs.insert(policy.into(), run(path, policy));
-            if std::env::var_os("GOLDEN_TIMES").is_some() {
-                eprintln!("{name} {policy}: {:.2}s", t.elapsed().as_secs_f64());
+    let todo: Vec<&PathBuf> = configs
+        .iter()
+        .filter(|path| {
+            let name = rel(path);
+            !SKIP.contains(&name.as_str()) && only.as_deref().is_none_or(|o| name.contains(o))
+        })
+        .collect();
+    let seen: Vec<PathBuf> = todo.iter().map(|p| golden_file(&rel(p))).collect();
+    // The configs are independent runs: one worker per host CPU takes the next config, and the
+    // failures are put back in config order, so the message does not depend on the schedule.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(todo.len().max(1));
+    let mut per_config: Vec<Vec<String>> = vec![Vec::new(); todo.len()];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = todo.get(i) else { break };
+                        done.push((i, check_golden(path, update)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, f) in h.join().expect("golden worker panicked") {
+                per_config[i] = f;
             }
         }
-        let got = json!({ "config": format!("examples/{name}"), "runs": runs });
-        if update {
-            std::fs::create_dir_all(golden_dir()).expect("golden dir");
-            let text = serde_json::to_string_pretty(&got).expect("json") + "\n";
-            std::fs::write(&file, text).expect("golden written");
-            continue;
-        }
-        // Compared as text: serde_json's parser (without `float_roundtrip`) may read a float
-        // one ulp off, and the point is every digit.
-        let text = serde_json::to_string_pretty(&got).expect("json") + "\n";
-        let want = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(_) => {
-                failures.push(format!("{name}: no golden file {}", file.display()));
-                continue;
-            }
-        };
-        if want != text {
-            let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), text.lines().collect());
-            let mut shown = 0;
-            for i in 0..w.len().max(g.len()) {
-                let (x, y) = (
-                    w.get(i).copied().unwrap_or(""),
-                    g.get(i).copied().unwrap_or(""),
-                );
-                if x != y && shown < 5 {
-                    shown += 1;
-                    failures.push(format!(
-                        "{name} line {}: golden `{}`, now `{}`",
-                        i + 1,
-                        x.trim(),
-                        y.trim()
-                    ));
-                }
-            }
-            if shown == 0 {
-                failures.push(format!("{name}: differs"));
-            }
-        }
-    }
+    });
+    let mut failures: Vec<String> = per_config.into_iter().flatten().collect();
     if only.is_none() && !update {
         // A golden file whose config is gone is stale.
         for e in std::fs::read_dir(golden_dir()).expect("golden dir") {
