@@ -15,7 +15,7 @@ import pytest
 
 import cachecolor
 from cachecolor import _core
-from conftest import two_level_machine
+from conftest import interruptible, two_level_machine
 from cachecolor.oracles import (
     OracleError,
     check_partition,
@@ -293,7 +293,7 @@ def test_report_oracle_shows_progress_and_stops_on_ctrl_c(tmp_path):
 
     config = tiny(tmp_path, [("sensitive", "uniform", "48KiB"), ("stream", "sequential", "1MiB")], refs=400_000)
     out = tmp_path / "rep"
-    proc = subprocess.Popen([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "partition",
+    proc = interruptible([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "partition",
                              "--oracle-steps", "8", "--workers", "1", "--out", str(out), "--no-plots"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     points = out / "points"
@@ -385,7 +385,7 @@ def test_the_corun_page_profile_shows_progress_and_stops_on_ctrl_c(tmp_path):
     out = tmp_path / "rep"
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "pollute",
+        proc = interruptible([sys.executable, "-m", "cachecolor", "report", str(config), "--policy", "static", "--oracle", "pollute",
                                  "--workers", "1", "--out", str(out), "--no-plots"],
                                 stdout=subprocess.PIPE, stderr=err_file, text=True)
         deadline = time.monotonic() + 600

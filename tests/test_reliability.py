@@ -726,6 +726,27 @@ def test_stop_check_runs_per_block_of_records_not_per_tick(tmp_path):
     assert rc == 130, proc.stderr.read()
 
 
+def test_every_interrupt_test_starts_its_child_with_sigint_restored(repo):
+    """Bug: two oracle interrupt tests started their child with plain ``subprocess.Popen``; under
+    ``make test &`` the child inherited SIGINT ignored, ran to the end and exited 0. Every test
+    that sends SIGINT must start the child with ``conftest.interruptible``."""
+    import ast
+
+    offenders = []
+    for path in sorted((repo / "tests").glob("test_*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+                continue
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+            signals = any(isinstance(c.func, ast.Attribute) and c.func.attr == "send_signal" for c in calls)
+            sigint = any(isinstance(n, ast.Attribute) and n.attr == "SIGINT" for n in ast.walk(node))
+            popen = any(isinstance(c.func, ast.Attribute) and c.func.attr == "Popen" for c in calls)
+            if signals and sigint and popen:
+                offenders.append(f"{path.name}::{node.name}")
+    assert not offenders, f"SIGINT sent to a child not started with interruptible(): {offenders}"
+
+
 def test_interrupt_tests_pass_as_a_background_job_of_a_noninteractive_shell(repo):
     # `make test &` (or nohup, a CI runner): the shell starts its children with SIGINT ignored;
     # the interrupt tests reset it in their children (conftest.interruptible), so they pass.
