@@ -115,8 +115,9 @@ golden: ## Regenerate the golden counts (crates/sim/tests/golden/) and show what
 	@git --no-pager diff --stat -- crates/sim/tests/golden
 	@git --no-pager diff -U0 -- crates/sim/tests/golden
 
-docs-tables: build ## Rewrite the docs' tables of policies, allocators and presets from the registries (tools/docs_tables.py)
+docs-tables: build ## Rewrite the docs' tables of policies, allocators and presets from the registries (tools/docs_tables.py) and _core.pyi's policy-report TypedDicts from the Rust report structs (tools/report_stubs.py)
 	$(PY) tools/docs_tables.py
+	$(PY) tools/report_stubs.py
 
 docs-headlines: build ## Rewrite the docs' headline tables (rocs, thread-cluster, COLORIS C1) by running the examples under the current defaults (tools/headline_tables.py; minutes of CPU, not run by make test)
 	nice -n 10 $(PY) tools/headline_tables.py

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -175,3 +176,18 @@ needs_valgrind = _skip_unless("valgrind", "valgrind")
 needs_cc = pytest.mark.skipif(
     not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler (apt-get install gcc)"
 )
+
+
+def load_tool(name: str):
+    """``tools/NAME.py`` as a module (the tools are scripts, not a package; they import each
+    other from their folder)."""
+    path = Path(__file__).resolve().parent.parent / "tools" / f"{name}.py"
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module

@@ -7,26 +7,16 @@ Whether the committed figures are current needs the runs (minutes, and an hour, 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool(name: str):
-    path = ROOT / "tools" / f"{name}.py"
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
+    return load_tool(name)
 
 
 def _blocks():

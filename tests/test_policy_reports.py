@@ -29,6 +29,7 @@ import pytest
 import cachecolor
 from cachecolor import _core
 from cachecolor.system import load_system_config
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -87,8 +88,9 @@ def load_stub() -> dict[str, Any]:
 STUB_NS = load_stub()
 
 
-def report_type_name(policy: str) -> str:
-    return "".join(part.capitalize() for part in policy.split("-")) + "Report"
+def report_type_name(policy: str) -> Optional[str]:
+    """The policy's report TypedDict: the struct its registry line names (None: it reports null)."""
+    return _core.POLICY_REPORTS[policy]
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -237,16 +239,17 @@ def test_runs_name_registered_policies():
 @pytest.mark.parametrize("policy", _core.POLICIES)
 def test_policy_report_matches_its_typeddict(policy):
     name = report_type_name(policy)
-    tp = STUB_NS.get(name)
+    assert name is None or name in STUB_NS, f"{name} is not in _core.pyi: run make docs-tables"
+    tp = STUB_NS[name] if name else None
     for i, report in enumerate(reports(policy)):
         where = f"{policy} on {RUNS.get(policy, DEFAULT_RUNS)[i][0]}"
         if tp is None:
-            assert report is None, f"{where} reports a {type(report).__name__}: add {name} to _core.pyi"
+            assert report is None, f"{where} reports a {type(report).__name__}: name its struct in its registry line"
         else:
             check(report, tp, where, set())
 
 
-@pytest.mark.parametrize("policy", [p for p in _core.POLICIES if report_type_name(p) in STUB_NS])
+@pytest.mark.parametrize("policy", [p for p in _core.POLICIES if report_type_name(p)])
 def test_every_report_typeddict_is_exercised(policy):
     tp = STUB_NS[report_type_name(policy)]
     seen: set[str] = set()
@@ -256,5 +259,37 @@ def test_every_report_typeddict_is_exercised(policy):
 
 
 def test_policy_report_union_names_every_report():
-    typed = {STUB_NS[report_type_name(p)] for p in _core.POLICIES if report_type_name(p) in STUB_NS}
+    typed = {STUB_NS[report_type_name(p)] for p in _core.POLICIES if report_type_name(p)}
     assert set(get_args(STUB_NS["PolicyReport"])) == typed | {type(None)}
+
+
+def _report_stubs():
+    return load_tool("report_stubs")
+
+
+def test_the_report_typeddicts_are_generated_from_the_rust_structs():
+    # tools/report_stubs.py (make docs-tables) writes the block between the stub's markers from
+    # the registry's report schemas; a field added, removed or retyped in Rust fails here.
+    assert _report_stubs().problems() == []
+
+
+def test_the_stub_check_sees_a_struct_that_drifted():
+    stubs = _report_stubs()
+    schemas = stubs.schemas()
+    text = STUB.read_text()
+    # A field the Rust struct gained, and one whose type changed.
+    drifted = copy.deepcopy(schemas)
+    drifted["coloris"]["properties"]["new_figure"] = {"type": "integer"}
+    assert stubs.problems(text, drifted) != []
+    retyped = copy.deepcopy(schemas)
+    retyped["coloris"]["properties"]["unit"] = {"type": "number"}
+    found = stubs.problems(text, retyped)
+    assert found and "unit: float" in found[0]
+    assert stubs.problems(text, schemas) == []
+
+
+def test_a_struct_the_stub_cannot_express_is_refused():
+    stubs = _report_stubs()
+    root = {"title": "XReport", "type": "object", "properties": {"inline": {"type": "object", "properties": {"a": {"type": "integer"}}}}}
+    with pytest.raises(stubs.SchemaError):
+        stubs.render({"x": root})

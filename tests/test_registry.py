@@ -12,7 +12,7 @@ import pytest
 
 import cachecolor
 from cachecolor import _core, cli, placement
-from conftest import two_level_machine
+from conftest import load_tool, two_level_machine
 
 REGISTRIES = ("POLICIES", "ALLOCATORS", "REPLACEMENT_POLICIES", "TRACE_FORMATS", "PREFETCHERS")
 
@@ -109,15 +109,7 @@ def test_an_unknown_policy_lists_the_registry(config, listed):
 
 
 def _docs_tables():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "tools" / "docs_tables.py"
-    spec = importlib.util.spec_from_file_location("docs_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["docs_tables"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("docs_tables")
 
 
 def test_the_docs_tables_of_policies_allocators_and_presets_match_the_registries():
@@ -142,3 +134,64 @@ def test_the_docs_table_check_sees_a_missing_a_stale_and_an_undescribed_row():
     assert list(again) == list(_core.POLICIES)
     assert again["coloris"]["what it does"] == ""
     assert again["rocs"] == rows["rocs"]
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+#: The comment that marks a line's policy names as an experiment's choice (a demo's two runs),
+#: not a list the registry should give.
+CHOSEN = "# chosen policies"
+
+
+def _hand_lists_of_policies(source: str) -> list[int]:
+    """Lines of ``source`` (Python) with a tuple, list or set literal, or a dict's keys, of two or
+    more strings that are all registered policy names: a list of policies spelled by hand (unless
+    its line ends with ``CHOSEN``)."""
+    import ast
+
+    names = set(_core.POLICIES)
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+        else:
+            continue
+        if len(items) >= 2 and all(isinstance(i, ast.Constant) and i.value in names for i in items):
+            if not lines[node.lineno - 1].rstrip().endswith(CHOSEN):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_python_file_lists_policies_by_hand():
+    # evaluate's default, the reporters, system.policy_warnings and the CLI's choices come from
+    # the registry (`_core.POLICIES`, `_core.POLICY_REPORTS`, the system report's
+    # `policy_warnings`); a new policy is its folder and its registry line, nothing here. (The
+    # experiments of tools/, which docs tables show, choose their policies by design.)
+    files = sorted((ROOT / "python" / "cachecolor").rglob("*.py"))
+    hits = [f"{p.relative_to(ROOT)}:{line}" for p in files for line in _hand_lists_of_policies(p.read_text())]
+    assert hits == []
+
+
+def test_the_hand_list_check_sees_a_list_of_policies():
+    assert _hand_lists_of_policies('POLICIES = ("rocs", "coloris")\nx = ("rocs", "other")\n') == [1]
+    assert _hand_lists_of_policies('R = {"rocs": 1, "thread-cluster": 2}\nif p in ["static", "linux"]: pass\n') == [1, 2]
+    assert _hand_lists_of_policies(f'run(["linux", "rocs"])  {CHOSEN}\n') == []
+
+
+def test_no_docs_line_lists_every_policy_by_hand():
+    # Outside the generated tables (`make docs-tables`), no line of the docs names every
+    # registered policy: such a list goes stale with the next policy.
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    hits = []
+    for page in pages:
+        text = re.sub(r"<!-- registry-table: [\w-]+ -->.*?<!-- /registry-table -->", "", page.read_text(), flags=re.S)
+        for i, line in enumerate(text.splitlines(), 1):
+            if all(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", line) for n in _core.POLICIES):
+                hits.append(f"{page.relative_to(ROOT)}: {line[:80]}")
+    assert hits == []

@@ -150,15 +150,22 @@ def problems() -> list[str]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def generator_main(argv: list[str], script: str, problems: Callable[[], list[str]], write: Callable[[], None]) -> int:
+    """A generator's command line: ``--check`` prints ``problems()`` and exits 1 if there are
+    any; no argument runs ``write()``; anything else is a usage error (exit 2)."""
     if argv == ["--check"]:
         found = problems()
         for p in found:
             print(p, file=sys.stderr)
         return 1 if found else 0
     if argv:
-        print("usage: python tools/docs_tables.py [--check]", file=sys.stderr)
+        print(f"usage: python tools/{script} [--check]", file=sys.stderr)
         return 2
+    write()
+    return 0
+
+
+def write_tables() -> None:
     for table in TABLES:
         path = ROOT / table.page
         text = path.read_text()
@@ -166,7 +173,10 @@ def main(argv: list[str]) -> int:
         if new != text:
             path.write_text(new)
             print(f"updated the {table.name} table in {table.page}")
-    return 0
+
+
+def main(argv: list[str]) -> int:
+    return generator_main(argv, "docs_tables.py", problems, write_tables)
 
 
 if __name__ == "__main__":

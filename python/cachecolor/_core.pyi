@@ -6,8 +6,8 @@ of calling these directly. ``tests/test_api.py`` checks that this stub and the c
 name the same functions and exceptions.
 
 The TypedDicts at the end (``RocsReport``, ``ColorisReport``, ...) are each OS policy's own
-report (``policy_report`` in ``simulate_system``'s JSON), field for field the Rust structs of
-``crates/sim/src/policy/NAME/report.rs``; they exist for type checkers only (import them under
+report (``policy_report`` in ``simulate_system``'s JSON), generated from the Rust structs of
+``crates/sim/src/policy/NAME/report.rs`` (``make docs-tables``); they exist for type checkers only (import them under
 ``typing.TYPE_CHECKING``). ``tests/test_policy_reports.py`` runs every policy and checks that
 its report has exactly these keys, recursively.
 """
@@ -364,6 +364,13 @@ def host_caches() -> list[tuple[int, str, int, int, int, int]]:
 
 POLICIES: list[str]
 """The OS policies a system config's ``[policy] name`` may give, in registry order."""
+POLICY_REPORTS: dict[str, Optional[str]]
+"""Each policy's report TypedDict below (None: it reports null), from its registry line."""
+
+def policy_report_schemas() -> str:
+    """Every policy's report schema as JSON, ``{policy: schema or null}`` in registry order (JSON
+    Schema 2020-12 of its report struct, as serialized); ``tools/report_stubs.py`` writes the
+    report TypedDicts below from it."""
 ALLOCATORS: list[str]
 """The page allocators ``[memory] allocator`` may give."""
 REPLACEMENT_POLICIES: list[str]
@@ -480,285 +487,477 @@ def placed_page_tallies(
 
 
 # Each OS policy's report (`Policy::report`, `policy_report` in the system report): one
-# TypedDict per struct of crates/sim/src/policy/NAME/report.rs, named `<Policy>Report` after the
-# policy's config name (`mrc-partition` -> `MrcPartitionReport`). A policy without one here
-# reports null (`linux`, `static`). Keys are exactly the struct's serialized fields
-# (tests/test_policy_reports.py); numbers are `int` where Rust has an integer, `float` where
-# it has an f64 (serde writes `0.0`, never `0`, for an f64). A Rust tuple is a JSON array: a
-# `tuple[...]` here (its length and each position checked), a list at run time.
+# TypedDict per struct its registry line names, written from the structs' JSON schemas by
+# tools/report_stubs.py. A policy whose line names none reports null (`linux`, `static`).
+# Numbers are `int` where Rust has an integer, `float` where it has an f64 (serde writes `0.0`,
+# never `0`, for an f64); a Rust tuple is a JSON array: a `tuple[...]` here, a list at run time.
 
-# --- rocs and global-pollute (crates/sim/src/policy/rocs/report.rs) ---
+# <generated: policy reports (tools/report_stubs.py)>
+# Generated from each policy's report struct (its registry line in crates/sim/src/policy/mod.rs,
+# `report: Struct`): do not edit here; `make docs-tables` rewrites it and
+# tests/test_policy_reports.py fails while it differs.
+
+# --- rocs, global-pollute: RocsReport ---
 
 class RocsConfig(TypedDict):
-    """``[policy.rocs]`` / ``[policy.global-pollute]`` as the run used them (``PolluteConfig``)."""
+    """`[policy.rocs]` and `[policy.global-pollute]`: defaults are the papers' values, scaled (1 M
+    simulated cycles stand for the paper's billion).
+    """
 
-    buffer_size: Optional[int]
-    throttle_cycles: int
-    sample_cost_cycles: int
-    handler_lines: int
-    profile_cycles: int
-    warmup_cycles: int
-    target_miss_rate: float
-    min_llc_mpki: float
-    step_pages: int
-    min_pages: int
-    settle_cycles: int
-    measure_cycles: int
+    # Cycles the baseline (nothing mapped) is measured over, and at least 3 ticks: their
+    # tick-to-tick spread of IPC is the search's noise (one tick's IPC swings +-50% on a phased
+    # program), and three is the fewest ticks whose spread has more than one degree of freedom.
+    # Default three ticks of 2 M.
     baseline_cycles: int
-    significance: float
+    # Size of the pollute buffer, a whole number of LLC colors below the LLC's size (default: 1/16
+    # of the LLC, ROCS section 6; Azimi 4.2.2).
+    buffer_size: Optional[int]
+    # L1 lines the sample handler touches (ROCS 3.1's handler pollution).
+    handler_lines: int
+    # Most the search's page moves (into the buffer and, reserved in advance, back out) may cost, as
+    # a fraction of the unit's cycles so far, while no step has shown a significant gain. The search
+    # buys its next pages the way ski rental is played: only once the unit has run long enough that
+    # they cost at most this share (the moves' cost is the kernel's own accounting,
+    # `Kernel::policy_cycles`). Default 0.01, the do-no-harm bar (1%), the same as `mrc-partition`'s
+    # window budget; fitted to no config. Once a step gains significantly the gain pays for the rest
+    # of the walk and the moves' budget no longer binds. The same share bounds what the steps lose
+    # net against the baseline: past it, a step significantly below the baseline ends the walk (the
+    # best step kept).
     max_search_overhead: float
+    # Cycles each step's IPC is measured over (one tick of 2 M); also the window of the targeting
+    # test.
+    measure_cycles: int
+    # ... and its LLC misses per kilo-instruction over the same window reach this: what can pay for
+    # sampling. ROCS Table 2's targeted programs have an L2 MPKI of 3.0 (mgrid) to 69; "all other
+    # benchmarks ... displayed far lower" MPKI (section 6). A program that fits the LLC can still
+    # show a high miss rate on few accesses; COLORIS's Cache Utilization Monitor reads such a miss
+    # rate as zero for the same reason (section 3.3, its minimum references). 0 targets on the miss
+    # rate alone.
+    min_llc_mpki: float
+    # Pages at the bottom of the stack the search never maps (Algorithm 1's `minPages`).
+    min_pages: int
+    # Best-offline runs: map exactly the top N pages of the stack, no search.
+    offline_pages: Optional[int]
+    # Phase-detection window in cycles (ROCS 5.1 computes the IPC every 1 billion cycles; the
+    # examples' window was 10 ticks of 2 M).
     phase_cycles: int
     phase_metric: Literal["ipc", "llc-mpki"]
+    # Relative change of the metric that counts as a new phase.
     phase_threshold: float
+    # Cycles a profile lasts (the examples' 4 ticks of 2 M cycles). Like every duration below it is
+    # counted in simulated cycles, as the paper counts (ROCS 5.1, 6.2), never in policy ticks: a
+    # stage ends at the first tick at which it has run this long, so its length does not move with
+    # `[scheduler] tick`.
+    profile_cycles: int
+    # Profile with the prefetcher on (ROCS Figure 8's third bar).
     profile_prefetch: bool
-    offline_pages: Optional[int]
+    # Cycles one sample interrupt costs (ROCS Figure 6's overheads of 15-65% at one per 5-10 K
+    # cycles put it at about 1-3 K).
+    sample_cost_cycles: int
+    # Cycles left out after each step before measuring (the examples' one tick of 2 M).
+    settle_cycles: int
+    # A step counts as a gain only when its IPC exceeds the baseline's by this many standard errors
+    # of the difference (`noise x sqrt(1/step ticks + 1/baseline ticks)`); the best of those is
+    # kept. Default 2, the usual ~95% bar; with no step above it Algorithm 1 keeps no page (its
+    # minimal set).
+    significance: float
+    # Pages mapped per search step (0: a sixteenth of the stack, at least 1).
+    step_pages: int
+    # A unit is profiled once its LLC miss rate over a `measure_cycles` window exceeds this (ROCS
+    # Table 2: 25%) ...
+    target_miss_rate: float
+    # At most one sample interrupt per this many cycles (ROCS 3.1, 5.1: 5 K).
+    throttle_cycles: int
+    # Cycles of a second profile after the search, with the buffer in place (0: none).
     verify_cycles: int
+    # Cycles before the first profile (ROCS 6.2: "after the first 4 billion cycles", at the configs'
+    # scale of 1 M simulated cycles per billion).
+    warmup_cycles: int
 
 class RocsStep(TypedDict):
-    """One step of a search (Algorithm 1, ROCS 5.2): stack pages in the buffer and the IPC measured."""
+    """One step of a search (Algorithm 1, ROCS 5.2): pages mapped and the IPC measured."""
 
-    pages: int
     ipc: float
-    ticks: int
+    # Stack pages in the buffer during the measurement.
+    pages: int
+    # Whether it beat the baseline by `significance` standard errors (a gain, not noise).
     significant: bool
+    # Ticks the IPC was measured over.
+    ticks: int
+    # Ticks it waited for the budget to buy its pages.
     waited_ticks: int
 
 class RocsSearch(TypedDict):
-    """One search (``SearchLog``). ``chosen`` (Algorithm 1's return value) and ``pages`` are
-    None while it has not returned (the run or the unit's processes ended mid-search);
-    ``skipped`` says why no search ran on the profile; ``loss_cycles`` is what its steps lost
-    net against the baseline, ``stopped`` why the walk ended before the stack did. ``profile`` rows are (pid, vpn, samples,
-    misses)."""
+    """One search (ROCS 5.2, Algorithm 1 FindPollutePages), kept as it runs."""
 
-    time: int
+    # IPC with nothing mapped.
+    baseline_ipc: float
+    # Pages left in the buffer (Algorithm 1's return value); `None` (null) until it returns (a
+    # search the run ended in the middle of chose nothing).
+    chosen: Optional[int]
+    # Cycles the search's steps lost against the baseline (each step's settling and measuring cycles
+    # times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at 0: the
+    # search's cost beside its page moves.
+    loss_cycles: float
+    # Cycles the unit's page moves had cost when the search ended (all searches so far), and the
+    # unit's cycles by then: the budget's two sides.
+    move_cycles: int
+    # Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own ticks
+    # when `measure_cycles` spans more than one), relative to the baseline IPC.
+    noise: float
+    # `(pid, vpn)` of the chosen pages, top of the stack first; `None` as `chosen`.
+    pages: Optional[list[tuple[int, int]]]
+    # The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
+    profile: list[tuple[int, int, int, int]]
+    # Why no search ran on this profile (`null`: it ran).
+    skipped: Optional[str]
+    # Pages in the miss-rate stack, and pages mapped per step.
     stack_pages: int
     step_pages: int
-    baseline_ipc: float
-    noise: float
     steps: list[RocsStep]
-    move_cycles: int
-    unit_cycles: int
-    chosen: Optional[int]
-    skipped: Optional[str]
-    loss_cycles: float
+    # Why the walk stopped before the end of the stack (`null`: it walked it all, or the run ended
+    # first).
     stopped: Optional[str]
-    pages: Optional[list[tuple[int, int]]]
-    profile: list[tuple[int, int, int, int]]
+    # Tick time the profile ended.
+    time: int
+    unit_cycles: int
+    # The after-search profile (`verify_cycles`), same shape.
     verify_profile: list[tuple[int, int, int, int]]
 
 class RocsUnit(TypedDict):
-    """A unit profiled and searched together (``rocs``: a process; ``global-pollute``: all)."""
+    """One unit: a set of address spaces profiled and searched together (`rocs`: a process;
+    `global-pollute`: all of them).
+    """
 
-    pids: list[int]
-    profiles: int
-    phase_changes: int
-    in_buffer: int
-    move_cycles: int
-    unit_cycles: int
+    # The run ended with a step waiting for the budget to buy its pages.
     budget_bound: bool
+    # Its pages in the buffer at the end.
+    in_buffer: int
+    # Cycles the kernel spent moving its pages into and out of the buffer, and the cycles its
+    # processes ran: the search budget's two sides (`max_search_overhead`).
+    move_cycles: int
+    phase_changes: int
+    # Every process the unit ever had.
+    pids: list[int]
+    # Profiles taken (the after-search `verify_cycles` profiles included) and phase changes detected
+    # (ROCS 5.1).
+    profiles: int
+    # The run ended, or its processes exited, mid-search: its last search has `chosen` and `pages`
+    # null.
     search_unfinished: bool
     searches: list[RocsSearch]
+    unit_cycles: int
 
 class RocsReport(TypedDict):
-    """The pollute engine's report (ROCS sections 3-5; Azimi et al. 4.2). ``pollute_color_in_use``
-    rows are (time, in normal use, chips reserved)."""
+    """The report of the pollute engine, under `rocs` (ROCS, papers/000, sections 3-5) or
+    `global-pollute` (Azimi et al. case study 2, section 4.2).
+    """
 
-    warnings: list[str]
-    policy: Literal["rocs", "global-pollute"]
-    pollute_colors: list[int]
-    pollute_color_in_use: list[tuple[int, bool, list[int]]]
-    pollute_color_reserved: bool
+    # The `[policy.rocs]` / `[policy.global-pollute]` settings the run used.
+    config: RocsConfig
+    # Pages moved off the buffer's colors when they were taken out of normal use.
     pages_moved_off_pollute_color: int
+    pages_restored: int
+    # Pages moved into the buffer, and back out of it, over every search.
+    pages_to_buffer: int
+    # `rocs` or `global-pollute`.
+    policy: str
+    # `[time, in normal use, chips reserved]` at each change: the colors start in normal use and are
+    # taken out when a unit is first targeted (ROCS 5.1).
+    pollute_color_in_use: list[tuple[int, bool, list[int]]]
+    # The buffer's colors are out of normal use on some chip at the end.
+    pollute_color_reserved: bool
+    # The pollute buffer's LLC colors (ROCS section 4; `PolluteEngine::buffer_colors`).
+    pollute_colors: list[int]
+    # The sampled event (`rocs`: L1D misses, ROCS 3.1; `global-pollute`: LLC accesses, Azimi 4.2.1).
     sampled_event: str
+    # Samples delivered, and those taken while their unit profiled.
     samples: int
     samples_used: int
-    pages_to_buffer: int
-    pages_restored: int
-    config: RocsConfig
     units: list[RocsUnit]
+    # What `cachecolor simulate` prints on stderr: runs or units that ended mid-search.
+    warnings: list[str]
 
-GlobalPolluteReport = RocsReport
-
-# --- mrc-partition (crates/sim/src/policy/mrc-partition/report.rs) ---
-
-class MrcPartitionWindow(TypedDict):
-    """One complete window: a miss-rate curve at 0..=units units (``mae_vs_exact``: with ``exact_check``)."""
-
-    process: str
-    time: int
-    reason: Literal["start", "phase"]
-    samples: int
-    miss_rate: list[float]
-    mae_vs_exact: Optional[float]
+# --- mrc-partition: MrcPartitionReport ---
 
 class _MrcPartitionAllocation(TypedDict):
-    time: int
+    # Process -> its units `[start, end)`.
     colors: dict[str, tuple[int, int]]
+    # Cycles.
+    time: int
 
 class MrcPartitionAllocation(_MrcPartitionAllocation, total=False):
-    """The units ``[start, end)`` per process from ``time`` on; ``shared`` (true) only when the
-    decision kept the cache shared."""
+    """The colors per process from a time on (step 4)."""
 
+    # Present (true) when the decision kept the cache shared (every process every unit).
     shared: bool
 
 class MrcPartitionPrediction(TypedDict):
-    """One process's prediction behind a decision (``ProcessPrediction``)."""
+    """One process's prediction behind a `Decision`."""
 
-    shared_occupancy_units: float
-    measured: bool
-    shared_miss_rate: float
-    partitioned_miss_rate: float
     horizon_cycles: float
+    # Whether `shared_miss_rate` was measured (else predicted from the curves).
+    measured: bool
+    partitioned_miss_rate: float
+    shared_miss_rate: float
+    shared_occupancy_units: float
 
 class MrcPartitionDecision(TypedDict):
-    """Partition or keep sharing: ``Decision``'s fields (partition ...
-    reason) and what it was made from (``DecisionRecord``)."""
+    """One allocation's decision with what it was made from."""
 
-    partition: bool
-    shared_misses_per_kcycle: float
-    partitioned_misses_per_kcycle: float
-    cycles_saved: float
-    noise_cycles: float
-    cost_cycles: float
-    reason: str
-    time: int
-    processes: dict[str, MrcPartitionPrediction]
-    pages_to_move: int
-    move_cost_cycles: int
-    window_cost_cycles: int
-    miss_penalty_cycles: int
+    # `partition` or `shared` (`always_partition` partitions whatever `partition` says).
     applied: Literal["partition", "shared"]
+    # Page moves plus the windows' interrupts.
+    cost_cycles: float
+    # Predicted cycles saved over the horizon (each process's cycles run so far).
+    cycles_saved: float
+    # Cycles an LLC miss avoided saves (`MachineInfo::llc_miss_penalty`).
+    miss_penalty_cycles: int
+    move_cost_cycles: int
+    # Two standard errors of `cycles_saved` from the windows' sampling.
+    noise_cycles: float
+    # Pages outside their process's new colors (lazily: those in use) and what moving them costs
+    # (`pages_to_move x MachineInfo::page_move_cycles`).
+    pages_to_move: int
+    partition: bool
+    partitioned_misses_per_kcycle: float
+    # Process -> its prediction.
+    processes: dict[str, MrcPartitionPrediction]
+    reason: str
+    # Times the decision was retaken and kept the cache shared since the last one recorded.
     reconsidered_before: int
-
-class MrcPartitionPhaseChange(TypedDict):
+    # LLC misses per kilo-cycle, summed over the processes: shared (measured where it was) and
+    # predicted under the partition.
+    shared_misses_per_kcycle: float
+    # Cycles.
     time: int
-    process: str
-    l1_mpki_before: float
-    l1_mpki_now: float
-
-class MrcPartitionWindowWanted(TypedDict):
-    """A process waiting for a window it cannot afford yet (``max_window_overhead``)."""
-
-    process: str
-    reason: Literal["start", "phase"]
-    cycles_run: int
+    # The windows' interrupts not yet paid for by a partition.
+    window_cost_cycles: int
 
 class MrcPartitionOutOfMemory(TypedDict):
+    """A process whose partition had no free frame left (`Policy::out_of_colors`)."""
+
     process: str
+    # Times it happened.
     times: int
 
-class MrcPartitionReport(TypedDict):
-    """``mrc-partition``'s report (Azimi et al. case study 1). Allocations, curves and
-    ``min_colors`` are in units of ``llc_colors_per_unit`` LLC colors."""
+class MrcPartitionPhaseChange(TypedDict):
+    """A phase change (step 5): a process's L1D MPKI moved beyond `phase_threshold`."""
 
-    colors: int
-    units: int
-    llc_colors_per_unit: int
-    lines_per_unit: int
-    window: int
-    warmup: int
-    windows: list[MrcPartitionWindow]
-    exact_miss_rate: Optional[dict[str, list[float]]]
-    allocations: list[MrcPartitionAllocation]
-    decisions: list[MrcPartitionDecision]
-    phase_changes: list[MrcPartitionPhaseChange]
-    pages_recolored: int
-    pages_marked: int
-    window_cost_cycles: int
-    windows_not_afforded: list[MrcPartitionWindowWanted]
-    out_of_memory: list[MrcPartitionOutOfMemory]
-
-# --- thread-cluster (crates/sim/src/policy/thread-cluster/report.rs) ---
-
-class ThreadClusterDetection(TypedDict):
-    """Sharing detection started (5.2 phase 1): ``period`` is N, one in N remote accesses sampled."""
-
+    # L1D misses per kilo-instruction when its curve was taken, and now.
+    l1_mpki_before: float
+    l1_mpki_now: float
+    process: str
+    # Cycles.
     time: int
-    process: Optional[str]
-    remote_stall_share: float
-    period: int
 
-# `from` is a keyword: the functional form.
-ThreadClusterMigration = TypedDict("ThreadClusterMigration", {"thread": int, "from": int, "to": int})
+class MrcPartitionWindow(TypedDict):
+    """One complete window: a miss-rate curve (steps 1 and 2)."""
+
+    # `exact_check`: mean absolute error against the whole-run curve over `1..=units` units
+    # (`analysis::rapidmrc`'s definition); `null` without the check.
+    mae_vs_exact: Optional[float]
+    # Miss rate of the shared cache at `0..=units` units.
+    miss_rate: list[float]
+    process: str
+    # Why it was taken: `start` or `phase`.
+    reason: Literal["start", "phase"]
+    # Sampled misses it saw.
+    samples: int
+    # Cycles, when the window completed.
+    time: int
+
+class MrcPartitionWindowWanted(TypedDict):
+    """A process that wants a window it cannot afford yet (`max_window_overhead`)."""
+
+    # Cycles it has run since its last window (or its start).
+    cycles_run: int
+    process: str
+    # `start` or `phase`.
+    reason: Literal["start", "phase"]
+
+class MrcPartitionReport(TypedDict):
+    """The `mrc-partition` report (Azimi et al. case study 1, section 3)."""
+
+    # The colors per process at every change.
+    allocations: list[MrcPartitionAllocation]
+    # Colors of the LLC.
+    colors: int
+    # Partition or keep sharing, per allocation.
+    decisions: list[MrcPartitionDecision]
+    # `exact_check`: process -> its whole-run miss rate at `0..=units` units (`null` without the
+    # check).
+    exact_miss_rate: Optional[dict[str, list[float]]]
+    # LLC lines per unit (the curve's x step).
+    lines_per_unit: int
+    llc_colors_per_unit: int
+    # Processes whose partition ran out of frames and fell back to every color.
+    out_of_memory: list[MrcPartitionOutOfMemory]
+    pages_marked: int
+    # Pages copied at once (eager moves and the spreading of pages in use) and pages marked for a
+    # lazy move.
+    pages_recolored: int
+    # Phase changes that asked for a new window (step 5).
+    phase_changes: list[MrcPartitionPhaseChange]
+    # Allocations, curves and `min_colors` are in units of `llc_colors_per_unit` LLC colors (unit u:
+    # every LLC color x with x mod units == u), the same share of every partitioned cache; units ==
+    # colors on a machine with one colorable shared cache.
+    units: int
+    warmup: int
+    # Sampled misses per window and its warm-up (`[policy.mrc-partition]`, RapidMRC 3.2.2).
+    window: int
+    # A window costs `window x sample_cost_cycles`.
+    window_cost_cycles: int
+    # Each complete window (a curve).
+    windows: list[MrcPartitionWindow]
+    # Processes still waiting for a window (not run long enough for it to cost at most
+    # `max_window_overhead`).
+    windows_not_afforded: list[MrcPartitionWindowWanted]
+
+# --- thread-cluster: ThreadClusterReport ---
+
+# `ThreadClusterMigration` has a key that is a Python keyword: the functional form.
+# One thread moved to another core (phase 4).
+ThreadClusterMigration = TypedDict("ThreadClusterMigration", {"from": int, "thread": int, "to": int})
 
 class ThreadClusterClustering(TypedDict):
-    """Detection ended: the clusters (thread ids), shMap occupancy per thread id, the moves made."""
+    """Detection ended: clustering (5.2, phase 3) and placement (phase 4)."""
 
-    time: int
+    # Thread ids per cluster (threads with an empty shMap are in none).
     clusters: list[list[int]]
-    shmap_entries_used: dict[str, int]
-    filter_regions: int
+    # Samples not counted because their entry monitors another region.
     collisions: int
+    # Filter entries claimed by a region (spatial sampling, 5.2.1).
+    filter_regions: int
+    # The moves made to co-locate the clusters.
     migrations: list[ThreadClusterMigration]
+    # Thread id (as text) -> shMap entries with a nonzero counter.
+    shmap_entries_used: dict[str, int]
+    # Tick time (cycles).
+    time: int
+
+class ThreadClusterDetection(TypedDict):
+    """Detection started (5.2, phase 1 -> 2)."""
+
+    # N: one in N remote accesses sampled (5.2.1), as first set.
+    period: int
+    # The process whose remote stalls crossed `stall_threshold` (`null`: unnamed).
+    process: Optional[str]
+    # Its remote-access stall cycles over all its stall cycles in the last interval.
+    remote_stall_share: float
+    # Tick time (cycles).
+    time: int
 
 class ThreadClusterReport(TypedDict):
-    """``thread-cluster``'s report (Azimi et al. case study 3, 5.2)."""
+    """The `thread-cluster` report (Azimi et al. case study 3, section 5.2)."""
 
-    shmap_entries: int
-    region_bytes: int
-    detections: list[ThreadClusterDetection]
+    # Each end of detection: the clusters found and the migrations made (phases 3 and 4).
     clusterings: list[ThreadClusterClustering]
+    # Each start of sharing detection (phase 1's remote-stall share above the threshold).
+    detections: list[ThreadClusterDetection]
+    # Threads migrated over the run.
     migrations: int
+    # Bytes per monitored region (5.2.1: 128, the coherence unit).
+    region_bytes: int
+    # Counters per shMap (5.2.1: 256).
+    shmap_entries: int
 
-# --- coloris (crates/sim/src/policy/coloris/report.rs) ---
-
-class ColorisProcess(TypedDict):
-    """A process at the end: its local cores, QoS thresholds (%), colors and page moves."""
-
-    pid: int
-    name: str
-    core: int
-    cores: list[int]
-    low: float
-    high: float
-    colors: list[int]
-    shrink_marked: int
-    selective_moved: int
-    redistribution_marked: int
-    out_of_memory_allocs: int
+# --- coloris: ColorisReport ---
 
 class ColorisColorsAt(TypedDict):
-    """A process's colors at a time (``history``, ``returned``, ``released``)."""
+    """A process's colors at a time (`history`, `returned`, `released`)."""
 
-    time: int
-    process: str
     colors: list[int]
+    process: str
+    # Cycles.
+    time: int
 
 class ColorisMonitorCall(TypedDict):
-    """One MONITOR(cmr) call (Algorithm 1); ``colors``: how many it has after."""
+    """One MONITOR(cmr) call (Algorithm 1)."""
 
-    time: int
-    process: str
-    cmr: float
+    # LLC accesses over the PERIOD.
     accesses: int
-    decision: Literal["none", "hot", "expand", "shrink"]
+    # LLC misses / LLC accesses over the PERIOD (0 below `min_references` accesses).
+    cmr: float
+    # Colors it has after the call.
     colors: int
+    # `none`, `hot` (isHot set, waiting for a donor), `expand` or `shrink`.
+    decision: Literal["none", "hot", "expand", "shrink"]
+    process: str
+    # Cycles.
+    time: int
+
+class ColorisProcess(TypedDict):
+    """One process as the Page Color Manager knows it at the end (section 3.2)."""
+
+    # Its assignment at the end.
+    colors: list[int]
+    # Its first local core, and all of them (one per thread).
+    core: int
+    cores: list[int]
+    high: float
+    # Its QoS thresholds (% of LLC miss rate).
+    low: float
+    name: str
+    # ALLOC_COLORS runs because a fault found it out of memory in its colors.
+    out_of_memory_allocs: int
+    pid: int
+    redistribution_marked: int
+    selective_moved: int
+    # Pages marked on shrink (lazy recoloring), moved at once by Selective Moving, marked by
+    # Redistribution.
+    shrink_marked: int
 
 class ColorisRedistribution(TypedDict):
-    time: int
-    process: str
+    """One closed Redistribution window (section 3.2, "Recoloring Engine")."""
+
+    # Accessed pages marked for a lazy move.
     marked: int
+    process: str
+    # Cycles.
+    time: int
 
 class ColorisReport(TypedDict):
-    """``coloris``'s report (COLORIS sections 3.2-3.3); thresholds in % of LLC miss rate."""
+    """The `coloris` report (COLORIS sections 3.2-3.3, Algorithm 1)."""
 
-    period: int
-    win: int
-    warmup: int
-    unit: int
-    expansion: Literal["selective-moving", "redistribution"]
-    high_threshold: float
-    low_threshold: float
-    processes: list[ColorisProcess]
-    history: list[ColorisColorsAt]
-    monitor: list[ColorisMonitorCall]
-    violations: list[str]
-    returned: list[ColorisColorsAt]
-    released: list[ColorisColorsAt]
-    redistributions: list[ColorisRedistribution]
+    # Processes whose colors came from the config (`[[processes]] colors`).
     colors_from_config: list[str]
+    # The Recoloring Engine's expansion (Selective Moving or Redistribution).
+    expansion: Literal["selective-moving", "redistribution"]
+    # The global HighThreshold and LowThreshold (% of LLC miss rate, Table 2).
+    high_threshold: float
+    # Each process's assignment at every change (the plot's data).
+    history: list[ColorisColorsAt]
+    low_threshold: float
+    # Each MONITOR(cmr) call (Algorithm 1).
+    monitor: list[ColorisMonitorCall]
+    # PERIOD, WIN and the warm-up, in cycles as resolved (`[policy.coloris]` or the defaults in
+    # ticks).
+    period: int
+    # Every process, in pid order, at the end of the run.
+    processes: list[ColorisProcess]
+    # Each closed Redistribution window and the pages it marked (Table 4's pages per WIN).
+    redistributions: list[ColorisRedistribution]
+    # Colors a process left at its exit that no live process owns.
+    released: list[ColorisColorsAt]
+    # Colors freed while isCold that no requester took, given back to their donor.
+    returned: list[ColorisColorsAt]
+    # UNIT: colors added or taken at a time.
+    unit: int
+    # Invariant violations the policy found (a color of a process's pages outside its assignment
+    # after a recoloring); empty when correct.
+    violations: list[str]
+    warmup: int
+    # What `cachecolor simulate` prints on stderr: a monitor that never ran, a run in which no color
+    # moved, config colors the monitor changed.
     warnings: list[str]
+    win: int
+
+# Policies sharing another's report struct.
+GlobalPolluteReport = RocsReport
 
 PolicyReport = Union[RocsReport, MrcPartitionReport, ThreadClusterReport, ColorisReport, None]
-"""What a Rust OS policy reports (``SystemResult.policy_report``); a policy written in Python
-reports whatever its ``report`` returns."""
+"""What a Rust OS policy reports (``SystemResult.policy_report``): one of the report TypedDicts
+above, or None for a policy whose registry line names no report struct; a policy written in
+Python reports whatever its ``report`` returns."""
+# </generated: policy reports>

@@ -37,12 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import _output
+from . import _core, _output
 
 #: The papers' machines for each group size.
 MACHINES = {1: ("ppc970fx", "xeon-e5506"), 2: ("power5", "xeon-e5506"), 4: ("xeon-e5506",)}
-#: The policies evaluated (each also as its control).
-POLICIES = ("rocs", "mrc-partition", "coloris")
+#: The baseline every policy is compared with (the config's default ``[policy] name``).
+BASELINE = "linux"
+#: The policies evaluated by default (each also as its control): every registered one.
+POLICIES = tuple(p for p in _core.POLICIES if p != BASELINE)
 #: Default mixes: a cache-sensitive program beside a streaming or sparse one, and two that fit.
 PAIRS = ("zstd+stream", "bzip2+spmv", "cc1+stencil", "sqlite+xz")
 QUADS = ("zstd+bzip2+stream+xz", "sqlite+cc1+spmv+stencil")

@@ -135,37 +135,16 @@ def policy_label(effective: dict[str, Any], requested: Optional[str] = None) -> 
 
 
 def policy_warnings(doc: Mapping[str, Any]) -> list[str]:
-    """What a run's policy changed or skipped that its numbers alone do not say: the policy
-    report's own ``warnings`` (coloris, rocs), and for every built-in policy that never acted,
-    a line saying so, since the run is then linux's with the policy's costs (the audit of issue
-    19: `mrc-partition` on 17 example configs, `thread-cluster` and `rocs` where nothing was
-    targeted, all silent). A control run (``P+control``) is left to its own ``control`` counts."""
+    """What a run's policy changed or skipped that its numbers alone do not say: the system
+    report's ``policy_warnings`` (Rust ``SystemReport::policy_warnings``): the policy report's own
+    ``warnings``, then, for a policy that never acted (``Policy::never_acted``: nothing
+    partitioned, moved or migrated, so the run is linux's with the policy's costs), a line saying
+    so; a control run (``P+control``) is left to its own ``control`` counts. A report stored
+    before the field existed gives its policy report's ``warnings``."""
+    if "policy_warnings" in doc:
+        return [str(w) for w in doc["policy_warnings"] or []]
     report = doc.get("policy_report")
-    if not isinstance(report, dict):
-        return []
-    out = [str(w) for w in report.get("warnings") or []]
-    name = doc.get("policy", "")
-    if (doc.get("config") or {}).get("policy", {}).get("control"):
-        return out
-    if name == "mrc-partition" and not report.get("allocations"):
-        windows, waiting = len(report.get("windows") or []), len(report.get("windows_not_afforded") or [])
-        shared = sum(1 for d in report.get("decisions") or [] if not d.get("partition"))
-        out.append(f"mrc-partition set no partition: {windows} window(s) measured, {shared} decision(s) to keep "
-                   f"the cache shared, {waiting} process(es) never afforded a window (max_window_overhead); "
-                   "the run is linux's placement" + (" plus the windows' cost" if windows else ""))
-    elif name == "thread-cluster" and not report.get("migrations"):
-        detections = len(report.get("detections") or [])
-        out.append(f"thread-cluster migrated no thread ({detections} sharing detection(s)); the run is linux's "
-                   "scheduling" + (" plus the detection's sampling cost" if detections else ""))
-    elif name in ("rocs", "global-pollute") and not out and not report.get("pages_to_buffer"):
-        units = report.get("units") or []
-        if not any(u.get("profiles") for u in units):
-            out.append(f"{name} targeted no process (no LLC miss rate above target_miss_rate over a tick): "
-                       "nothing was sampled or moved")
-        else:
-            out.append(f"{name} moved no page into the pollute buffer: every search kept 0 pages or was skipped "
-                       "(the profile's cost remains)")
-    return out
+    return [str(w) for w in report.get("warnings") or []] if isinstance(report, dict) else []
 
 
 def apply_policy_seed(cfg: dict[str, Any], policy: "Optional[PolicySpec]", seed: Optional[int]) -> Any:

@@ -53,6 +53,22 @@ fn parse_size(text: &str) -> PyResult<u64> {
         .map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
+/// Every policy's report schema (`PolicyKind::report_schema`: JSON Schema draft 2020-12, as the
+/// report is serialized), as JSON: `{policy name: schema or null}`, in registry order.
+/// `tools/report_stubs.py` writes `_core.pyi`'s report TypedDicts from it.
+#[pyfunction]
+fn policy_report_schemas() -> String {
+    use cachecolor_sim::policy::PolicyKind;
+    let entries: Vec<String> = PolicyKind::ALL
+        .iter()
+        .map(|k| {
+            let schema = serde_json::to_string(&k.report_schema()).expect("a schema is JSON");
+            format!("{}:{schema}", serde_json::Value::from(k.name()))
+        })
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
 /// The names of every kind of a registry (`cachecolor_sim::registry`), in registry order.
 fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {
     all.iter().map(|&k| name(k)).collect()
@@ -66,6 +82,17 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use cachecolor_sim::cache::{prefetch::PrefetcherKind, ReplacementKind};
     use cachecolor_sim::{memory::AllocatorKind, policy::PolicyKind, trace::Format};
     m.add("POLICIES", names(&PolicyKind::ALL, PolicyKind::name))?;
+    // Each policy's report TypedDict (`_core.pyi`), the title of its registry line's report
+    // schema (None: the policy reports null).
+    let reports = pyo3::types::PyDict::new(m.py());
+    for k in PolicyKind::ALL {
+        let title = k
+            .report_schema()
+            .and_then(|s| s.get("title").and_then(|t| t.as_str()).map(str::to_owned));
+        reports.set_item(k.name(), title)?;
+    }
+    m.add("POLICY_REPORTS", reports)?;
+    m.add_function(wrap_pyfunction!(policy_report_schemas, m)?)?;
     m.add(
         "ALLOCATORS",
         names(&AllocatorKind::ALL, AllocatorKind::name),

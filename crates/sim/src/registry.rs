@@ -196,9 +196,42 @@ mod tests {
             ReplacementKind::NAMES,
             "lru, tree-plru (plru), random, nru, srrip, brrip, drrip, fifo"
         );
-        assert_eq!(
-            PolicyKind::NAMES,
-            "linux, static, rocs, global-pollute, mrc-partition, thread-cluster, coloris"
+    }
+
+    /// A policy is a folder of `policy/` named as its config name plus its registry line
+    /// (docs/policies.md): every folder there is a registered policy, and a registered policy
+    /// without a folder runs another's engine, reporting the same struct (`global-pollute`,
+    /// the engine of `rocs/` with one buffer for every process).
+    #[test]
+    fn every_policy_folder_is_registered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/policy");
+        let folders: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_dir())
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        let registered: std::collections::BTreeSet<String> = PolicyKind::ALL
+            .iter()
+            .map(|k| k.name().to_owned())
+            .collect();
+        let unregistered: Vec<_> = folders.difference(&registered).collect();
+        assert!(
+            unregistered.is_empty(),
+            "folders not registered: {unregistered:?}"
         );
+        let report = |k: PolicyKind| k.report_schema().map(|s| s.get("title").cloned());
+        for k in PolicyKind::ALL
+            .into_iter()
+            .filter(|k| !folders.contains(k.name()))
+        {
+            let engine = PolicyKind::ALL.into_iter().find(|&j| {
+                folders.contains(j.name()) && report(j).is_some() && report(j) == report(k)
+            });
+            assert!(
+                engine.is_some(),
+                "{k} has no folder of its own and reports no struct a policy with a folder reports"
+            );
+        }
     }
 }

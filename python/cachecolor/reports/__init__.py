@@ -7,8 +7,11 @@ Layout (one package, an explicit registry):
   ``report.md``).
 - ``fmt.py``: numbers for people and pipe tables; ``html.py``: ``report.html``.
 - ``azimi.py``, ``coloris.py``, ``rocs.py``: each policy's own tables and plots.
-- ``REPORTERS`` below is the registry: policy name -> its reporter. Nothing registers itself on
-  import; a new policy's reporter is added here (or, at run time, by assigning into the dict).
+- ``BY_REPORT`` below gives each policy report struct's reporter (``RocsReport`` -> the pollute
+  engine's tables, for each policy reporting one); ``REPORTERS``, policy name -> its reporter, is
+  made from it and the simulator's registry (``_core.POLICY_REPORTS``), so a new policy sharing a
+  struct gets its reporter with no edit here, and one with a new struct gets the generic tables
+  until its reporter is added to ``BY_REPORT`` (or, at run time, assigned into ``REPORTERS``).
 
 ``report_sweep`` is what the CLI runs: the points go through ``cachecolor.sweep`` (a process pool
 or a Dask cluster; each point stored under its content hash in ``OUT/points``, so re-running a
@@ -19,20 +22,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
+from .. import _core
 from . import azimi, coloris, rocs
 from .base import MatrixError, PolicyReporter, Run, aggregate, comparison, config_paths, report_tables, run_matrix, write_report
 
+#: Report struct (its TypedDict in ``_core.pyi``) -> the reporter of a policy reporting it.
+BY_REPORT: dict[str, Callable[[str], PolicyReporter]] = {
+    "ColorisReport": lambda policy: coloris.COLORIS,
+    "MrcPartitionReport": lambda policy: azimi.MRC_PARTITION,
+    "RocsReport": rocs.reporter,
+    "ThreadClusterReport": lambda policy: azimi.THREAD_CLUSTER,
+}
+
+#: Policy name -> its reporter: every registered policy whose report struct has one.
 REPORTERS: dict[str, PolicyReporter] = {
-    "coloris": coloris.COLORIS,
-    "global-pollute": rocs.GLOBAL_POLLUTE,
-    "mrc-partition": azimi.MRC_PARTITION,
-    "rocs": rocs.ROCS,
-    "thread-cluster": azimi.THREAD_CLUSTER,
+    policy: BY_REPORT[struct](policy) for policy, struct in _core.POLICY_REPORTS.items() if struct in BY_REPORT
 }
 
 __all__ = [
+    "BY_REPORT",
     "REPORTERS",
     "MatrixError",
     "PolicyReporter",

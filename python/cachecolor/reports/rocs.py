@@ -25,12 +25,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from .. import _core
 from .base import PolicyReporter, Run, write_report
 
 if TYPE_CHECKING:
     from .._core import RocsReport, RocsSearch
 
-POLLUTE_POLICIES = ("rocs", "global-pollute")
+#: The policies that run the pollute engine: those reporting its struct (the registry's lines).
+POLLUTE_POLICIES = tuple(p for p, struct in _core.POLICY_REPORTS.items() if struct == "RocsReport")
 #: Runs of the best-offline sweep per rocs run in a report (0, the default, turns it off;
 #: ``cachecolor report --best-offline N`` sets it).
 best_offline_points = 0
@@ -39,10 +41,6 @@ best_offline_points = 0
 best_offline_dir: Optional[Path] = None
 #: Whether Figure 8 says on stderr which best-offline runs it starts (``report -q``: no).
 best_offline_progress = True
-
-
-def _section(policy: str) -> str:
-    return "global-pollute" if policy == "global-pollute" else "rocs"
 
 
 def arrays(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -403,19 +401,16 @@ def _plots(runs: list[Run], out: Path) -> list[Path]:
     return written
 
 
-def _reporter(policy: str) -> PolicyReporter:
-    """The reporter of one policy: its own runs (and linux, the baseline), so that a report of
-    both policies does not print the tables twice."""
+def reporter(policy: str) -> PolicyReporter:
+    """The reporter of one pollute-engine policy (``reports.BY_REPORT``): its own runs (and
+    linux, the baseline), so that a report of several such policies does not print the tables
+    twice."""
 
     def own(runs: list[Run]) -> list[Run]:
         return [r for r in runs if r.policy in (policy, "linux")]
 
     return PolicyReporter(tables=lambda runs: _tables(own(runs), policy), plots=lambda runs, out: _plots(own(runs), out))
 
-
-#: This module's reporters by policy (the registry in ``reports/__init__.py`` lists them).
-ROCS = _reporter("rocs")
-GLOBAL_POLLUTE = _reporter("global-pollute")
 
 
 def demo(config: Path, out_dir: Path, quiet: bool = False) -> dict[str, Any]:
@@ -429,7 +424,8 @@ def demo(config: Path, out_dir: Path, quiet: bool = False) -> dict[str, Any]:
     say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr))
     saved, best_offline_points = best_offline_points, 0  # the demo stays fast
     try:
-        runs = run_matrix([config], policies=["linux", "rocs"], progress=lambda m: say(f"simulate {m}"))
+        # The demo's two runs: the baseline and ROCS itself.
+        runs = run_matrix([config], policies=["linux", "rocs"], progress=lambda m: say(f"simulate {m}"))  # chosen policies
         text, written = write_report(runs, out_dir)
     finally:
         best_offline_points = saved
@@ -442,4 +438,4 @@ def demo(config: Path, out_dir: Path, quiet: bool = False) -> dict[str, Any]:
     print()
     print(text)
     print(f"wrote the ROCS report to {out_dir}/report.md ({len(written)} files)")
-    return {"linux": l, "rocs": r}
+    return {"linux": l, "rocs": r}  # chosen policies

@@ -241,6 +241,14 @@ pub trait Policy: std::fmt::Debug + Send {
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// At the end of a run: why the policy never acted, if it did not (nothing partitioned, no
+    /// page moved, no thread migrated). The run is then `linux`'s placement or scheduling plus
+    /// the policy's costs, which its numbers alone do not say; the run's `policy_warnings`
+    /// carry the line beside the report's own `warnings`, except in a control run (whose moves
+    /// the kernel refuses by design). `None` by default.
+    fn never_acted(&self) -> Option<String> {
+        None
+    }
     /// The fault path (a first touch, or the lazy move of a page marked for recoloring) found
     /// no free frame in any color `allowed_colors` gave for `pid` (COLORIS section 3.2:
     /// "ALLOC_COLORS(UNIT) is invoked to add UNIT colors to a process, whenever it runs out of
@@ -352,16 +360,18 @@ impl MachineInfo {
 }
 
 /// The OS-policy registry: one line per policy gives its enum variant, its config name, its
-/// `[policy.NAME]` parameter table (if it has one: a field of `PolicyConfig`) and how to build
-/// it. From it come `PolicyKind` (`ALL`, `name()`, `NAMES`, `parse`; `crate::registry`),
-/// `PolicyConfig` with one defaulted section per policy (all may coexist in one config; only
-/// the named policy's is used) and `build`, whose `match` has one arm per line and no wildcard.
+/// `[policy.NAME]` parameter table (if it has one: a field of `PolicyConfig`), the struct its
+/// `report()` serializes (if it reports anything) and how to build it. From it come `PolicyKind`
+/// (`ALL`, `name()`, `NAMES`, `parse`; `crate::registry`; `report_schema`), `PolicyConfig` with
+/// one defaulted section per policy (all may coexist in one config; only the named policy's is
+/// used) and `build`, whose `match` has one arm per line and no wildcard.
 macro_rules! policies {
     (
         $(
             $(#[$vmeta:meta])*
             $Variant:ident = $name:literal
             $(, [$(#[$fmeta:meta])* $field:ident: $Config:ty])?
+            $(, report: $Report:ty)?
             => $build:expr
         ),+ $(,)?
     ) => {
@@ -369,6 +379,18 @@ macro_rules! policies {
             /// The OS policies a config can name (`[policy] name`).
             pub enum PolicyKind (field = "policy.name", what = "policy", plural = "policies") {
                 $( $(#[$vmeta])* $Variant = $name, )+
+            }
+        }
+
+        impl PolicyKind {
+            /// The JSON schema (draft 2020-12, as serialized) of what the policy's `report()`
+            /// returns: its report struct's, from its registry line; `None` for a policy that
+            /// reports null. `_core.policy_report_schemas()` exports them and
+            /// `tools/report_stubs.py` writes `_core.pyi`'s report TypedDicts from them.
+            pub fn report_schema(self) -> Option<schemars::Schema> {
+                match self {
+                    $( PolicyKind::$Variant => report_schema!($($Report)?), )+
+                }
             }
         }
 
@@ -423,24 +445,39 @@ macro_rules! policies {
     };
 }
 
+/// A registry line's report schema: `None` when the line names no report struct.
+macro_rules! report_schema {
+    () => {
+        None
+    };
+    ($Report:ty) => {
+        Some(
+            schemars::generate::SchemaSettings::draft2020_12()
+                .for_serialize()
+                .into_generator()
+                .into_root_schema_for::<$Report>(),
+        )
+    };
+}
+
 policies! {
     Linux = "linux" => |_, m| Ok(Box::new(Linux::new(m.colors))),
     Static = "static", [#[serde(skip_serializing_if = "StaticConfig::is_default")] static_sections: StaticConfig] => |c, m| {
         Ok(Box::new(StaticSections::configured(&c.static_sections, m)?))
     },
-    Rocs = "rocs", [rocs: PolluteConfig] => |c, m| {
+    Rocs = "rocs", [rocs: PolluteConfig], report: RocsReport => |c, m| {
         Ok(Box::new(PolluteEngine::policy(&c.rocs, pollute::Scope::PerProcess, m)?))
     },
-    GlobalPollute = "global-pollute", [#[serde(alias = "global_pollute")] global_pollute: PolluteConfig] => |c, m| {
+    GlobalPollute = "global-pollute", [#[serde(alias = "global_pollute")] global_pollute: PolluteConfig], report: RocsReport => |c, m| {
         Ok(Box::new(PolluteEngine::policy(&c.global_pollute, pollute::Scope::Global, m)?))
     },
-    MrcPartition = "mrc-partition", [mrc_partition: MrcPartitionConfig] => |c, m| {
+    MrcPartition = "mrc-partition", [mrc_partition: MrcPartitionConfig], report: MrcPartitionReport => |c, m| {
         Ok(Box::new(MrcPartition::new(&c.mrc_partition, m)?))
     },
-    ThreadCluster = "thread-cluster", [thread_cluster: ThreadClusterConfig] => |c, m| {
+    ThreadCluster = "thread-cluster", [thread_cluster: ThreadClusterConfig], report: ThreadClusterReport => |c, m| {
         Ok(Box::new(ThreadCluster::new(&c.thread_cluster, m)?))
     },
-    Coloris = "coloris", [coloris: ColorisConfig] => |c, m| Ok(Box::new(Coloris::new(&c.coloris, m)?)),
+    Coloris = "coloris", [coloris: ColorisConfig], report: ColorisReport => |c, m| Ok(Box::new(Coloris::new(&c.coloris, m)?)),
 }
 
 fn default_name() -> String {

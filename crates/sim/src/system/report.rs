@@ -504,6 +504,10 @@ pub struct SystemReport {
     pub intervals: Vec<Interval>,
     /// What the policy reports of itself (`Policy::report`; null if nothing).
     pub policy_report: serde_json::Value,
+    /// What the run's policy changed or skipped that its numbers alone do not say (`cachecolor
+    /// simulate` prints them on stderr): the `warnings` its report carries, then, but in a
+    /// control run, why it never acted (`Policy::never_acted`).
+    pub policy_warnings: Vec<String>,
     /// Present in a control run only (`[policy] control`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control: Option<ControlStats>,
@@ -527,6 +531,14 @@ impl System {
             }
         }
         invariants.extend(self.memory.check_invariants());
+        let policy_report = self
+            .policy
+            .as_ref()
+            .map_or(serde_json::Value::Null, |p| p.report());
+        let never_acted = match (&self.policy, &self.control) {
+            (Some(p), None) => p.never_acted(),
+            _ => None,
+        };
         let llc = self.event_levels.llc;
         let processes = (0..self.processes.len())
             .map(|pid| {
@@ -685,10 +697,8 @@ impl System {
             levels,
             coherence: self.coherence.stats,
             intervals: self.intervals.points.clone(),
-            policy_report: self
-                .policy
-                .as_ref()
-                .map_or(serde_json::Value::Null, |p| p.report()),
+            policy_warnings: policy_warnings(&policy_report, never_acted),
+            policy_report,
             control: self.control.clone(),
             invariants,
             pmu: self.pmu_report(),
@@ -775,4 +785,15 @@ impl System {
             }
         }
     }
+}
+
+/// `SystemReport::policy_warnings`: the strings of the report's `warnings` (a Rust policy's
+/// typed report or a Python policy's dict), then the never-acted line.
+fn policy_warnings(report: &serde_json::Value, never_acted: Option<String>) -> Vec<String> {
+    let own = report.get("warnings").and_then(|w| w.as_array());
+    own.into_iter()
+        .flatten()
+        .map(|w| w.as_str().map_or_else(|| w.to_string(), str::to_owned))
+        .chain(never_acted)
+        .collect()
 }

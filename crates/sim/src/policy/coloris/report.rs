@@ -1,12 +1,12 @@
 //! What `coloris` reports of itself (`policy_report`): `ColorisReport`, filled from the Page
-//! Color Manager's logs at the end of a run; mirrored by `ColorisReport` in
-//! `python/cachecolor/_core.pyi` and checked against it by `tests/test_policy_reports.py`.
+//! Color Manager's logs at the end of a run. Its TypedDicts in `python/cachecolor/_core.pyi` are
+//! generated from these structs' schemas (`make docs-tables`; `tests/test_policy_reports.py`).
 
 use super::{Coloris, Expansion};
 use serde::Serialize;
 
 /// The `coloris` report (COLORIS sections 3.2-3.3, Algorithm 1).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ColorisReport {
     /// PERIOD, WIN and the warm-up, in cycles as resolved (`[policy.coloris]` or the defaults
     /// in ticks).
@@ -43,7 +43,7 @@ pub struct ColorisReport {
 }
 
 /// One process as the Page Color Manager knows it at the end (section 3.2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ColorisProcess {
     pub pid: usize,
     pub name: String,
@@ -65,7 +65,8 @@ pub struct ColorisProcess {
 }
 
 /// A process's colors at a time (`history`, `returned`, `released`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ColorisColorsAt")]
 pub struct ColorsAt {
     /// Cycles.
     pub time: u64,
@@ -74,7 +75,8 @@ pub struct ColorsAt {
 }
 
 /// One MONITOR(cmr) call (Algorithm 1).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ColorisMonitorCall")]
 pub struct MonitorCall {
     /// Cycles.
     pub time: u64,
@@ -84,13 +86,15 @@ pub struct MonitorCall {
     /// LLC accesses over the PERIOD.
     pub accesses: u64,
     /// `none`, `hot` (isHot set, waiting for a donor), `expand` or `shrink`.
+    #[schemars(extend("enum" = ["none", "hot", "expand", "shrink"]))]
     pub decision: &'static str,
     /// Colors it has after the call.
     pub colors: u64,
 }
 
 /// One closed Redistribution window (section 3.2, "Recoloring Engine").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ColorisRedistribution")]
 pub struct Redistribution {
     /// Cycles.
     pub time: u64,

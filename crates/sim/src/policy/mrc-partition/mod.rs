@@ -826,6 +826,29 @@ impl Policy for MrcPartition {
     fn report(&self) -> Value {
         serde_json::to_value(self.typed_report()).expect("plain data")
     }
+
+    fn never_acted(&self) -> Option<String> {
+        if !self.allocations.is_empty() {
+            return None;
+        }
+        let windows = self.windows.len();
+        let waiting = self.procs.values().filter(|p| p.wants_window).count();
+        let shared = self
+            .decisions
+            .iter()
+            .filter(|d| !d.decision.partition)
+            .count();
+        Some(format!(
+            "mrc-partition set no partition: {windows} window(s) measured, {shared} decision(s) \
+             to keep the cache shared, {waiting} process(es) never afforded a window \
+             (max_window_overhead); the run is linux's placement{}",
+            if windows > 0 {
+                " plus the windows' cost"
+            } else {
+                ""
+            }
+        ))
+    }
 }
 
 #[cfg(test)]

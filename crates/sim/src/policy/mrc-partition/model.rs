@@ -21,7 +21,8 @@ pub struct DecisionInput {
 }
 
 /// Partition or keep the cache shared, as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionDecisionOutcome")]
 pub struct Decision {
     pub partition: bool,
     /// LLC misses per kilo-cycle, summed over the processes: shared (measured where it was)
@@ -38,7 +39,8 @@ pub struct Decision {
 }
 
 /// One process's prediction behind a `Decision`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionPrediction")]
 pub struct ProcessPrediction {
     pub shared_occupancy_units: f64,
     /// Whether `shared_miss_rate` was measured (else predicted from the curves).

@@ -1,14 +1,14 @@
 //! What `mrc-partition` reports of itself (`policy_report`): `MrcPartitionReport` and the
-//! records the policy logs as it runs (allocations, decisions, phase changes); mirrored by
-//! `MrcPartitionReport` in `python/cachecolor/_core.pyi` and checked against it by
-//! `tests/test_policy_reports.py`.
+//! records the policy logs as it runs (allocations, decisions, phase changes). Its TypedDicts in
+//! `python/cachecolor/_core.pyi` are generated from these structs' schemas (`make docs-tables`;
+//! `tests/test_policy_reports.py`).
 
 use super::{Decision, MrcPartition, ProcessPrediction};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The `mrc-partition` report (Azimi et al. case study 1, section 3).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MrcPartitionReport {
     /// Colors of the LLC.
     pub colors: u64,
@@ -47,12 +47,14 @@ pub struct MrcPartitionReport {
 }
 
 /// One complete window: a miss-rate curve (steps 1 and 2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionWindow")]
 pub struct Window {
     pub process: String,
     /// Cycles, when the window completed.
     pub time: u64,
     /// Why it was taken: `start` or `phase`.
+    #[schemars(extend("enum" = ["start", "phase"]))]
     pub reason: &'static str,
     /// Sampled misses it saw.
     pub samples: u64,
@@ -64,7 +66,8 @@ pub struct Window {
 }
 
 /// The colors per process from a time on (step 4).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionAllocation")]
 pub struct Allocation {
     /// Cycles.
     pub time: u64,
@@ -76,7 +79,8 @@ pub struct Allocation {
 }
 
 /// One allocation's decision with what it was made from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionDecision")]
 pub struct DecisionRecord {
     #[serde(flatten)]
     pub decision: Decision,
@@ -93,13 +97,15 @@ pub struct DecisionRecord {
     /// Cycles an LLC miss avoided saves (`MachineInfo::llc_miss_penalty`).
     pub miss_penalty_cycles: u64,
     /// `partition` or `shared` (`always_partition` partitions whatever `partition` says).
+    #[schemars(extend("enum" = ["partition", "shared"]))]
     pub applied: &'static str,
     /// Times the decision was retaken and kept the cache shared since the last one recorded.
     pub reconsidered_before: u64,
 }
 
 /// A phase change (step 5): a process's L1D MPKI moved beyond `phase_threshold`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionPhaseChange")]
 pub struct PhaseChange {
     /// Cycles.
     pub time: u64,
@@ -110,17 +116,20 @@ pub struct PhaseChange {
 }
 
 /// A process that wants a window it cannot afford yet (`max_window_overhead`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionWindowWanted")]
 pub struct WindowWanted {
     pub process: String,
     /// `start` or `phase`.
+    #[schemars(extend("enum" = ["start", "phase"]))]
     pub reason: &'static str,
     /// Cycles it has run since its last window (or its start).
     pub cycles_run: u64,
 }
 
 /// A process whose partition had no free frame left (`Policy::out_of_colors`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionOutOfMemory")]
 pub struct OutOfMemory {
     pub process: String,
     /// Times it happened.

@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 
 /// What decides a phase change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PhaseMetric {
     Ipc,
@@ -16,11 +16,13 @@ pub enum PhaseMetric {
 
 /// `[policy.rocs]` and `[policy.global-pollute]`: defaults are the papers' values, scaled
 /// (1 M simulated cycles stand for the paper's billion).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(rename = "RocsConfig")]
 pub struct PolluteConfig {
     /// Size of the pollute buffer, a whole number of LLC colors below the LLC's size
     /// (default: 1/16 of the LLC, ROCS section 6; Azimi 4.2.2).
+    #[schemars(with = "Option<u64>")]
     pub buffer_size: Option<Size>,
     /// At most one sample interrupt per this many cycles (ROCS 3.1, 5.1: 5 K).
     pub throttle_cycles: u64,

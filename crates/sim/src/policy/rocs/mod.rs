@@ -705,6 +705,25 @@ impl Policy for PolluteEngine {
     fn report(&self) -> serde_json::Value {
         PolluteEngine::report(self, self.scope.policy_name())
     }
+    fn never_acted(&self) -> Option<String> {
+        let name = self.scope.policy_name();
+        let r = self.typed_report(name);
+        // A unit that ended mid-search already has its warning in the report.
+        if !r.warnings.is_empty() || r.pages_to_buffer > 0 {
+            return None;
+        }
+        Some(if r.units.iter().all(|u| u.profiles == 0) {
+            format!(
+                "{name} targeted no process (no LLC miss rate above target_miss_rate over a \
+                 tick): nothing was sampled or moved"
+            )
+        } else {
+            format!(
+                "{name} moved no page into the pollute buffer: every search kept 0 pages or was \
+                 skipped (the profile's cost remains)"
+            )
+        })
+    }
 }
 
 #[cfg(test)]

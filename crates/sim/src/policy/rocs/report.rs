@@ -1,14 +1,14 @@
 //! What `rocs` and `global-pollute` report of themselves (`policy_report`): `RocsReport`, with
-//! a `RocsUnit` per unit and its searches (`SearchLog`, kept as the search runs); mirrored by
-//! `RocsReport` in `python/cachecolor/_core.pyi` and checked against it by
-//! `tests/test_policy_reports.py`.
+//! a `RocsUnit` per unit and its searches (`SearchLog`, kept as the search runs). Its TypedDicts
+//! in `python/cachecolor/_core.pyi` are generated from these structs' schemas (`make
+//! docs-tables`; `tests/test_policy_reports.py`).
 
 use super::{PolluteConfig, PolluteEngine, Stage};
 use serde::Serialize;
 
 /// The report of the pollute engine, under `rocs` (ROCS, papers/000, sections 3-5) or
 /// `global-pollute` (Azimi et al. case study 2, section 4.2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RocsReport {
     /// What `cachecolor simulate` prints on stderr: runs or units that ended mid-search.
     pub warnings: Vec<String>,
@@ -39,7 +39,7 @@ pub struct RocsReport {
 
 /// One unit: a set of address spaces profiled and searched together (`rocs`: a process;
 /// `global-pollute`: all of them).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RocsUnit {
     /// Every process the unit ever had.
     pub pids: Vec<usize>,
@@ -62,7 +62,8 @@ pub struct RocsUnit {
 }
 
 /// One step of a search (Algorithm 1, ROCS 5.2): pages mapped and the IPC measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RocsStep")]
 pub struct Step {
     /// Stack pages in the buffer during the measurement.
     pub pages: u64,
@@ -76,7 +77,8 @@ pub struct Step {
 }
 
 /// One search (ROCS 5.2, Algorithm 1 FindPollutePages), kept as it runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RocsSearch")]
 pub struct SearchLog {
     /// Tick time the profile ended.
     pub time: u64,

@@ -554,6 +554,21 @@ impl Policy for ThreadCluster {
         })
         .expect("plain data")
     }
+
+    fn never_acted(&self) -> Option<String> {
+        (self.migrations == 0).then(|| {
+            format!(
+                "thread-cluster migrated no thread ({} sharing detection(s)); the run is linux's \
+                 scheduling{}",
+                self.detections.len(),
+                if self.detections.is_empty() {
+                    ""
+                } else {
+                    " plus the detection's sampling cost"
+                }
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
 //! What `thread-cluster` reports of itself (`policy_report`), as the structs its log is kept
-//! in; mirrored by `ThreadClusterReport` in `python/cachecolor/_core.pyi` and checked against
-//! it by `tests/test_policy_reports.py`.
+//! in. Its TypedDicts in `python/cachecolor/_core.pyi` are generated from these structs' schemas
+//! (`make docs-tables`; `tests/test_policy_reports.py`).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The `thread-cluster` report (Azimi et al. case study 3, section 5.2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ThreadClusterReport {
     /// Counters per shMap (5.2.1: 256).
     pub shmap_entries: usize,
@@ -21,7 +21,8 @@ pub struct ThreadClusterReport {
 }
 
 /// Detection started (5.2, phase 1 -> 2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ThreadClusterDetection")]
 pub struct Detection {
     /// Tick time (cycles).
     pub time: u64,
@@ -34,7 +35,8 @@ pub struct Detection {
 }
 
 /// Detection ended: clustering (5.2, phase 3) and placement (phase 4).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ThreadClusterClustering")]
 pub struct Clustering {
     /// Tick time (cycles).
     pub time: u64,
@@ -51,7 +53,8 @@ pub struct Clustering {
 }
 
 /// One thread moved to another core (phase 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ThreadClusterMigration")]
 pub struct Migration {
     pub thread: usize,
     /// Core before and after.
