@@ -30,6 +30,7 @@ PY_DEPS := \
 	"pandas>=2.0" \
 	"matplotlib>=3.7" \
 	"pytest>=7.4" \
+	"pytest-xdist>=3.5" \
 	"pycachesim>=0.3.1" \
 	"libcachesim>=0.3" \
 	"tqdm>=4.66" \
@@ -106,8 +107,11 @@ test: build tools test-rust test-python test-wheel ## Build everything and run t
 test-rust: ## Rust unit and integration tests (the bindings are tested from Python)
 	$(CARGO) test --workspace --exclude cachecolor-py --release --quiet
 
+# The Python tests run on one worker per CPU (pytest-xdist); a test file stays on one worker
+# (--dist loadfile), so a module's fixtures are built once. PYTEST_WORKERS=0 runs them serially.
+PYTEST_WORKERS ?= auto
 test-python: build ## Python tests (API, CLI, bad inputs, cross-validation)
-	$(PY) -m pytest tests -q -ra
+	$(PY) -m pytest tests -q -ra -n $(PYTEST_WORKERS) --dist loadfile
 
 golden: ## Regenerate the golden counts (crates/sim/tests/golden/) and show what changed
 	GOLDEN_UPDATE=1 $(CARGO) test -p cachecolor-sim --release --quiet --test golden
