@@ -4,14 +4,17 @@ verdicts support or refute each paper claim.
 
 Each set runs the ``cachecolor report ... --oracle`` command the page shows (the runs cached in
 its ``--out`` directory by content hash and simulator build, so a second run with nothing
-changed recomputes nothing and a rebuilt simulator runs everything again) and splices the
-tables between ``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->``
-(``tools/headline_tables.py``'s markers). The matrix subset is about an hour of CPU on a 2-core
+changed recomputes nothing and a rebuilt simulator runs everything again), records the commit
+and simulator build it ran on (``OUT/measured-on.json``), and splices the tables between
+``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->`` (``tools/headline_tables.py``'s
+markers). Each block's cost line is the sum of its runs' simulation seconds (one core each):
+the CPU time the command takes with nothing cached. The whole is a few CPU-hours on a 2-core
 machine: the test suite does not run this.
 
     python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
     python tools/verdict_tables.py --check   # exit 1 if a table differs (the cost lines, measurements, aside)
     python tools/verdict_tables.py --only mixes --workers 1
+    python tools/verdict_tables.py --no-run  # rewrite the tables from the reports already in their --out folders
 """
 
 from __future__ import annotations
@@ -64,7 +67,25 @@ SETS = [
         "fits-half", "stream-beside-320k", "phased", "mix2-shared-stream-first", "streamer-beside-sensitive",
         "sliced-i3-two-fit", "mt-sharing-cross-chip")],
         ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust"),
+    # The rest of the matrix, in three sets that can be run apart: the other streams (one
+    # process each: a pure stream, and a stream beside tables of 128, 400 and 480 KiB) ...
+    VerdictSet("matrix-streams", [f"examples/robustness/{c}.toml" for c in (
+        "pure-stream", "stream-beside-128k", "stream-beside-400k", "stream-beside-480k")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-streams"),
+    # ... the other program that fits, the other two-process mixes, the sharing threads on one
+    # chip ...
+    VerdictSet("matrix-rest", [f"examples/robustness/{c}.toml" for c in (
+        "just-fits", "mix2-both-fit", "mix2-shared-stream-second", "mt-sharing-one-chip")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-rest"),
+    # ... and the four 4-process POWER5 mixes (Azimi et al.'s machine): each seed a partition
+    # climb of 12 allocations a round and 21 pollute candidates.
+    VerdictSet("matrix-power5", [f"examples/robustness/{c}.toml" for c in (
+        "mix4-power5", "mix4-power5-rot1", "mix4-power5-rot2", "mix4-power5-rot3")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-power5"),
 ]
+
+#: Where each set's report records what it was measured on.
+MEASURED_ON = "measured-on.json"
 
 #: A row above its oracle (``above_oracle``) reads as this verdict in the claims: the policy
 #: gained more than any static oracle, whatever the verdict against the headroom says.
@@ -100,11 +121,37 @@ def _f(x: Any) -> str:
     return "" if math.isnan(x) else f"{x:+.3f}"
 
 
+def _git(*args: str) -> str:
+    r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def measured_on() -> dict[str, str]:
+    """The checkout's commit (``-dirty`` with uncommitted changes to the code) and the simulator
+    build (the hash the sweep keys its points by) the reports are made with now."""
+    code = ["crates", "python", "tools", "examples", "Cargo.toml", "Cargo.lock"]
+    commit = _git("rev-parse", "--short=12", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no", "--", *code):
+        commit += "-dirty"
+    build = subprocess.run([sys.executable, "-c", "from cachecolor.sweep import simulator_build; print(simulator_build())"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"commit": commit, "build": build[:12]}
+
+
 def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
     cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
     r = subprocess.run(cmd, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
+    (ROOT / s.out / MEASURED_ON).write_text(json.dumps(measured_on()) + "\n")
+
+
+def _measured_line(s: VerdictSet) -> str:
+    try:
+        m = json.loads((ROOT / s.out / MEASURED_ON).read_text())
+    except (OSError, ValueError):
+        return "Measured on: not recorded (run `make docs-verdicts`)."
+    return f"Measured on commit `{m['commit']}` (simulator build `{m['build']}`)."
 
 
 def _cost(out: Path) -> dict[str, tuple[int, float]]:
@@ -151,7 +198,7 @@ def render_set(s: VerdictSet) -> str:
     lines.append(
         f"Cost: {np_} policy and control runs ({sp:,.0f} s of simulation), {no} oracle candidates ({so:,.0f} s) and {nf} "
         f"co-run page profiles ({sf:,.0f} s): {sp + so + sf:,.0f} s of simulation, measured on a shared 2-core machine "
-        "(`nice`, two workers) when they ran.")
+        "(`nice`, two workers) when they ran. " + _measured_line(s))
     lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in v.itertuples():
@@ -177,6 +224,17 @@ def render_set(s: VerdictSet) -> str:
         lines.append(f"| {config} | {oracle} | {_f(g['gain'].mean())} | {_cell(best)} | {int(g['runs'].sum())} "
                      f"| {g['cpu_seconds'].sum():,.0f} | {_cell(note)} |")
     return "\n".join(lines)
+
+
+#: What a set's block says while its report has not been made.
+NOT_RUN = "Not run for these tables"
+
+
+def render_unrun(s: VerdictSet) -> str:
+    """The block of a set whose report is not in its ``--out`` folder: its command, and how to run it."""
+    return "\n".join(["```", "cachecolor " + " ".join(s.args()), "```", "",
+                      f"{NOT_RUN} (no report in `{s.out}`): `python tools/verdict_tables.py --only {s.name}` runs it "
+                      "and rewrites this block."])
 
 
 def own_headroom(oracles: Any, config: str, own: list[str]) -> float:
@@ -233,19 +291,26 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", choices=[s.name for s in SETS], help="run and rewrite one set (the claims table is rewritten from every set's verdicts.csv)")
     ap.add_argument("--workers", type=int, default=2, help="processes for the runs (default 2)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--no-run", action="store_true",
+                    help="run nothing: rewrite the tables from the reports already in their --out folders (a set without one says so)")
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers {args.workers}: expected 1 or more")
     chosen = [s for s in SETS if args.only in (None, s.name)]
     for s in chosen:
-        run_set(s, args.workers, args.quiet)
+        if not args.no_run:
+            run_set(s, args.workers, args.quiet)
     path = ROOT / PAGE
     text = path.read_text()
     new = text
     for s in chosen:
-        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s))
-    if all((ROOT / s.out / "verdicts.csv").exists() for s in SETS):
-        new = splice(new, "verdicts-claims", PAGE, render_claims(SETS))
+        made = (ROOT / s.out / "verdicts.csv").exists()
+        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s) if made else render_unrun(s))
+    have = [s for s in SETS if (ROOT / s.out / "verdicts.csv").exists()]
+    if have:
+        made_of = f"From the sets {', '.join(s.name for s in have)}" + ("" if len(have) == len(SETS) else
+                  f" (not run yet: {', '.join(s.name for s in SETS if s not in have)})") + "."
+        new = splice(new, "verdicts-claims", PAGE, made_of + "\n\n" + render_claims(have))
     if args.check:
         # The cost lines are measurements of the machine the runs were made on, not results.
         if _without_costs(new) != _without_costs(text):
