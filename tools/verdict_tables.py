@@ -140,10 +140,11 @@ def measured_on() -> dict[str, str]:
 
 def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
     cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
+    on = measured_on()  # before the run: the checkout may move while it runs
     r = subprocess.run(cmd, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
-    (ROOT / s.out / MEASURED_ON).write_text(json.dumps(measured_on()) + "\n")
+    (ROOT / s.out / MEASURED_ON).write_text(json.dumps(on) + "\n")
 
 
 def _measured_line(s: VerdictSet) -> str:
