@@ -51,6 +51,28 @@ class VerdictSet:
         return ["report", *self.configs, *pol, "--seeds", str(self.seeds), "--control", "--oracle",
                 "--oracle-steps", str(self.steps), "--out", self.out, "--no-plots"]
 
+    #: Where the run keeps its points, profiles and ``results.csv``, under ``out``.
+    points_dir = ""
+    quiet_flag = "-q"
+
+
+@dataclass
+class SuiteSet(VerdictSet):
+    """One ``evaluate --oracle`` run of the real-program suite's mixes: ``configs`` are its pairs,
+    ``seeds`` its aged placements (beside the fresh one), on ``machines``, a window of
+    ``records`` per program; the traces come from ``$CACHECOLOR_CACHE`` (``cachecolor workloads
+    build`` makes them: docs/workloads.md)."""
+
+    machines: str = "xeon-e5506"
+    records: int = 2_000_000
+    points_dir = "sweep"
+    quiet_flag = "--quiet"
+
+    def args(self) -> list[str]:
+        return ["evaluate", "--out", self.out, "--only", "mixes", "--pairs", *self.configs, "--quads", "--machines", self.machines,
+                "--policies", *self.policies, "--seeds", str(self.seeds), "--records", str(self.records),
+                "--oracle", "--oracle-steps", str(self.steps)]
+
 
 SETS = [
     VerdictSet("mixes", ["examples/verdicts/both-fit-llc.toml", "examples/verdicts/sensitive-beside-stream.toml"],
@@ -82,6 +104,10 @@ SETS = [
     VerdictSet("matrix-power5", [f"examples/robustness/{c}.toml" for c in (
         "mix4-power5", "mix4-power5-rot1", "mix4-power5-rot2", "mix4-power5-rot3")],
         ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-power5"),
+    # The real-program suite: the two pairs whose programs were captured here (bzip2 and xz:
+    # 1 B-instruction regions chosen by phase; sqlite: a 20 M-record region), the first 2 M
+    # records of each, on the Xeon, the fresh placement and three aged ones.
+    SuiteSet("suite", ["bzip2+xz", "sqlite+xz"], ["rocs", "mrc-partition", "coloris"], 3, 4, "out/suite-oracle"),
 ]
 
 #: Where each set's report records what it was measured on.
@@ -139,7 +165,7 @@ def measured_on() -> dict[str, str]:
 
 
 def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
-    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
+    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + ([s.quiet_flag] if quiet else [])
     on = measured_on()  # before the run: the checkout may move while it runs
     r = subprocess.run(cmd, cwd=ROOT)
     if r.returncode != 0:
@@ -155,23 +181,25 @@ def _measured_line(s: VerdictSet) -> str:
     return f"Measured on commit `{m['commit']}` (simulator build `{m['build']}`)."
 
 
-def _cost(out: Path) -> dict[str, tuple[int, float]]:
+def _cost(out: Path, points_dir: str = "") -> dict[str, tuple[int, float]]:
     """Runs and simulated seconds of this report's points only (the folder may hold others):
     the policies' (``results.csv``'s keys), the oracles' candidates (``oracle-candidates.csv``'s)
-    and the co-run page profiles (one per linux run)."""
+    and the co-run page profiles (one per linux run); ``points_dir``: where under ``out`` the
+    sweep keeps its table, points and profiles (evaluate's ``sweep``)."""
     import pandas as pd
 
-    res = pd.read_csv(out / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
+    root = out / points_dir
+    res = pd.read_csv(root / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
     cand = pd.read_csv(out / "oracle-candidates.csv", usecols=["key"]).drop_duplicates("key")
 
     def points(keys: Any) -> tuple[int, float]:
         sec = 0.0
         for k in keys:
-            rec = json.loads((out / "points" / f"{k}.json").read_text())
+            rec = json.loads((root / "points" / f"{k}.json").read_text())
             sec += float(rec.get("elapsed", 0.0))
         return len(keys), sec
 
-    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := out / "oracle-profiles" / f"{k}.json").exists()]
+    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := root / "oracle-profiles" / f"{k}.json").exists()]
     return {"policies": points(list(res.key)), "oracles": points(list(cand.key)),
             "profiles": (len(prof), sum(float(p.get("elapsed", 0.0)) for p in prof))}
 
@@ -193,13 +221,13 @@ def render_set(s: VerdictSet) -> str:
     out = ROOT / s.out
     v = pd.read_csv(out / "verdicts.csv")
     o = pd.read_csv(out / "oracles.csv")
-    cost = _cost(out)
+    cost = _cost(out, s.points_dir)
     lines = ["```", "cachecolor " + " ".join(s.args()), "```", ""]
     (np_, sp), (no, so), (nf, sf) = cost["policies"], cost["oracles"], cost["profiles"]
     lines.append(
         f"Cost: {np_} policy and control runs ({sp:,.0f} s of simulation), {no} oracle candidates ({so:,.0f} s) and {nf} "
         f"co-run page profiles ({sf:,.0f} s): {sp + so + sf:,.0f} s of simulation, measured on a shared 2-core machine "
-        "(`nice`, two workers) when they ran. " + _measured_line(s))
+        "(`nice`) when they ran. " + _measured_line(s))
     lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in v.itertuples():
