@@ -7,9 +7,12 @@ its ``--out`` directory by content hash and simulator build, so a second run wit
 changed recomputes nothing and a rebuilt simulator runs everything again), records the commit
 and simulator build it ran on (``OUT/measured-on.json``), and splices the tables between
 ``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->`` (``tools/headline_tables.py``'s
-markers). Each block's cost line is the sum of its runs' simulation seconds (one core each):
-the CPU time the command takes with nothing cached. The whole is a few CPU-hours on a 2-core
-machine: the test suite does not run this.
+markers). Each block's cost line sums its runs' own seconds (each run's wall time in its
+worker, so inflated by a loaded machine). CPU time measured with ``/usr/bin/time`` (user +
+system, the workers included, nothing cached, at a load of 13-22 on 2 cores): ``matrix-streams``
+80 s, ``matrix-rest`` 154 s, ``suite`` 58 s (9, 22 and 14 minutes of wall time with 2, 2 and 1
+workers); ``matrix-power5`` was not run to its end (four 4-process mixes, each seed a
+partition climb: several times ``matrix-rest``). The test suite does not run this.
 
     python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
     python tools/verdict_tables.py --check   # exit 1 if a table differs (the cost lines, measurements, aside)
