@@ -236,13 +236,15 @@ def render_set(s: VerdictSet) -> str:
     for r in v.itertuples():
         lines.append(f"| {r.config} | {r.policy} | {r.seeds} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {_f(r.share)} "
                      f"| {_f(r.control)} | {_f(r.noise)} | **{r.verdict}** | {'yes' if r.above_oracle else 'no'} |")
-    lines += ["", "The reasons (`verdicts.csv`):", ""]
-    for r in v.itertuples():
-        if isinstance(r.reason, str) and r.reason:
-            lines.append(f"- {r.config}, {r.policy}: {r.reason}")
+    reasons = [f"- {r.config}, {r.policy}: {r.reason}" for r in v.itertuples() if isinstance(r.reason, str) and r.reason]
+    if reasons:
+        lines += ["", "The reasons (`verdicts.csv`):", "", *reasons]
     lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
               "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
+    # a report's configs by file name; evaluate's groups as MACHINE--PROGRAMS
     order = {Path(c).stem: i for i, c in enumerate(s.configs)}
+    order.update({str(c).split("--")[-1]: i for c, i in list(order.items())})
+    order.update({c: order.get(str(c).split("--")[-1], len(order)) for c in o["config"].unique()})
     groups = sorted(o.groupby(["config", "oracle"], sort=False), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1]))
     for (config, oracle), g in groups:
         note = "; ".join(dict.fromkeys(_short(str(x)) for x in g["note"] if isinstance(x, str) and x))
