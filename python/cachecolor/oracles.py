@@ -20,8 +20,8 @@ IPC / the same process's IPC under linux, the papers' metric; Azimi et al. 5.3).
   rerun with the simulator's exact per-page LLC tally, which costs the run nothing
   (``corun_profiles``; the run is checked to reproduce the linux run's counts), so a page's
   rate is what it suffers beside its co-runners. Prefixes of the ranking (``steps`` + 1 sizes
-  from none to all) are put in a pollute buffer of ``rocs``'s size (1/16 of the LLC unless ``[policy.rocs] buffer_size`` says
-  otherwise), every other page of every process kept off the buffer's colors. Per process
+  from none to all) are put in a pollute buffer of ``rocs``'s size (1/16 of the LLC unless
+  ``[policy.rocs] buffer_size`` says otherwise), every other page of every process kept off the buffer's colors. Per process
   (only its pages in the buffer) and machine-wide (all processes' pages ranked together: Azimi
   et al.'s shared buffer, case study 2).
 - ``oracle:mrc``: Azimi et al.'s own allocation (section 3.2's lookahead,
