@@ -34,6 +34,10 @@ def test_every_generated_block_is_in_its_page_once_and_holds_a_table(page, name)
     assert text.count(start) == 1, f"{page}: {start} missing or repeated"
     body = text[text.index(start) + len(start): text.index("<!-- /headline-table -->", text.index(start))]
     rows = [line for line in body.splitlines() if line.startswith("|")]
+    if name.startswith("verdicts-") and _tool("verdict_tables").NOT_RUN in body:
+        # a verdict set not run yet: its block names the command that fills it, and holds no stale rows
+        assert "python tools/verdict_tables.py --only " + name.removeprefix("verdicts-") in body and not rows, body
+        return
     assert len(rows) >= 3, f"{page}: the {name} block has no generated table (run make docs-headlines / docs-verdicts)"
 
 

@@ -23,6 +23,7 @@ from cachecolor.oracles import (
     corun_ranking,
     neighbours,
     page_ranking,
+    per_access_profile,
     prefix_sizes,
     process_names,
     run_oracles,
@@ -197,6 +198,9 @@ def test_pollute_oracle_ranks_pages_by_the_linux_corun_and_equals_brute_force_ma
     prof = corun_profiles(lps, out, executor="serial", progress=False)[lps[0].key]
     linux = simulate_system(config, policy="linux", seed=1).to_dict()["processes"]
     assert same_as_linux(prof, linux), "the profile run is the linux run, observed"
+    # the simulator's tally is the per-access tally of a Python policy sampling every LLC access
+    brute = per_access_profile(lps[0].config_json)
+    assert prof["pages"] == brute["pages"] and prof["processes"] == brute["processes"]
     # every data reference reaching the LLC is tallied once (walks are the rest of llc_accesses)
     for name, p in zip(("reuse", "stream"), linux):
         rows = [r for r in prof["pages"] if r[0] == name]
@@ -264,6 +268,12 @@ def test_report_oracle_bad_input_is_one_line_and_exit_2(tmp_path):
     linux_only = tiny(tmp_path, [("a", "uniform", "16KiB"), ("b", "uniform", "16KiB")], policy="linux", name="linux-only.toml")
     r = _cli("report", str(linux_only), "--oracle", "--out", str(tmp_path / "o1"), "-q", cwd=tmp_path)
     assert r.returncode == 2 and "nothing to judge" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # a config with no [policy] table at all runs linux too
+    bare = tmp_path / "no-policy.toml"
+    bare.write_text(linux_only.read_text().replace('[policy]\nname = "linux"\n', ""))
+    assert "[policy]" not in bare.read_text()
+    r = _cli("report", str(bare), "--oracle", "--out", str(tmp_path / "o1"), "-q", cwd=tmp_path)
+    assert r.returncode == 2 and "nothing to judge" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     one = tiny(tmp_path, [("a", "uniform", "16KiB")], name="one.toml")
     r = _cli("report", str(one), "--oracle", "partition", "--out", str(tmp_path / "o2"), "-q", cwd=tmp_path)
     assert r.returncode == 2 and "at least 2 processes" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -274,6 +284,23 @@ def test_report_oracle_bad_input_is_one_line_and_exit_2(tmp_path):
     assert r.returncode == 2 and "unknown oracle 'bogus'" in r.stderr, r.stderr
     for d in ("o1", "o2", "o3", "o4"):
         assert not (tmp_path / d).exists(), "bad input ran nothing and wrote nothing"
+
+
+def test_evaluate_oracle_bad_input_is_one_line_and_exit_2_before_anything_is_built(tmp_path):
+    import os
+
+    env = {**os.environ, "CACHECOLOR_CACHE": str(tmp_path / "cache")}
+    cases = [
+        (["--oracle", "bogus"], "unknown oracle 'bogus'"),
+        (["--oracle", "--policies"], "nothing to judge"),
+        (["--oracle", "partition", "--only", "alone", "--programs", "xz"], "every group runs one program"),
+        (["--oracle", "--oracle-steps", "0"], "--oracle-steps 0: at least 1"),
+    ]
+    for args, want in cases:
+        r = subprocess.run([sys.executable, "-m", "cachecolor", "evaluate", "--out", str(tmp_path / "ev"), *args],
+                           capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    assert not (tmp_path / "ev").exists() and not (tmp_path / "cache").exists(), "nothing built, nothing run"
 
 
 def test_oracle_is_not_a_policy():
@@ -389,7 +416,7 @@ def test_the_corun_page_profile_shows_progress_and_stops_on_ctrl_c(tmp_path):
                                  "--workers", "1", "--out", str(out), "--no-plots"],
                                 stdout=subprocess.PIPE, stderr=err_file, text=True)
         deadline = time.monotonic() + 600
-        # the co-run page profile (a run several times a linux run) is under way
+        # the co-run page profile (the linux run, stepped record by record) is under way
         while time.monotonic() < deadline and proc.poll() is None and "page profile" not in log.read_text():
             time.sleep(0.05)
         assert proc.poll() is None, log.read_text()

@@ -4,14 +4,20 @@ verdicts support or refute each paper claim.
 
 Each set runs the ``cachecolor report ... --oracle`` command the page shows (the runs cached in
 its ``--out`` directory by content hash and simulator build, so a second run with nothing
-changed recomputes nothing and a rebuilt simulator runs everything again) and splices the
-tables between ``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->``
-(``tools/headline_tables.py``'s markers). The matrix subset is about an hour of CPU on a 2-core
-machine: the test suite does not run this.
+changed recomputes nothing and a rebuilt simulator runs everything again), records the commit
+and simulator build it ran on (``OUT/measured-on.json``), and splices the tables between
+``<!-- headline-table: NAME -->`` and ``<!-- /headline-table -->`` (``tools/headline_tables.py``'s
+markers). Each block's cost line sums its runs' own seconds (each run's wall time in its
+worker, so inflated by a loaded machine). CPU time measured with ``/usr/bin/time`` (user +
+system, the workers included, nothing cached, at a load of 13-22 on 2 cores): ``matrix-streams``
+80 s, ``matrix-rest`` 154 s, ``suite`` 58 s (9, 22 and 14 minutes of wall time with 2, 2 and 1
+workers); ``matrix-power5`` was not run to its end (four 4-process mixes, each seed a
+partition climb: several times ``matrix-rest``). The test suite does not run this.
 
     python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
     python tools/verdict_tables.py --check   # exit 1 if a table differs (the cost lines, measurements, aside)
     python tools/verdict_tables.py --only mixes --workers 1
+    python tools/verdict_tables.py --no-run  # rewrite the tables from the reports already in their --out folders
 """
 
 from __future__ import annotations
@@ -48,6 +54,28 @@ class VerdictSet:
         return ["report", *self.configs, *pol, "--seeds", str(self.seeds), "--control", "--oracle",
                 "--oracle-steps", str(self.steps), "--out", self.out, "--no-plots"]
 
+    #: Where the run keeps its points, profiles and ``results.csv``, under ``out``.
+    points_dir = ""
+    quiet_flag = "-q"
+
+
+@dataclass
+class SuiteSet(VerdictSet):
+    """One ``evaluate --oracle`` run of the real-program suite's mixes: ``configs`` are its pairs,
+    ``seeds`` its aged placements (beside the fresh one), on ``machines``, a window of
+    ``records`` per program; the traces come from ``$CACHECOLOR_CACHE`` (``cachecolor workloads
+    build`` makes them: docs/workloads.md)."""
+
+    machines: str = "xeon-e5506"
+    records: int = 2_000_000
+    points_dir = "sweep"
+    quiet_flag = "--quiet"
+
+    def args(self) -> list[str]:
+        return ["evaluate", "--out", self.out, "--only", "mixes", "--pairs", *self.configs, "--quads", "--machines", self.machines,
+                "--policies", *self.policies, "--seeds", str(self.seeds), "--records", str(self.records),
+                "--oracle", "--oracle-steps", str(self.steps)]
+
 
 SETS = [
     VerdictSet("mixes", ["examples/verdicts/both-fit-llc.toml", "examples/verdicts/sensitive-beside-stream.toml"],
@@ -64,7 +92,29 @@ SETS = [
         "fits-half", "stream-beside-320k", "phased", "mix2-shared-stream-first", "streamer-beside-sensitive",
         "sliced-i3-two-fit", "mt-sharing-cross-chip")],
         ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust"),
+    # The rest of the matrix, in three sets that can be run apart: the other streams (one
+    # process each: a pure stream, and a stream beside tables of 128, 400 and 480 KiB) ...
+    VerdictSet("matrix-streams", [f"examples/robustness/{c}.toml" for c in (
+        "pure-stream", "stream-beside-128k", "stream-beside-400k", "stream-beside-480k")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-streams"),
+    # ... the other program that fits, the other two-process mixes, the sharing threads on one
+    # chip ...
+    VerdictSet("matrix-rest", [f"examples/robustness/{c}.toml" for c in (
+        "just-fits", "mix2-both-fit", "mix2-shared-stream-second", "mt-sharing-one-chip")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-rest"),
+    # ... and the four 4-process POWER5 mixes (Azimi et al.'s machine): each seed a partition
+    # climb of 12 allocations a round and 21 pollute candidates.
+    VerdictSet("matrix-power5", [f"examples/robustness/{c}.toml" for c in (
+        "mix4-power5", "mix4-power5-rot1", "mix4-power5-rot2", "mix4-power5-rot3")],
+        ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-power5"),
+    # The real-program suite: the two pairs whose programs were captured here (bzip2 and xz:
+    # 1 B-instruction regions chosen by phase; sqlite: a 20 M-record region), the first 2 M
+    # records of each, on the Xeon, the fresh placement and three aged ones.
+    SuiteSet("suite", ["bzip2+xz", "sqlite+xz"], ["rocs", "mrc-partition", "coloris"], 3, 4, "out/suite-oracle"),
 ]
+
+#: Where each set's report records what it was measured on.
+MEASURED_ON = "measured-on.json"
 
 #: A row above its oracle (``above_oracle``) reads as this verdict in the claims: the policy
 #: gained more than any static oracle, whatever the verdict against the headroom says.
@@ -100,30 +150,59 @@ def _f(x: Any) -> str:
     return "" if math.isnan(x) else f"{x:+.3f}"
 
 
+def _git(*args: str) -> str:
+    r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def measured_on() -> dict[str, str]:
+    """The checkout's commit (``-dirty`` with uncommitted changes to the code) and the simulator
+    build (the hash the sweep keys its points by) the reports are made with now."""
+    code = ["crates", "python", "tools", "examples", "Cargo.toml", "Cargo.lock"]
+    commit = _git("rev-parse", "--short=12", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no", "--", *code):
+        commit += "-dirty"
+    build = subprocess.run([sys.executable, "-c", "from cachecolor.sweep import simulator_build; print(simulator_build())"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"commit": commit, "build": build[:12]}
+
+
 def run_set(s: VerdictSet, workers: int, quiet: bool) -> None:
-    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + (["-q"] if quiet else [])
+    cmd = [sys.executable, "-m", "cachecolor", *s.args(), "--workers", str(workers)] + ([s.quiet_flag] if quiet else [])
+    on = measured_on()  # before the run: the checkout may move while it runs
     r = subprocess.run(cmd, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(s.args())}: exit {r.returncode}")
+    (ROOT / s.out / MEASURED_ON).write_text(json.dumps(on) + "\n")
 
 
-def _cost(out: Path) -> dict[str, tuple[int, float]]:
+def _measured_line(s: VerdictSet) -> str:
+    try:
+        m = json.loads((ROOT / s.out / MEASURED_ON).read_text())
+    except (OSError, ValueError):
+        return "Measured on: not recorded (run `make docs-verdicts`)."
+    return f"Measured on commit `{m['commit']}` (simulator build `{m['build']}`)."
+
+
+def _cost(out: Path, points_dir: str = "") -> dict[str, tuple[int, float]]:
     """Runs and simulated seconds of this report's points only (the folder may hold others):
     the policies' (``results.csv``'s keys), the oracles' candidates (``oracle-candidates.csv``'s)
-    and the co-run page profiles (one per linux run)."""
+    and the co-run page profiles (one per linux run); ``points_dir``: where under ``out`` the
+    sweep keeps its table, points and profiles (evaluate's ``sweep``)."""
     import pandas as pd
 
-    res = pd.read_csv(out / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
+    root = out / points_dir
+    res = pd.read_csv(root / "results.csv", usecols=["key", "policy"]).drop_duplicates("key")
     cand = pd.read_csv(out / "oracle-candidates.csv", usecols=["key"]).drop_duplicates("key")
 
     def points(keys: Any) -> tuple[int, float]:
         sec = 0.0
         for k in keys:
-            rec = json.loads((out / "points" / f"{k}.json").read_text())
+            rec = json.loads((root / "points" / f"{k}.json").read_text())
             sec += float(rec.get("elapsed", 0.0))
         return len(keys), sec
 
-    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := out / "oracle-profiles" / f"{k}.json").exists()]
+    prof = [json.loads(f.read_text()) for k in res[res.policy == "linux"].key if (f := root / "oracle-profiles" / f"{k}.json").exists()]
     return {"policies": points(list(res.key)), "oracles": points(list(cand.key)),
             "profiles": (len(prof), sum(float(p.get("elapsed", 0.0)) for p in prof))}
 
@@ -145,25 +224,27 @@ def render_set(s: VerdictSet) -> str:
     out = ROOT / s.out
     v = pd.read_csv(out / "verdicts.csv")
     o = pd.read_csv(out / "oracles.csv")
-    cost = _cost(out)
+    cost = _cost(out, s.points_dir)
     lines = ["```", "cachecolor " + " ".join(s.args()), "```", ""]
     (np_, sp), (no, so), (nf, sf) = cost["policies"], cost["oracles"], cost["profiles"]
     lines.append(
         f"Cost: {np_} policy and control runs ({sp:,.0f} s of simulation), {no} oracle candidates ({so:,.0f} s) and {nf} "
         f"co-run page profiles ({sf:,.0f} s): {sp + so + sf:,.0f} s of simulation, measured on a shared 2-core machine "
-        "(`nice`, two workers) when they ran.")
+        "(`nice`) when they ran. " + _measured_line(s))
     lines += ["", "| config | policy | seeds | headroom | best_oracle | achieved | share | control | noise | verdict | above_oracle |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in v.itertuples():
         lines.append(f"| {r.config} | {r.policy} | {r.seeds} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {_f(r.share)} "
                      f"| {_f(r.control)} | {_f(r.noise)} | **{r.verdict}** | {'yes' if r.above_oracle else 'no'} |")
-    lines += ["", "The reasons (`verdicts.csv`):", ""]
-    for r in v.itertuples():
-        if isinstance(r.reason, str) and r.reason:
-            lines.append(f"- {r.config}, {r.policy}: {r.reason}")
+    reasons = [f"- {r.config}, {r.policy}: {r.reason}" for r in v.itertuples() if isinstance(r.reason, str) and r.reason]
+    if reasons:
+        lines += ["", "The reasons (`verdicts.csv`):", "", *reasons]
     lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
               "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
+    # a report's configs by file name; evaluate's groups as MACHINE--PROGRAMS
     order = {Path(c).stem: i for i, c in enumerate(s.configs)}
+    order.update({str(c).split("--")[-1]: i for c, i in list(order.items())})
+    order.update({c: order.get(str(c).split("--")[-1], len(order)) for c in o["config"].unique()})
     groups = sorted(o.groupby(["config", "oracle"], sort=False), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1]))
     for (config, oracle), g in groups:
         note = "; ".join(dict.fromkeys(_short(str(x)) for x in g["note"] if isinstance(x, str) and x))
@@ -177,6 +258,17 @@ def render_set(s: VerdictSet) -> str:
         lines.append(f"| {config} | {oracle} | {_f(g['gain'].mean())} | {_cell(best)} | {int(g['runs'].sum())} "
                      f"| {g['cpu_seconds'].sum():,.0f} | {_cell(note)} |")
     return "\n".join(lines)
+
+
+#: What a set's block says while its report has not been made.
+NOT_RUN = "Not run for these tables"
+
+
+def render_unrun(s: VerdictSet) -> str:
+    """The block of a set whose report is not in its ``--out`` folder: its command, and how to run it."""
+    return "\n".join(["```", "cachecolor " + " ".join(s.args()), "```", "",
+                      f"{NOT_RUN} (no report in `{s.out}`): `python tools/verdict_tables.py --only {s.name}` runs it "
+                      "and rewrites this block."])
 
 
 def own_headroom(oracles: Any, config: str, own: list[str]) -> float:
@@ -233,19 +325,26 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", choices=[s.name for s in SETS], help="run and rewrite one set (the claims table is rewritten from every set's verdicts.csv)")
     ap.add_argument("--workers", type=int, default=2, help="processes for the runs (default 2)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--no-run", action="store_true",
+                    help="run nothing: rewrite the tables from the reports already in their --out folders (a set without one says so)")
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers {args.workers}: expected 1 or more")
     chosen = [s for s in SETS if args.only in (None, s.name)]
     for s in chosen:
-        run_set(s, args.workers, args.quiet)
+        if not args.no_run:
+            run_set(s, args.workers, args.quiet)
     path = ROOT / PAGE
     text = path.read_text()
     new = text
     for s in chosen:
-        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s))
-    if all((ROOT / s.out / "verdicts.csv").exists() for s in SETS):
-        new = splice(new, "verdicts-claims", PAGE, render_claims(SETS))
+        made = (ROOT / s.out / "verdicts.csv").exists()
+        new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s) if made else render_unrun(s))
+    have = [s for s in SETS if (ROOT / s.out / "verdicts.csv").exists()]
+    if have:
+        made_of = f"From the sets {', '.join(s.name for s in have)}" + ("" if len(have) == len(SETS) else
+                  f" (not run yet: {', '.join(s.name for s in SETS if s not in have)})") + "."
+        new = splice(new, "verdicts-claims", PAGE, made_of + "\n\n" + render_claims(have))
     if args.check:
         # The cost lines are measurements of the machine the runs were made on, not results.
         if _without_costs(new) != _without_costs(text):

@@ -82,6 +82,14 @@ def simulate_system(text: str, format: str = "toml", progress: Optional[Callable
     as ``simulate``'s do; page-walk reads and the kernel's own copies are privileged records.
     """
 
+def simulate_system_page_llc(text: str, format: str = "toml", progress: Optional[Callable[..., None]] = None) -> tuple[str, bytes]:
+    """``simulate_system`` keeping the exact per-page LLC profile: every data reference reaching the LLC counted by process and page, at no simulated cost.
+
+    Returns the report (JSON) and the profile as little-endian uint64 rows ``[pid, vpn, LLC
+    accesses, LLC misses]`` sorted by pid then page (``numpy.frombuffer(b, "<u8").reshape(-1, 4)``);
+    a miss is a reference memory or another chip's cache served.
+    """
+
 # Policies written in Python (crates/py/src/policy.rs; the API is cachecolor.Policy).
 
 class KernelError(CachecolorError):

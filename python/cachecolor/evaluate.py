@@ -403,6 +403,7 @@ def evaluate(args: argparse.Namespace) -> int:
         raise EvaluationError(f"--seeds {args.seeds}: the number of aged placements, 0 or more")
     if which != "fresh" and args.seeds == 0:
         raise EvaluationError(f"--seeds 0 leaves no aged placement: give --placements fresh, or --seeds 1 or more")
+    _check_oracle_args(args, chosen)
     executor = _executor(args)
     wanted = sorted({p for g in chosen for p in g.programs})
     started = time.monotonic()
@@ -476,6 +477,29 @@ def evaluate(args: argparse.Namespace) -> int:
                                           "seconds": round(elapsed), "records": args.records, "instructions": instructions,
                                           "seeds": args.seeds, "placements": which, "argv": sys.argv[1:]})
     return 1 if res.failed else 0
+
+
+def _check_oracle_args(args: argparse.Namespace, chosen: list[Group]) -> None:
+    """``--oracle``'s bad input, named before any program is built or run: an unknown oracle, a
+    granularity below 1, no policy to judge, and oracles that divide the cache among processes
+    where every group is one program."""
+    from .oracles import OracleError, parse_oracles
+
+    if not getattr(args, "oracle", None):
+        return
+    try:
+        oracles = parse_oracles(args.oracle)
+    except OracleError as e:
+        raise EvaluationError(str(e)) from e
+    if args.oracle_steps < 1:
+        raise EvaluationError(f"--oracle-steps {args.oracle_steps}: at least 1")
+    if not args.policies:
+        raise EvaluationError("--oracle: --policies names no policy, so linux alone runs and there is nothing to judge: "
+                              f"give --policies NAME... (the evaluated ones: {', '.join(POLICIES)})")
+    dividing = [o for o in oracles if o in ("partition", "mrc")]
+    if dividing and len(dividing) == len(oracles) and all(len(g.programs) == 1 for g in chosen):
+        raise EvaluationError(f"--oracle {','.join(oracles)}: every group runs one program, and oracle:{dividing[0]} divides "
+                              "the cache among processes: give --only mixes, --pairs or --quads (or --oracle pollute)")
 
 
 def _with_oracles(args: argparse.Namespace, out: Path, res: Any, where: dict[int, Any], frame: Any) -> tuple[Any, list[str]]:

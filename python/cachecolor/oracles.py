@@ -17,11 +17,11 @@ IPC / the same process's IPC under linux, the papers' metric; Azimi et al. 5.3).
 - ``oracle:pollute``: ROCS Figure 8's best offline, generalised. Pages are ranked by their exact
   last-level miss rate (ROCS 3.2.1: the inverse of a page's reuse; ties: more accesses first,
   then the lower page) in the ``linux`` co-run itself: the same config, placement and seed
-  rerun with the exact PMU sampling every LLC access at no cost (``corun_profiles``; the run
-  is checked to reproduce the linux run's counts), so a page's rate is what it suffers beside
-  its co-runners. Prefixes of the ranking (``steps`` + 1 sizes from none to all) are put in a
-  pollute buffer of ``rocs``'s size (1/16 of the LLC unless ``[policy.rocs] buffer_size`` says
-  otherwise), every other page of every process kept off the buffer's colors. Per process
+  rerun with the simulator's exact per-page LLC tally, which costs the run nothing
+  (``corun_profiles``; the run is checked to reproduce the linux run's counts), so a page's
+  rate is what it suffers beside its co-runners. Prefixes of the ranking (``steps`` + 1 sizes
+  from none to all) are put in a pollute buffer of ``rocs``'s size (1/16 of the LLC unless
+  ``[policy.rocs] buffer_size`` says otherwise), every other page of every process kept off the buffer's colors. Per process
   (only its pages in the buffer) and machine-wide (all processes' pages ranked together: Azimi
   et al.'s shared buffer, case study 2).
 - ``oracle:mrc``: Azimi et al.'s own allocation (section 3.2's lookahead,
@@ -250,19 +250,58 @@ def mrc_candidate(point: Any, effective: dict[str, Any], oracle: str = "mrc") ->
 #: named by that run's key, so a rebuilt simulator or a changed config profiles again).
 PROFILES = "oracle-profiles"
 #: The counts of each process's result the profile run must reproduce exactly to be the linux
-#: run observed, and ``cycles``, which may move by ``CYCLES_TOLERANCE`` (relative): a sampler
-#: keeps a core off the batched engine path, whose queued-DRAM timing spreads a burst's reads
-#: over its time (the two paths agree to the cycle under fixed-latency memory), so a few cycles
-#: in a million move while no cache event does.
+#: run observed, and ``cycles``, which may move by ``CYCLES_TOLERANCE`` (relative): the tally
+#: keeps the engine on its one-record-at-a-time path, while the batched path's queued-DRAM
+#: timing spreads a burst's reads over its time (the two paths agree to the cycle under
+#: fixed-latency memory), so a few cycles in a million move while no cache event does.
 SAME_RUN_FIELDS = ("instructions", "references", "llc_accesses", "llc_misses", "remote_accesses", "faults", "pages_per_color")
 CYCLES_TOLERANCE = 1e-3
 
 
-def _profile_policy() -> Any:
-    """The profile run's policy: ``linux``'s placement (no color constraint, no pin, nothing
-    moved: the Python adapter answers every hook but ``sample`` as ``linux`` does) with a
-    ``sample`` hook that tallies each data reference reaching the LLC by process and page,
-    hit or miss. Built on demand so importing this module does not import the extension."""
+def profile_config(effective: dict[str, Any]) -> dict[str, Any]:
+    """The linux run's effective config for its page profile: the same run (``linux``'s
+    placement, the same PMU and seed), run by ``_core.simulate_system_page_llc``, which keeps the
+    exact per-page LLC tally at no simulated cost."""
+    cfg = json.loads(json.dumps(effective))
+    cfg.setdefault("policy", {})["name"] = "linux"
+    return cfg
+
+
+def _same_run_fields(proc: dict[str, Any]) -> dict[str, Any]:
+    return {k: proc.get(k) for k in ("cycles", *SAME_RUN_FIELDS) if k in proc}
+
+
+def corun_profile(config_json: str) -> dict[str, Any]:
+    """One co-run page profile (runs in a worker): ``pages`` as ``[process, vpn, LLC accesses,
+    LLC misses]`` (process order, then page), every data reference of the run that reached the
+    LLC counted by the simulator (``System::keep_page_llc``: a miss is a reference memory or
+    another chip's cache served), and each process's ``SAME_RUN_FIELDS`` to compare with the
+    linux run."""
+    import numpy as np
+
+    from . import _core
+
+    t0 = time.perf_counter()
+    cfg = profile_config(json.loads(config_json))
+    text, raw = _core.simulate_system_page_llc(json.dumps(cfg), "json", None)
+    doc = json.loads(text)
+    names = process_names(cfg)
+    rows = np.frombuffer(raw, dtype="<u8").reshape(-1, 4)
+    return {
+        "pages": [[names[pid], vpn, a, m] for pid, vpn, a, m in rows.tolist()],
+        "processes": [_same_run_fields(p) for p in doc["processes"]],
+        "elapsed": time.perf_counter() - t0,
+    }
+
+
+def per_access_profile(config_json: str) -> dict[str, Any]:
+    """The brute force ``corun_profile`` is checked against (tests/test_oracles.py) and timed
+    against (benches/oracle_profile.py), not used by the oracle: the same co-run profile taken
+    by a Python policy placing as ``linux`` does (the adapter answers every hook it does not
+    define as ``linux`` does) whose ``sample`` hook gets every LLC access, the exact PMU
+    (``[pmu] ideal``) sampling ``llc-accesses`` at period 1 with no interrupt cycles and no
+    handler lines: one Python call per LLC access. The same dictionary as ``corun_profile``."""
+    from . import _core
     from .policy import Policy
 
     class CorunPageProfile(Policy):
@@ -276,48 +315,21 @@ def _profile_policy() -> Any:
             self.names = list(names)
 
         def sample(self, kernel: Any, sample: Any) -> None:
-            key = (sample.pid, sample.vaddr // self.machine.page_size)
-            t = self.tally.get(key)
-            if t is None:
-                t = self.tally[key] = [0, 0]
+            t = self.tally.setdefault((sample.pid, sample.vaddr // self.machine.page_size), [0, 0])
             t[0] += 1
-            # The sampled event is an LLC access: served by a cache it hit the LLC; from
-            # memory or another chip's cache it missed.
+            # Served by a cache it hit the LLC; from memory or another chip's cache it missed.
             if sample.source != "cache":
                 t[1] += 1
 
-        def report(self) -> Any:
-            return {"pages": [[self.names[pid], vpn, a, m] for (pid, vpn), (a, m) in sorted(self.tally.items())]}
-
-    return CorunPageProfile()
-
-
-def profile_config(effective: dict[str, Any]) -> dict[str, Any]:
-    """The linux run's effective config made a page profile: the exact PMU (``[pmu] ideal``)
-    sampling every LLC access (period 1) at no cost (no interrupt cycles, no handler lines), so
-    the run is the linux run, observed."""
-    cfg = json.loads(json.dumps(effective))
+    t0 = time.perf_counter()
+    cfg = profile_config(json.loads(config_json))
     pmu = cfg.setdefault("pmu", {})
     pmu["ideal"] = True
     pmu["sampling"] = {"event": "llc-accesses", "period": 1, "cost_cycles": 0, "pollute_l1_lines": 0}
-    cfg.setdefault("policy", {})["name"] = "linux"
-    return cfg
-
-
-def _same_run_fields(proc: dict[str, Any]) -> dict[str, Any]:
-    return {k: proc.get(k) for k in ("cycles", *SAME_RUN_FIELDS) if k in proc}
-
-
-def corun_profile(config_json: str) -> dict[str, Any]:
-    """One co-run page profile (runs in a worker): ``pages`` as ``[process, vpn, LLC accesses,
-    LLC misses]``, and each process's ``SAME_RUN_FIELDS`` to compare with the linux run."""
-    from . import _core
-
-    t0 = time.perf_counter()
-    cfg = profile_config(json.loads(config_json))
-    doc = json.loads(_core.simulate_system_policy(json.dumps(cfg), _profile_policy(), "json", None))
+    policy = CorunPageProfile()
+    doc = json.loads(_core.simulate_system_policy(json.dumps(cfg), policy, "json", None))
     return {
-        "pages": doc["policy_report"]["pages"],
+        "pages": [[policy.names[pid], vpn, a, m] for (pid, vpn), (a, m) in sorted(policy.tally.items())],
         "processes": [_same_run_fields(p) for p in doc["processes"]],
         "elapsed": time.perf_counter() - t0,
     }

@@ -118,6 +118,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(system::simulate_system, m)?)?;
+    m.add_function(wrap_pyfunction!(system::simulate_system_page_llc, m)?)?;
     policy::register(m)?;
     m.add_function(wrap_pyfunction!(system::effective_system_config, m)?)?;
     m.add_function(wrap_pyfunction!(presets::machine_names, m)?)?;

@@ -15,6 +15,7 @@ use cachecolor_sim::config::strict;
 use cachecolor_sim::system::{presets, System, SystemConfig};
 use cachecolor_sim::ConfigError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::errors::{catch_panic, Failure, Result};
 use crate::simulate::report;
@@ -66,6 +67,37 @@ pub fn simulate_system(
         })
     })?;
     Ok(doc)
+}
+
+/// `simulate_system` keeping the exact per-page LLC profile (`System::keep_page_llc`): the
+/// report as JSON and the profile as little-endian u64 rows `[pid, vpn, LLC accesses, LLC
+/// misses]`, sorted by pid then page (NumPy: `frombuffer(b, "<u8").reshape(-1, 4)`).
+#[pyfunction]
+#[pyo3(signature = (text, format = "toml", progress = None))]
+pub fn simulate_system_page_llc<'py>(
+    py: Python<'py>,
+    text: &str,
+    format: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(String, Bound<'py, PyBytes>)> {
+    let config = parse(text, format)?;
+    let progress = progress.as_ref();
+    let (doc, rows) = py.detach(|| {
+        catch_panic(|| {
+            let mut system = System::new(&config)?;
+            system.keep_page_llc();
+            run_observed(&mut system, progress)?;
+            let rows = system.page_llc().expect("kept");
+            let mut bytes = Vec::with_capacity(rows.len() * 32);
+            for row in &rows {
+                for x in row {
+                    bytes.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            Ok((document(&system), bytes))
+        })
+    })?;
+    Ok((doc, PyBytes::new(py, &rows)))
 }
 
 /// Run `system` to its end, re-attaching once per scheduler tick to check for Ctrl-C and call

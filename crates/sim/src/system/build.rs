@@ -226,6 +226,7 @@ impl System {
             next_core: 0,
             config: config.clone(),
             realistic,
+            page_llc: None,
         };
         for (pid, p) in config.processes.iter().enumerate() {
             sys.add_process(pid, p)?;

@@ -56,12 +56,15 @@ impl System {
         // a time: translation never depends on the caches, and nothing else runs meanwhile.
         let chip = self.cores[core].chip;
         let lean = self.chips[chip].uses_lean_engine();
-        let batched = self.batching && self.cores[core].sampler.is_none() && lean;
+        // A sampler, or the per-page LLC profile (`keep_page_llc`), needs each access's level:
+        // one record at a time.
+        let watched = self.cores[core].sampler.is_some() || self.page_llc.is_some();
+        let batched = self.batching && !watched && lean;
         self.deferring = batched;
         // Not batched (a hierarchy the lean engine does not run: every paper preset is
         // inclusive or exclusive), but nothing samples: the TLB-hit run of a burst is stepped
         // in one loop (`burst_steps`), the same accesses charged the same way.
-        let stepped_runs = self.batching && !batched && self.cores[core].sampler.is_none();
+        let stepped_runs = self.batching && !batched && !watched;
         // The burst's records, a few host lines of a thread buffer the other cores' bursts
         // have since pushed out of the host's caches: fetched together rather than one miss
         // at a time as the loop reaches them.
@@ -399,8 +402,11 @@ impl System {
             let s = c.tally.serve(&self.paths[path], served, remote);
             spent += self.timing.reference(&mut c.tally.breakdown, s);
             spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
-            if path == 0 && c.sampler.is_some() {
-                self.maybe_sample(core, tid, r.addr, paddr, r.kind, served, remote, tlb_missed);
+            if path == 0 {
+                self.tally_page_llc(tid, r.addr, served, remote);
+                if self.cores[core].sampler.is_some() {
+                    self.maybe_sample(core, tid, r.addr, paddr, r.kind, served, remote, tlb_missed);
+                }
             }
             let floor = self.threads[tid].icount_floor;
             self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
@@ -659,8 +665,11 @@ impl System {
             let s = c.tally.serve(&self.paths[path], served, remote);
             *spent += self.timing.reference(&mut c.tally.breakdown, s);
             *spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
-            if path == 0 && c.sampler.is_some() {
-                self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
+            if path == 0 {
+                self.tally_page_llc(tid, start, served, remote);
+                if self.cores[core].sampler.is_some() {
+                    self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
+                }
             }
         }
         Ok(())

@@ -27,8 +27,8 @@ records a point of its time series. Everything is deterministic.
 Files, one mechanism each (sibling `impl System` blocks): `build.rs` (config
 checks and construction), `schedule.rs` (the main loop, balancing, hooks, exits), `engine.rs`
 (bursts, batching, stepping records), `translate.rs` (TLBs, walks, the fault path, page moves,
-kernel charges), `ticks.rs` (counters, multiplexing, ticks, sampling), `report.rs` (the report
-and its invariants), `kernel.rs` (the actions a policy may ask for), `coherence.rs`, `config.rs`,
+kernel charges), `ticks.rs` (counters, multiplexing, ticks, sampling), `page_llc.rs` (the exact
+per-page LLC profile, when asked), `report.rs` (the report and its invariants), `kernel.rs` (the actions a policy may ask for), `coherence.rs`, `config.rs`,
 `presets.rs` and `detect.rs` (machine presets and the host's), `tests.rs`.
 */
 mod address_check;
@@ -38,6 +38,9 @@ mod config;
 pub mod detect;
 mod engine;
 mod kernel;
+mod page_llc;
+#[cfg(test)]
+mod page_llc_tests;
 pub mod presets;
 mod report;
 mod schedule;
@@ -228,6 +231,8 @@ pub struct System {
     config: SystemConfig,
     /// The realistic PMU's state (`[pmu] ideal = false`); `None` is the exact oracle.
     realistic: Option<crate::pmu::RealisticPmu>,
+    /// The exact per-page LLC profile, when kept (`keep_page_llc`).
+    page_llc: Option<page_llc::PageLlcTally>,
 }
 
 /// What an access of a batched burst is, for charging it once its level is known.
