@@ -221,7 +221,7 @@ fn pollute_buffer_mechanism_does_no_harm_on_the_rotated_power5_mixes() {
 /// cycles, the chip's prefetcher off, in runs of 16-26 ticks. Run with
 /// `cargo test --release -p cachecolor-sim --lib policies_do_no_harm_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
-#[ignore = "open, issue 19: the rocs/global-pollute profile (paid by their controls too) and coloris's sections cost 1-6% on rotated POWER5 mixes with nothing to gain at quarter length"]
+#[ignore = "open: the rocs/global-pollute profile (paid by their controls too) and coloris's sections cost 1-6% on rotated POWER5 mixes with nothing to gain at quarter length"]
 fn policies_do_no_harm_on_the_rotated_power5_mixes() {
     let mut failures = Vec::new();
     for (name, text) in [ROTATED_MIX4[0], ROTATED_MIX4[2]] {
@@ -245,7 +245,7 @@ fn policies_do_no_harm_on_the_rotated_power5_mixes() {
 /// Run with
 /// `cargo test --release -p cachecolor-sim --lib pollute_buffer_gain_on_the_rotated_power5_mixes -- --ignored --nocapture`.
 #[test]
-#[ignore = "open, issue 19: rocs and global-pollute lose 0.8-0.9% in sum (their profile) where the rotated POWER5 mixes have something to gain, at quarter length"]
+#[ignore = "open: rocs and global-pollute lose 0.8-0.9% in sum (their profile) where the rotated POWER5 mixes have something to gain, at quarter length"]
 fn pollute_buffer_gain_on_the_rotated_power5_mixes_holds_on_every_seed() {
     let mut failures = Vec::new();
     for (name, text) in [ROTATED_MIX4[1], ROTATED_MIX4[3]] {
