@@ -1,29 +1,43 @@
 //! `clear_page`: the kernel zeroes a frame before it maps it into a process, so a new owner
-//! never reads an old owner's data (Linux: the anonymous fault path, `clear_user_highpage`;
-//! a huge page, `clear_huge_page`, one small page at a time).
+//! never reads an old owner's data (Linux mm/memory.c: the anonymous fault path,
+//! `do_anonymous_page` -> `clear_user_highpage`; a huge page, `clear_huge_page` ->
+//! `process_huge_page`, one small page at a time with the one the fault is in cleared last, so
+//! its lines are the hottest).
 //!
 //! How the zeroing meets the caches is what Linux's `clear_page` does on the machines the
-//! papers ran: ordinary stores through the caches, not a non-temporal clear. On x86-64
+//! papers ran (x86-64 and POWER): ordinary stores through the caches. On x86-64
 //! (arch/x86/lib/clear_page_64.S) it is `rep stosb` / `rep stosq` (`clear_page_erms`,
 //! `clear_page_rep`) or plain `movq` stores (`clear_page_orig`); on POWER
 //! (arch/powerpc/include/asm/page_64.h) a `dcbz` per cache block. Both establish each line in
 //! the faulting core's cache, exclusive and zeroed, without reading it from memory (`dcbz` by
 //! definition; fast-string stores of whole lines without a read for ownership). A
-//! non-temporal clear (`movnti`, as Xen's `clear_page_sse2`) was never Linux's `clear_page`.
+//! non-temporal clear that bypasses the caches is not x86-64's or POWER's `clear_page`: only
+//! 32-bit x86 with 3DNow! had one (arch/x86/lib/mmx_32.c, `movntq`); non-temporal clearing of
+//! huge pages has been proposed for Linux but mainline clears them with `clear_page` too.
 //!
 //! So the model, per line of the frame: the other chips' copies are invalidated (the old
 //! owner's lines stop serving anyone, `Coherence::claim`), then a privileged store goes through
 //! the faulting core's hierarchy, which takes the line (evicting what it must: the clearing's
 //! pollution) and leaves it dirty for the new owner's first touch. No read of the line reaches
 //! the memory controller; the write-backs of the dirty lines it evicts do, and the zeroed
-//! lines are written back when evicted in turn. Its time is charged to the fault as the
-//! timing model charges a store served where the line was taken (a line no cache held: the
-//! last level's latency, where it is established without a read); `fault_cycles` is the rest.
+//! lines are written back when evicted in turn (by whoever's access evicts them). The stores
+//! are charged as the timing model charges a store served where the line was taken (a line no
+//! cache held: the last level's latency, where it is established without a read).
 //!
-//! Known gap: the controller takes write-backs in the background and never stalls a core for
-//! them, so a first-touch stream now runs at cache speed with no memory reads, where the real
-//! clear is bound by the write bandwidth its zeroed lines take. A write-allocate variant (read
-//! each missing line first, as `clear_page_orig`'s plain stores do) was tried and broke more.
+//! What bounds a clear that evicts dirty lines is the memory's write bandwidth: the stores
+//! evict faster than the controller writes, its write queue fills and the stores wait. The
+//! clearing core waits for its own write-backs here: each takes its slot at the controller
+//! when the store that evicted it is issued, and the clear is done no sooner than the last of
+//! them has left (the time charged is the larger of the stores' and that), as a page copy
+//! waits for its reads (`move_page`). A stream that touches fresh memory so faults, clears
+//! and evicts the zeroed lines of its earlier pages at the memory's write speed, where before
+//! clearing it read each line from memory: what bounds it moved from reads to writes. The
+//! write queue's depth (which would let a short clear finish before its write-backs left) is
+//! not modelled: the clearing core waits for all of them. Under `model = "fixed"` (no
+//! controller) write-backs cost nothing, as everywhere under it.
+//!
+//! All of it (`fault_cycles`, the stores, the wait) is the kernel's work for the faulting
+//! process: charged to the faulting core as fault time (`KernelPath::Fault`).
 //!
 //! Page-table frames are zeroed the same way when the fault path allocates them (Linux
 //! allocates them with `__GFP_ZERO`); a process's root table, allocated when it starts, at its
@@ -35,8 +49,17 @@ use crate::timing::Served;
 
 impl System {
     /// Zero `frames` frames from `first` on (a small page: 1; a huge page: its block) from
-    /// `core`, before they are mapped.
-    pub(super) fn clear_frames(&mut self, core: usize, pid: usize, first: u64, frames: u64) {
+    /// `core`, before they are mapped; `target` (one of them: the frame the faulting address
+    /// is in) is cleared last, so its lines are the most recently stored.
+    pub(super) fn clear_frames(
+        &mut self,
+        core: usize,
+        pid: usize,
+        first: u64,
+        frames: u64,
+        target: u64,
+    ) {
+        debug_assert!((first..first + frames).contains(&target));
         // The zeroing goes around the batch (its lines are never read from memory), so what
         // the burst deferred so far goes through first, in order.
         if self.deferring {
@@ -44,12 +67,18 @@ impl System {
         }
         let chip = self.cores[core].chip;
         let local = self.cores[core].local;
+        let start = self.cores[core].clock_milli;
         let lines = (1u64 << self.page_shift) / self.line_size;
         let last = self.chips[chip].level_names().len() - 1;
         let mut writes = 0;
         let mut stalls = crate::timing::StallBreakdown::default();
-        let mut milli = 0;
-        for frame in first..first + frames {
+        // Milli-cycles past `start`: the stores so far, and the moment the last write-back
+        // the clearing caused left for memory.
+        let (mut milli, mut drained) = (0, 0);
+        let order = (first..first + frames)
+            .filter(|&f| f != target)
+            .chain(std::iter::once(target));
+        for frame in order {
             for i in 0..lines {
                 let rec = Record {
                     addr: (frame << self.page_shift) + i * self.line_size,
@@ -63,7 +92,15 @@ impl System {
                 self.coherence.claim(&mut self.chips, chip, rec.addr);
                 let before = self.chips[chip].memory_traffic().writes;
                 let served = self.chips[chip].access(&rec);
-                writes += self.chips[chip].memory_traffic().writes - before;
+                let evicted = self.chips[chip].memory_traffic().writes - before;
+                if evicted > 0 {
+                    writes += evicted;
+                    // The dirty lines this store evicted go to the controller now; the clear
+                    // is not done before they have left (below).
+                    if let Some(ctl) = self.controllers.get_mut(chip) {
+                        drained = drained.max(milli + ctl.write_backs(start + milli, evicted));
+                    }
+                }
                 // A line no cache held is established in the last level, not read from memory.
                 let at = if served == SERVED_BY_MEMORY {
                     last
@@ -73,12 +110,16 @@ impl System {
                 milli += self.timing.reference(&mut stalls, Served::Level(at));
             }
         }
-        let c = &mut self.cores[core];
-        c.tally.mem_writes += writes;
-        if let Some(ctl) = self.controllers.get_mut(chip) {
-            ctl.background(c.clock_milli, 0, writes);
-        }
-        self.charge_kernel(core, KernelPath::Fault, milli.div_ceil(1000), Some(pid));
+        self.cores[core].tally.mem_writes += writes;
+        // The clearing core waits for its own write-backs, as a page copy waits for its reads
+        // (`move_page`): stores that evict dirty lines faster than the controller writes them
+        // fill the write queue, and the clear goes no faster than the memory takes its lines.
+        self.charge_kernel(
+            core,
+            KernelPath::Fault,
+            milli.max(drained).div_ceil(1000),
+            Some(pid),
+        );
     }
 }
 
@@ -87,7 +128,7 @@ impl System {
     pub(super) fn clear_new_tables(&mut self, core: usize, pid: usize) {
         let space = self.processes[pid].space.as_mut().expect("tables");
         for table in space.take_new_tables() {
-            self.clear_frames(core, pid, table, 1);
+            self.clear_frames(core, pid, table, 1, table);
         }
     }
 }

@@ -117,7 +117,7 @@ impl System {
                 .memory
                 .alloc_block(HUGE_ORDER, Owner::Space(asid))
                 .map_err(|e| oom(&e))?;
-            self.clear_frames(core, pid, block, ENTRIES);
+            self.clear_frames(core, pid, block, ENTRIES, block + (vpn - base));
             let p = &mut self.processes[pid];
             p.space
                 .as_mut()
@@ -172,7 +172,7 @@ impl System {
             };
             sys.memory.alloc(&req, Owner::Space(asid))
         })?;
-        self.clear_frames(core, pid, pfn, 1);
+        self.clear_frames(core, pid, pfn, 1, pfn);
         self.memory.stamp(pfn, page_checksum(asid, vpn));
         let p = &mut self.processes[pid];
         p.space
