@@ -154,11 +154,15 @@ impl Coloris {
                     self.lent.len()
                 )
             };
+            let what = if self.lent.is_empty() {
+                "coloris behaved exactly as `static`"
+            } else {
+                "the partition stayed as placed"
+            };
             w.push(format!(
                 "coloris: no color moved in {n} MONITOR calls ({why}{hot} of them found a \
                  process above its HighThreshold, {cold} one below its LowThreshold; {u} of \
-                 {usable} colors were owned by no process after the last round{lent}): the \
-                 partition stayed as placed",
+                 {usable} colors were owned by no process after the last round{lent}): {what}",
                 n = self.monitor.len(),
                 u = self.unowned_last,
             ));
