@@ -167,7 +167,8 @@ impl Coloris {
                 u = self.unowned_last,
             ));
         }
-        if self.rounds_unowned > 0 {
+        // Most of the run, not the rounds after a process's exit before a hot one takes its colors.
+        if 2 * self.rounds_unowned > self.rounds {
             w.push(format!(
                 "coloris: some of the {usable} colors were owned by no live process after \
                  {} of {} MONITOR rounds ({} after the last): Algorithm 1 gives free colors only \
