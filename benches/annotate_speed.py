@@ -10,13 +10,18 @@ change in the machine's other load hits both alike. Times are CPU seconds (user 
 process and its children: addr2line is part of annotate's work) and wall seconds; the ratio is
 cachecolor over cachegrind. The main loop's D1 and LL misses are checked to agree within 1% (the
 two tools see the same program; start-up code differs: QEMU's loader against valgrind's).
+``--old DIR`` adds a third side in the same alternation: annotate run from the cachecolor package
+in DIR (e.g. ``git archive OLD python | tar -x -C DIR`` with that commit's built ``_core`` copied
+in), so a change is measured against the build before it in the same run; its per-line counts
+must equal the current build's (the whole report, byte for byte).
 
-Usage: python benches/annotate_speed.py [--rounds 20] [--repeats 5] [--work DIR]
+Usage: python benches/annotate_speed.py [--rounds 20] [--repeats 5] [--work DIR] [--old DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import shutil
@@ -64,6 +69,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=20, help="rounds of the program (default 20: 123 M records)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--work", default=str(ROOT / "bench-out" / "annotate"))
+    ap.add_argument("--old", metavar="DIR", help="also time annotate with the cachecolor package in DIR "
+                    "(an older build: DIR/cachecolor), alternating with the others")
     args = ap.parse_args()
     for tool in ("valgrind", "cg_annotate", "cc"):
         if shutil.which(tool) is None:
@@ -76,8 +83,10 @@ def main() -> int:
     trace = work / "annotate_pattern.cctrace"
     cap_cpu, cap_wall, _ = timed(CLI + ["trace", "capture", "-o", str(trace), "--", str(exe), str(args.rounds)])
     cg_out = work / "cachegrind.out"
-    sides: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "wall": []} for s in ("cachegrind", "cachecolor")}
-    cg_text = cc_text = ""
+    names = ("cachegrind", "cachecolor") + (("old",) if args.old else ())
+    sides: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "wall": []} for s in names}
+    cg_text = cc_text = old_text = ""
+    old_env = dict(os.environ, PYTHONPATH=str(Path(args.old).resolve())) if args.old else None
     for _ in range(args.repeats):
         c1, w1, _ = timed(["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CG_GEOMETRY,
                            f"--cachegrind-out-file={cg_out}", str(exe), str(args.rounds)])
@@ -89,6 +98,11 @@ def main() -> int:
         cc_text = p.stdout
         sides["cachecolor"]["cpu"].append(c)
         sides["cachecolor"]["wall"].append(w)
+        if old_env is not None:
+            c, w, p = timed(CLI + ["annotate", "--config", str(CONFIG), str(trace)], env=old_env)
+            old_text = p.stdout
+            sides["old"]["cpu"].append(c)
+            sides["old"]["wall"].append(w)
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in sides.items()}
     cg_d1, cg_ll = main_loop_misses_cg(cg_text)
     ours = {}
@@ -109,14 +123,21 @@ def main() -> int:
           "of the process and its children)\n")
     print("| side | CPU s | wall s | CPU ratio | wall ratio |")
     print("|---|---:|---:|---:|---:|")
-    for s, label in (("cachegrind", "cachegrind + cg_annotate"), ("cachecolor", "cachecolor annotate (trace captured)")):
+    labels = [("cachegrind", "cachegrind + cg_annotate"), ("cachecolor", "cachecolor annotate (trace captured)")]
+    if args.old:
+        labels.append(("old", f"cachecolor annotate, the build in {args.old}"))
+    for s, label in labels:
         print(f"| {label} | {med[s]['cpu']:.2f} | {med[s]['wall']:.2f} | {med[s]['cpu'] / med['cachegrind']['cpu']:.1f} | "
               f"{med[s]['wall'] / med['cachegrind']['wall']:.1f} |")
     print(f"| cachecolor trace capture (once) | {cap_cpu:.2f} | {cap_wall:.2f} | "
           f"{cap_cpu / med['cachegrind']['cpu']:.1f} | {cap_wall / med['cachegrind']['wall']:.1f} |")
     print(f"\nThe main loop's lines: D1 misses {cc_d1:,} (cachecolor) / {cg_d1:,} (cachegrind), LL misses "
           f"{cc_ll:,} / {cg_ll:,}: {'agree within 1%' if agree else 'DIFFER by more than 1%'}.")
-    return 0 if agree else 1
+    same = True
+    if args.old:
+        same = old_text == cc_text
+        print(f"The old build's report: {'the same, byte for byte' if same else 'DIFFERENT'}.")
+    return 0 if agree and same else 1
 
 
 if __name__ == "__main__":

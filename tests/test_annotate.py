@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,36 @@ def test_cli_tables_json_csv_and_unknown_code_kept(program, capsys):
     assert main(["annotate", str(program["trace"]), "--config", str(cfg), "--binary", str(program["exe"]), "-q", "--csv", "-"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.startswith("function,file,line,") and "LL_misses" in head
+
+
+@needs_tools
+def test_text_report_needs_no_pandas_and_lays_out_as_pandas_does(program):
+    """The plain text report works on ``annotate_table`` without importing pandas (its import
+    costs more CPU than a short run's simulation); its tables are laid out as pandas'
+    ``to_string`` lays out ``annotate``'s frame, for the function and the line tables, and the
+    table and the frame hold the same rows."""
+    from cachecolor.annotate import Table, _table, annotate_table
+
+    cfg = program["dir"] / "cg-nopandas.json"
+    cfg.write_text(json.dumps(CONFIG))
+    code = ("import sys; from cachecolor.cli import main; rc = main(sys.argv[1:]); "
+            "print('PANDAS' if 'pandas' in sys.modules else 'NO PANDAS', file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "annotate", str(program["trace"]), "--config", str(cfg),
+                        "--binary", str(program["exe"]), "-q"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr.strip().splitlines()[-1] == "NO PANDAS", r.stderr
+    assert "per source line" in r.stdout and "sum_reused" in r.stdout
+
+    table = annotate_table(program["trace"], CONFIG, binary=program["exe"])
+    frame = cachecolor.annotate(program["trace"], CONFIG, binary=program["exe"])
+    assert table.to_frame().equals(frame) and len(frame) > 10
+    names = frame.attrs["levels"]
+    for keys, rows in ((["function", "file", "line"], frame),
+                       (["function"], frame.groupby("function", as_index=False, sort=False)[
+                           [c for c in frame.columns if c not in ("function", "file", "line")]].sum())):
+        cols = keys + ["reads", "writes", "ifetches"] + [f"{n}_misses" for n in names]
+        want = rows.head(7)[cols].to_string(index=False, formatters={c: (lambda v: f"{int(v):,}") for c in cols
+                                                                      if c not in keys})
+        assert _table(Table.from_frame(rows), keys, names, 7) == want
 
 
 @needs_tools

@@ -223,6 +223,34 @@ def test_trace_round_trip_frame_and_array(tmp_path, examples):
     assert from_file["source"] == {"kind": "trace", "path": str(path), "format": "native"}
 
 
+def test_records_hash_ignores_metadata_and_reads_the_header_through_rust(tmp_path):
+    """``traces.records_hash`` hashes the records (the bytes after the header the Rust reader
+    reports), ``traces.file_hash`` the whole file; checked against the format's own layout
+    (docs/trace-format.md: 16 fixed bytes, the metadata, an 8-byte checksum)."""
+    import hashlib
+
+    from cachecolor.traces import file_hash, native_header, records_hash
+
+    addrs = np.arange(0, 64 * 5000, 64, dtype=np.uint64)
+    a, b, c = tmp_path / "a.cctrace", tmp_path / "b.cctrace", tmp_path / "c.cctrace"
+    cachecolor.write_trace(a, {"addr": addrs}, metadata="captured monday")
+    cachecolor.write_trace(b, {"addr": addrs}, metadata='{"captured": "tuesday, elsewhere"}')
+    cachecolor.write_trace(c, {"addr": addrs + 64}, metadata="captured monday")
+    head = native_header(b)
+    meta = '{"captured": "tuesday, elsewhere"}'
+    assert head["metadata"] == meta and head["version"] == 2 and not head["pcs"] and head["records"] == 5000
+    assert head["header_bytes"] == 16 + len(meta) + 8
+    raw = b.read_bytes()
+    assert records_hash(b) == hashlib.sha256(raw[16 + len(meta) + 8:]).hexdigest()
+    assert records_hash(a) == records_hash(b), "same records, other metadata: same records hash"
+    assert file_hash(a) != file_hash(b) and file_hash(b) == hashlib.sha256(raw).hexdigest()
+    assert records_hash(c) != records_hash(a)
+    text = tmp_path / "din.txt"
+    text.write_text("1 0x40\n")
+    with pytest.raises(cachecolor.TraceError):
+        records_hash(text)
+
+
 def test_kinds_by_name_and_letter():
     addrs = np.array([0, 64, 0, 64], dtype=np.uint64)
     by_name = cachecolor.simulate(one_level(1024, 2), addrs, kinds=["load", "store", "ifetch", "modify"])

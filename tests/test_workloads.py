@@ -50,7 +50,7 @@ def test_ci_trace_is_reproducible(built, name):
     a, b = built[name]
     skip, recs = wl.CI_SUBSET[name]
     assert a["records"] == recs and a["truncated"], a  # the region ended at its record count
-    assert a["trace_hash"] == b["trace_hash"], "same program, input, region: same records"
+    assert a["records_hash"] == b["records_hash"], "same program, input, region: same records"
     assert a["instructions"] == b["instructions"]
     assert a["packages"] == b["packages"] and all(a["packages"].values())
 
@@ -89,7 +89,7 @@ def test_cached_trace_is_reused_and_rebuilt_when_missing(built, capsys):
     assert wl.build(w, skip=skip, records=recs, root=root) == first  # cached: same metadata
     (wl.wdir(w, root) / "trace.cctrace").unlink()
     again = wl.build(w, skip=skip, records=recs, root=root)
-    assert again["trace_hash"] == first["trace_hash"] and again["capture_seconds"] is not None
+    assert again["records_hash"] == first["records_hash"] and again["capture_seconds"] is not None
 
 
 def test_skip_fast_forwards_whole_blocks(tmp_path):

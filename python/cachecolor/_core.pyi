@@ -263,6 +263,9 @@ def machine_summaries(name: Optional[str] = None, cpu_dir: Optional[_Path] = Non
 def read_trace(path: _Path, format: str = "native", limit: Optional[int] = None) -> dict[str, Any]:
     """Read up to ``limit`` records into ``bytes`` columns addr, thread, icount, size, kind, privileged, syscall (+ metadata, version, truncated)."""
 
+def native_header(path: _Path) -> dict[str, Any]:
+    """A native trace's file header, no record read: metadata, version, pcs, header_bytes (where the records start), records (the end marker's count or None)."""
+
 def write_trace(
     path: _Path,
     addresses: Any,

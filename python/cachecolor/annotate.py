@@ -66,7 +66,7 @@ def _path(levels: Sequence[dict[str, Any]], cls: int) -> list[int]:
 def _trace_header(trace: os.PathLike | str) -> dict[str, Any]:
     """The header of a native trace (metadata, version, whether it has PCs), reading no records."""
     try:
-        raw = _core.read_trace(os.fspath(trace), "native", 0)
+        raw = _core.native_header(os.fspath(trace))
     except _core.TraceError as e:
         raise AnnotateError(
             f"{trace}: {e}; annotate needs a native trace with PCs (cachecolor trace capture, "
@@ -77,8 +77,7 @@ def _trace_header(trace: os.PathLike | str) -> dict[str, Any]:
         meta = json.loads(meta)
     except ValueError:
         pass
-    return {"metadata": meta if isinstance(meta, dict) else {}, "version": raw.get("version"),
-            "pcs": raw.get("pc") is not None}
+    return {"metadata": meta if isinstance(meta, dict) else {}, "version": raw["version"], "pcs": raw["pcs"]}
 
 
 def _elf_text(binary: Path) -> tuple[Optional[str], list[tuple[int, int]]]:
@@ -339,6 +338,70 @@ def _addr2line(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
     return res
 
 
+class Table:
+    """Named columns of one length (NumPy arrays) with ``attrs``: ``annotate``'s rows before
+    they become a DataFrame. The command's text report works on it directly, so a plain
+    ``cachecolor annotate`` never imports pandas (importing it costs more CPU than simulating a
+    short trace: docs/PERFORMANCE.md, "annotate against cachegrind")."""
+
+    def __init__(self, cols: dict[str, np.ndarray], attrs: Optional[dict[str, Any]] = None):
+        self.cols = cols
+        self.attrs: dict[str, Any] = dict(attrs or {})
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.cols)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values()))) if self.cols else 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def take(self, rows: Any) -> "Table":
+        """The rows ``rows`` (indices or a mask), in that order."""
+        return Table({k: v[rows] for k, v in self.cols.items()}, self.attrs)
+
+    def group_sum(self, keys: Sequence[str], values: Optional[Sequence[str]] = None,
+                  first: Sequence[str] = ()) -> "Table":
+        """Rows with equal ``keys`` in one row: ``values`` (default: every other column but
+        ``first``) summed, ``first`` columns from the group's first row; groups in order of
+        first appearance, columns keys, ``first``, values (pandas' ``groupby(keys,
+        sort=False)`` summing, ``"first"`` for ``first``)."""
+        values = [c for c in self.cols if c not in keys and c not in first] if values is None else list(values)
+        n = len(self)
+        ids: dict[Any, int] = {}
+        tuples = zip(*(self.cols[k].tolist() for k in keys)) if len(keys) > 1 else self.cols[keys[0]].tolist()
+        group = np.fromiter((ids.setdefault(k, len(ids)) for k in tuples), dtype=np.int64, count=n)
+        head = np.full(len(ids), n, dtype=np.int64)
+        np.minimum.at(head, group, np.arange(n, dtype=np.int64))
+        out = {k: self.cols[k][head] for k in [*keys, *first]}
+        for c in values:
+            total = np.zeros(len(ids), dtype=np.int64)
+            np.add.at(total, group, self.cols[c])
+            out[c] = total
+        return Table(out, self.attrs)
+
+    def sorted_by(self, by: Sequence[str], magnitude: bool = False) -> "Table":
+        """Rows sorted by the integer columns ``by``, most first (``magnitude``: by absolute
+        value), ties in their order (pandas' stable ``sort_values(ascending=False)``)."""
+        keys = [np.abs(self.cols[c]) if magnitude else self.cols[c] for c in by]
+        # each key as its rank among its distinct values (any dtype: uint64 PCs, names), negated
+        ranks = [-np.unique(k, return_inverse=True)[1].reshape(-1) for k in keys]
+        return self.take(np.lexsort(ranks[::-1]) if ranks else np.arange(len(self)))
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        frame = pd.DataFrame(self.cols)
+        frame.attrs.update(self.attrs)
+        return frame
+
+    @classmethod
+    def from_frame(cls, frame: Any) -> "Table":
+        return cls({c: frame[c].to_numpy() for c in frame.columns}, frame.attrs)
+
+
 def annotate(
     trace: os.PathLike | str,
     config: ConfigSource,
@@ -364,12 +427,23 @@ def annotate(
     the trace has one) and ``unresolved`` (references without a source line with a map; outside
     the binary without one).
     """
-    import pandas as pd
-
     if by == "object":
         from .objects import object_report  # reuse and the pollute buffer (objects.py)
 
         return object_report(trace, config, binary=binary, progress=progress)
+    return annotate_table(trace, config, binary=binary, by=by, sort=sort, progress=progress).to_frame()
+
+
+def annotate_table(
+    trace: os.PathLike | str,
+    config: ConfigSource,
+    *,
+    binary: Optional[os.PathLike | str] = None,
+    by: str = "line",
+    sort: Optional[Sequence[str]] = None,
+    progress: Optional[Callable[[Progress], Any]] = None,
+) -> Table:
+    """``annotate`` (``by`` ``"line"``, ``"function"`` or ``"pc"``) as a ``Table``."""
     if by not in ("line", "function", "pc"):
         raise ValueError(f"by={by!r}: expected 'line', 'function', 'pc' or 'object'")
     head = _trace_header(trace)
@@ -409,14 +483,14 @@ def annotate(
         cols[f"{lname}_misses"] = data + inst
         cols[f"{lname}_data_misses"] = data
         cols[f"{lname}_ifetch_misses"] = inst
-    frame = pd.DataFrame(cols)
-    frame = frame.groupby("pc", as_index=False, sort=False).sum()
+    table = Table(cols).group_sum(["pc"])
+    pc_col = table["pc"]
 
     program = binary or head["metadata"].get("program")
     binpath = Path(program) if program else None
     mmap = _map_of(head)
     if mmap is not None:
-        fn_, fl_, ln_ = _resolve_by_map(_with_binary(mmap, binary, head), frame["pc"].to_numpy())
+        fn_, fl_, ln_ = _resolve_by_map(_with_binary(mmap, binary, head), pc_col)
         fn = np.array(fn_, dtype=object)
         fl = np.array(fl_, dtype=object)
         ln = np.array(ln_, dtype=np.int64)
@@ -424,43 +498,39 @@ def annotate(
     else:
         kind, segs = _elf_text(binpath) if binpath else (None, [])
         label = OUTSIDE.format(binpath.name if binpath else "the program")
-        inside = np.zeros(len(frame), dtype=bool)
+        inside = np.zeros(len(table), dtype=bool)
         if kind == "exec":
             for lo, hi in segs:
-                inside |= (frame["pc"].to_numpy() >= lo) & (frame["pc"].to_numpy() < hi)
-        where = _addr2line(binpath, frame["pc"].to_numpy()[inside]) if binpath is not None else []
-        fn = np.full(len(frame), label, dtype=object)
-        fl = np.full(len(frame), "??", dtype=object)
-        ln = np.zeros(len(frame), dtype=np.int64)
+                inside |= (pc_col >= lo) & (pc_col < hi)
+        where = _addr2line(binpath, pc_col[inside]) if binpath is not None else []
+        fn = np.full(len(table), label, dtype=object)
+        fl = np.full(len(table), "??", dtype=object)
+        ln = np.zeros(len(table), dtype=np.int64)
         for j, (f_, file_, line_) in zip(np.flatnonzero(inside), where):
             fn[j], fl[j], ln[j] = f_, file_, line_
-    frame.insert(1, "function", fn)
-    frame.insert(2, "file", fl)
-    frame.insert(3, "line", ln)
-    unresolved = int(frame.loc[~inside, list(ACCESS_COLUMNS)].to_numpy().sum())
+    value_cols = [c for c in table.columns if c != "pc"]
+    table = Table({"pc": pc_col, "function": fn, "file": fl, "line": ln, **{c: table[c] for c in value_cols}})
+    unresolved = int(sum(table[c][~inside].sum() for c in ACCESS_COLUMNS))
 
-    value_cols = [c for c in frame.columns if c not in ("pc", "function", "file", "line")]
     if by == "line":
-        frame = frame.groupby(["function", "file", "line"], as_index=False, sort=False)[value_cols].sum()
+        table = table.group_sum(["function", "file", "line"], value_cols)
     elif by == "function":
-        frame = frame.groupby(["function", "file"], as_index=False, sort=False)[value_cols].sum()
         # a function's file: the one holding most of its lines is enough for a listing
-        frame = frame.groupby("function", as_index=False, sort=False).agg(
-            {"file": "first", **{c: "sum" for c in value_cols}})
+        table = table.group_sum(["function", "file"], value_cols).group_sum(["function"], value_cols, first=["file"])
     if sort is None:
         data_levels = _path(levels, 0)
         sort = [f"{names[i]}_misses" for i in data_levels] + [
             f"{n}_misses" for i, n in enumerate(names) if i not in data_levels]
-    unknown = [c for c in sort if c not in frame.columns]
+    unknown = [c for c in sort if c not in table.columns]
     if unknown:
         raise ValueError(f"sort={list(sort)!r}: no column {unknown[0]!r}; the columns are "
-                         f"{', '.join(c for c in frame.columns if c not in ('function', 'file', 'line', 'pc'))}")
-    frame = frame.sort_values(list(sort), ascending=False, kind="stable").reset_index(drop=True)
-    frame.attrs.update(levels=names, sort=list(sort), records=int(raw["records"]),
+                         f"{', '.join(c for c in table.columns if c not in ('function', 'file', 'line', 'pc'))}")
+    table = table.sorted_by(list(sort))
+    table.attrs.update(levels=names, sort=list(sort), records=int(raw["records"]),
                        binary=os.fspath(binpath) if binpath else None,
                        unresolved=unresolved, unknown_pc=int(raw["unknown_pc"]),
                        memory_map=mmap is not None)
-    return frame
+    return table
 
 
 def _with_binary(mmap: dict[str, Any], binary: Optional[os.PathLike | str], head: dict[str, Any]) -> dict[str, Any]:
@@ -683,30 +753,33 @@ def annotate_diff(
     return out
 
 
-def _whole_files(frame: Any, names: Sequence[str]) -> str:
+def _whole_files(table: Table, names: Sequence[str]) -> str:
     """Every line of each readable source file with counts, each line with its accesses and its
     misses per level at its left, blank where it has none (cg_annotate's annotated files)."""
     cols = list(ACCESS_COLUMNS) + [f"{n}_misses" for n in names]
-    rows = frame[frame["line"] > 0]
+    rows = table.take(table["line"] > 0)
     out = []
-    for file, part in rows.groupby("file", sort=False):
-        per = part.groupby("line")[cols].sum()
+    per_file: dict[str, dict[int, list[int]]] = {}
+    for file, line, *values in zip(rows["file"].tolist(), rows["line"].tolist(), *(rows[c].tolist() for c in cols)):
+        sums = per_file.setdefault(file, {}).setdefault(line, [0] * len(cols))
+        for k, v in enumerate(values):
+            sums[k] += v
+    for file, per in per_file.items():
         try:
             text = Path(file).read_text(errors="replace").splitlines()
         except OSError:
             out.append(f"-- {file}: source not readable here ({len(per)} lines with counts)")
             continue
-        widths = [max(len(c), *(len(f"{int(v):,}") for v in per[c])) for c in cols]
+        widths = [max(len(c), *(len(f"{v[k]:,}") for v in per.values())) for k, c in enumerate(cols)]
         out.append(f"-- {file}")
         out.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)) + "  line |")
         for n, src in enumerate(text, start=1):
-            if n in per.index:
-                r = per.loc[n]
-                tag = "  ".join(f"{int(r[c]):,}".rjust(w) for c, w in zip(cols, widths))
+            if n in per:
+                tag = "  ".join(f"{v:,}".rjust(w) for v, w in zip(per[n], widths))
             else:
                 tag = "  ".join("." .rjust(w) for w in widths)
             out.append(f"{tag} {n:5} | {src}")
-        beyond = [int(n) for n in per.index if n > len(text)]
+        beyond = sorted(n for n in per if n > len(text))
         if beyond:
             out.append(f"   (lines {', '.join(map(str, beyond))} have counts but are past the end of the file: "
                        "it changed since the program was built)")
@@ -756,21 +829,32 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _table(frame: Any, keys: Sequence[str], names: Sequence[str], top: int) -> str:
-    shown = frame.head(top)
+def _table(table: Table, keys: Sequence[str], names: Sequence[str], top: int) -> str:
+    """The first ``top`` rows, every column right-aligned to its widest cell, one space apart,
+    counts with thousands separators, other numbers after a space kept for a sign (the layout of
+    pandas' ``to_string(index=False)``)."""
     cols = list(keys) + list(ACCESS_COLUMNS) + [f"{n}_misses" for n in names]
-    return shown[cols].to_string(index=False, formatters={
-        c: (lambda v: f"{int(v):,}") for c in cols if c not in keys})
+    if len(table) == 0:
+        return f"Empty DataFrame\nColumns: [{', '.join(cols)}]\nIndex: []"
+    shown = table.take(slice(0, top))
+    cells = []
+    for c in cols:
+        text = [f"{int(v):,}" if c not in keys else str(v) for v in shown[c].tolist()]
+        sign = c in keys and np.issubdtype(shown[c].dtype, np.number)
+        width = max(len(c), *(len(t) for t in text)) + sign
+        cells.append([c.rjust(width)] + [t.rjust(width) for t in text])
+    return "\n".join(" ".join(row) for row in zip(*cells))
 
 
-def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
+def _source(table: Table, names: Sequence[str], top: int, context: int) -> str:
     """The source around the top lines, each annotated with its misses at every level."""
     out = []
-    missed = frame[[f"{n}_misses" for n in names]].sum(axis=1)
-    rows = frame[(frame["line"] > 0) & (missed != 0)].head(top)
-    by_file: dict[str, dict[int, Any]] = {}
-    for r in rows.itertuples(index=False):
-        by_file.setdefault(r.file, {})[int(r.line)] = r
+    miss_cols = [f"{n}_misses" for n in names]
+    missed = sum((table[c] for c in miss_cols), np.zeros(len(table), dtype=np.int64))
+    rows = table.take(np.flatnonzero((table["line"] > 0) & (missed != 0))[:top])
+    by_file: dict[str, dict[int, list[int]]] = {}
+    for file, line, *m in zip(rows["file"].tolist(), rows["line"].tolist(), *(rows[c].tolist() for c in miss_cols)):
+        by_file.setdefault(file, {})[int(line)] = m
     for file, lines in by_file.items():
         try:
             text = Path(file).read_text(errors="replace").splitlines()
@@ -784,7 +868,7 @@ def _source(frame: Any, names: Sequence[str], top: int, context: int) -> str:
             if prev is not None and n != prev + 1:
                 out.append("   ...")
             r = lines.get(n)
-            tag = "  ".join(f"{n_}={getattr(r, f'{n_}_misses'):,}" for n_ in names) if r else ""
+            tag = "  ".join(f"{n_}={v:,}" for n_, v in zip(names, r)) if r else ""
             out.append(f"{tag:>40} {n:5} | {text[n - 1]}")
             prev = n
     return "\n".join(out)
@@ -823,7 +907,7 @@ def run(args: Any) -> int:
             lines = objects.object_report(args.trace, args.config, binary=args.binary, search=not args.no_search,
                                           progress=progress)
         else:
-            lines = annotate(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
+            lines = annotate_table(args.trace, args.config, binary=args.binary, sort=sort, progress=progress)
     except (AnnotateError, ValueError) as e:
         raise CliError(str(e), EXIT_BAD_INPUT) from e
     except _core.ConfigError as e:
@@ -837,10 +921,12 @@ def run(args: Any) -> int:
     if args.plot:
         objects.plot_misses_over_time(lines, args.plot)
     to_stdout = "-" in (args.json, args.csv)
-    if args.json:
-        write_text(args.json, lines.to_json(orient="records") + "\n", [args.trace])
-    if args.csv:
-        write_text(args.csv, lines.to_csv(index=False), [args.trace])
+    if args.json or args.csv:
+        frame = lines.to_frame() if isinstance(lines, Table) else lines
+        if args.json:
+            write_text(args.json, frame.to_json(orient="records") + "\n", [args.trace])
+        if args.csv:
+            write_text(args.csv, frame.to_csv(index=False), [args.trace])
     if to_stdout:
         return 0  # the data is stdout: no text report beside it
     for out in (args.json, args.csv):
@@ -858,16 +944,13 @@ def run(args: Any) -> int:
                       f"{heap['allocations']:,} allocations")
         print(objects.format_report(lines, args.top))
         return 0
+    if not isinstance(lines, Table):
+        lines = Table.from_frame(lines)
     names = lines.attrs["levels"]
     value_cols = [c for c in lines.columns if c not in ("function", "file", "line")]
-    funcs = lines.groupby("function", as_index=False, sort=False)[value_cols].sum()
     diff = bool(lines.attrs.get("diff"))
-    if diff:
-        funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable",
-                                  key=lambda c: c.abs())
-    else:
-        funcs = funcs.sort_values(lines.attrs["sort"], ascending=False, kind="stable")
-    tot = lines[value_cols].sum()
+    funcs = lines.group_sum(["function"], value_cols).sorted_by(lines.attrs["sort"], magnitude=diff)
+    tot = {c: int(lines[c].sum()) for c in value_cols}
     if diff:
         second = f"{args.diff or args.trace} on {args.diff_config or args.config}"
         print(f"difference: {second} minus {args.trace} on {args.config} (as cg_diff; negative: fewer in the "

@@ -73,7 +73,7 @@ def native_metadata(path: PathLike) -> Optional[str]:
     """The metadata string of a native trace's header (read by the Rust reader, no record
     decoded), or None if ``path`` is not one."""
     try:
-        meta = _core.read_trace(os.fspath(path), "native", 0).get("metadata")
+        meta = _core.native_header(os.fspath(path))["metadata"]
     except (_core.TraceError, OSError):
         return None
     return meta if isinstance(meta, str) else None

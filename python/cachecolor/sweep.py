@@ -257,21 +257,20 @@ def load_spec(path: PathLike) -> list[Point]:
 # keys
 
 
-_TRACE_HASHES: dict[tuple[str, int, int], str] = {}
+_TRACE_FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
-def trace_hash(path: PathLike) -> str:
-    """SHA-256 of a trace file's whole content, metadata included (remembered per path, size and
-    mtime): part of a sweep point's key. (``workloads.records_hash`` hashes the records alone.)"""
+def trace_file_hash(path: PathLike) -> str:
+    """``traces.file_hash`` (SHA-256 of the trace file's whole content, metadata included: any
+    format, everything the simulator reads), remembered per path, size and mtime: part of a
+    sweep point's key."""
     st = os.stat(path)
     memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
-    if memo not in _TRACE_HASHES:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _TRACE_HASHES[memo] = h.hexdigest()
-    return _TRACE_HASHES[memo]
+    if memo not in _TRACE_FILE_HASHES:
+        from .traces import file_hash
+
+        _TRACE_FILE_HASHES[memo] = file_hash(path)
+    return _TRACE_FILE_HASHES[memo]
 
 
 @dataclass
@@ -311,7 +310,7 @@ def prepare(index: int, point: Point) -> Prepared:
             if not q.is_file():
                 raise SweepError(f"{point.label()}: trace {tr}: no such file")
             t["trace"] = str(q.resolve())
-            traces[t["trace"]] = trace_hash(q)
+            traces[t["trace"]] = trace_file_hash(q)
     try:
         effective = json.loads(_core.effective_system_config(json.dumps(cfg), "json"))
     except (_core.ConfigError, _core.TraceError) as e:

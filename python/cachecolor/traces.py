@@ -21,6 +21,7 @@ Contract:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
@@ -140,6 +141,35 @@ def trace_info(path: PathLike, format: str = "native", progress: Optional[Callab
     """Summarise a trace (streaming): records, per-kind counts, threads, address range, bytes,
     instructions, and for native traces the format version and header metadata."""
     return json.loads(_core.trace_info(os.fspath(path), format, _wrap_progress(progress)))
+
+
+def native_header(path: PathLike) -> dict[str, Any]:
+    """A native trace's file header, read by the Rust reader without decoding a record:
+    ``metadata`` (str), ``version``, ``pcs`` (whether the records carry PCs), ``header_bytes``
+    (where the records start) and ``records`` (the end marker's count, None when it is missing
+    or damaged). Raises ``TraceError`` for a file that is not a native trace."""
+    return dict(_core.native_header(os.fspath(path)))
+
+
+def _sha256(path: PathLike, start: int = 0) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(start)
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def records_hash(path: PathLike) -> str:
+    """SHA-256 of a native trace's records: its bytes after the file header (the compressed
+    blocks and the end marker), so two captures of the same references hash alike whatever
+    their metadata (dates, paths). Raises ``TraceError`` for a file that is not a native trace."""
+    return _sha256(path, native_header(path)["header_bytes"])
+
+
+def file_hash(path: PathLike) -> str:
+    """SHA-256 of a trace file's whole content (any format; metadata included)."""
+    return _sha256(path)
 
 
 def capture(

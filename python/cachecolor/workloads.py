@@ -38,7 +38,6 @@ Contract:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -738,21 +737,6 @@ def _listdir(path: str) -> list[str]:
 
 # ---- capture -------------------------------------------------------------------------------
 
-def records_hash(path: Path) -> str:
-    """SHA-256 of the trace's records (its blocks: the bytes after the header and its metadata),
-    so two captures of the same references hash alike whatever their metadata (dates, paths).
-    Stored as ``trace_hash`` in a suite program's meta.json. Not ``sweep.trace_hash``, which
-    hashes the whole file to key a run on everything the simulator reads."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        head = f.read(16)
-        meta_len = int.from_bytes(head[12:16], "little")
-        f.seek(16 + meta_len + 8)
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 _CLEAN_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "LANG": "C", "PYTHONHASHSEED": "0",
     "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TZ": "UTC",
@@ -1004,7 +988,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         raise RuntimeError(f"capture failed: {summary['error']}")
     if not trace.exists():
         raise RuntimeError("capture wrote no trace")
-    from .traces import trace_info
+    from .traces import records_hash, trace_info
 
     ti = trace_info(trace)
     meta = dict(spec)
@@ -1013,7 +997,7 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         kinds=dict(ti["kinds"]),
         privileged_records=ti.get("privileged", 0), truncated=bool(summary.get("truncated")),
         exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
-        trace_hash=records_hash(trace), trace_bytes=trace.stat().st_size,
+        records_hash=records_hash(trace), trace_bytes=trace.stat().st_size,
         reproducible=w.threads == 1 and w.capture == "user", note=w.note,
         capture=w.capture, region_choice=choice,
         # User mode runs no kernel: no kernel records (docs/oscache.md).
@@ -1059,7 +1043,7 @@ def build_all(names: Optional[list[str]] = None, *, log: Callable[[str], Any] = 
             m = build(w, log=log, **kw)
             results[w.name] = m
             log(f"{w.name:8} ok   {m['records']:>11,} records {m['instructions'] or 0:>11,} instructions "
-                f"{time.monotonic() - t0:6.1f} s  {m['trace_hash'][:12]}"
+                f"{time.monotonic() - t0:6.1f} s  {m.get('records_hash', '?')[:12]}"
                 + (f"  full system: kernel {100 * m['privileged_instruction_share']:.1f}% of instructions, {m['guest_tasks']} guest tasks"
                    if m.get("capture") == "system" else ""))
         except Exception as e:  # noqa: BLE001 -- one program's failure must not stop the suite
@@ -1194,7 +1178,7 @@ def suite_table(root: Optional[Path] = None) -> str:
         why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
         rows.append([w.name, w.cls, w.stands_in, pk, w.input_desc, region_text(m), f"{m['records']:,}",
                      f"{m['instructions']:,}", f"{c.get('ipc', float('nan')):.3f}", f"{c.get('llc_mpki', float('nan')):.2f}",
-                     priv, fp, f"`{m['trace_hash'][:12]}`{why}", str(m["capture_seconds"])])
+                     priv, fp, f"`{m.get('records_hash', '?')[:12]}`{why}", str(m["capture_seconds"])])
     return pipe_table(head, rows, numeric) + "\n"
 
 

@@ -126,6 +126,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets::machine_json, m)?)?;
     m.add_function(wrap_pyfunction!(presets::machine_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(traces::read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::native_header, m)?)?;
     m.add_function(wrap_pyfunction!(traces::write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::convert_trace, m)?)?;
     m.add_function(wrap_pyfunction!(traces::trace_info, m)?)?;

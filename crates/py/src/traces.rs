@@ -543,6 +543,22 @@ pub fn convert_trace(
     Ok(n)
 }
 
+/// The file header of a native trace, reading no record: `metadata` (str), `version`, `pcs`
+/// (whether the records carry PCs), `header_bytes` (where the records start: the blocks and the
+/// end marker follow the header) and `records` (the end marker's count; None when it is
+/// missing or damaged).
+#[pyfunction]
+pub fn native_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let r = py.detach(|| catch_panic(|| Ok(native::TraceReader::open(&path)?)))?;
+    let d = PyDict::new(py);
+    d.set_item("metadata", r.metadata())?;
+    d.set_item("version", r.version())?;
+    d.set_item("pcs", r.has_pcs())?;
+    d.set_item("header_bytes", r.header_bytes())?;
+    d.set_item("records", r.total_records())?;
+    Ok(d)
+}
+
 /// Summarise a trace: records, kinds, threads, address range, sizes, metadata. Returns JSON.
 #[pyfunction]
 #[pyo3(signature = (path, format = "native", progress = None))]

@@ -9,11 +9,14 @@ Analytic models and profiles (DESIGN.md `analysis`):
   SDP, thesis 5.3.1), eq. 5.2's miss probability, section 2.3.2's stochastic hit rates;
 - `pages`: page-level profiles (ROCS 3): per page accesses and misses at a level, ground truth
   and the PMU sampler's estimate, miss-rate regions;
+- `attribute`: where each reference of a trace with PCs was served, per PC and per data page
+  (`cachecolor annotate`);
 - `mrc`: curves of traces (units, methods, sizes, results) for the Python API and CLI;
 - `histogram`: the log-linear histogram the approximations keep;
 - `reference`: ANCHORS.md's zipf + scan reference trace.
 */
 pub mod aet;
+pub mod attribute;
 pub mod bins;
 pub mod histogram;
 pub mod mrc;

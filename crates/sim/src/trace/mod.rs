@@ -53,6 +53,13 @@ pub trait RecordSource {
     fn block_pcs(&self) -> &[u64] {
         &[]
     }
+
+    /// Hand the PCs of the last block over to `into` (replacing its contents), as `block_pcs`
+    /// gives them; a source that owns them may swap buffers instead of copying.
+    fn take_block_pcs(&mut self, into: &mut Vec<u64>) {
+        into.clear();
+        into.extend_from_slice(self.block_pcs());
+    }
 }
 
 impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
@@ -64,6 +71,9 @@ impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
     }
     fn block_pcs(&self) -> &[u64] {
         (**self).block_pcs()
+    }
+    fn take_block_pcs(&mut self, into: &mut Vec<u64>) {
+        (**self).take_block_pcs(into)
     }
 }
 
@@ -124,29 +134,42 @@ pub fn pipelined<E: Send>(
     mut produce: impl FnMut(&mut Vec<Record>) -> Result<Option<Progress>, E> + Send,
     mut consume: impl FnMut(&[Record], Progress) -> Result<(), E>,
 ) -> Result<(), E> {
+    pipelined_with(
+        || Vec::with_capacity(BLOCK_RECORDS),
+        |buf: &mut Vec<Record>| {
+            buf.clear();
+            produce(buf)
+        },
+        |buf, p| consume(buf, p),
+    )
+}
+
+/// `pipelined` with blocks of any type `B` (made by `new`; e.g. records with their PCs):
+/// `produce` refills a block the consumer has finished with.
+pub fn pipelined_with<B: Send, E: Send>(
+    new: impl Fn() -> B,
+    mut produce: impl FnMut(&mut B) -> Result<Option<Progress>, E> + Send,
+    mut consume: impl FnMut(&B, Progress) -> Result<(), E>,
+) -> Result<(), E> {
     use std::sync::mpsc::sync_channel;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        let mut buf = Vec::with_capacity(BLOCK_RECORDS);
+        let mut buf = new();
         loop {
-            buf.clear();
             match produce(&mut buf)? {
                 Some(p) => consume(&buf, p)?,
                 None => return Ok(()),
             }
         }
     }
-    let (full_tx, full_rx) = sync_channel::<(Vec<Record>, Progress)>(1);
-    let (empty_tx, empty_rx) = sync_channel::<Vec<Record>>(2);
+    let (full_tx, full_rx) = sync_channel::<(B, Progress)>(1);
+    let (empty_tx, empty_rx) = sync_channel::<B>(2);
     for _ in 0..2 {
-        empty_tx
-            .send(Vec::with_capacity(BLOCK_RECORDS))
-            .expect("receiver alive");
+        empty_tx.send(new()).expect("receiver alive");
     }
     std::thread::scope(|scope| {
         let producer = scope.spawn(move || -> Result<(), E> {
             while let Ok(mut buf) = empty_rx.recv() {
-                buf.clear();
                 match produce(&mut buf)? {
                     Some(p) => {
                         if full_tx.send((buf, p)).is_err() {

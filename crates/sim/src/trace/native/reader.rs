@@ -16,6 +16,8 @@ pub struct TraceReader<R: Read> {
     pcs: Option<Vec<u64>>,
     /// Bytes consumed from the start of the file.
     offset: u64,
+    /// Bytes of the file header (magic to its checksum): where the first block starts.
+    header_bytes: u64,
     blocks: u64,
     records: u64,
     total_bytes: Option<u64>,
@@ -229,6 +231,7 @@ impl<R: Read> TraceReader<R> {
             version,
             pcs: (flags & FLAG_PCS != 0).then(Vec::new),
             offset: header_len as u64,
+            header_bytes: header_len as u64,
             blocks: 0,
             records: 0,
             total_bytes: None,
@@ -248,6 +251,18 @@ impl<R: Read> TraceReader<R> {
     /// The format version of the file.
     pub fn version(&self) -> u16 {
         self.version
+    }
+
+    /// Bytes of the file header (magic, version, flags, metadata, checksum): the records (the
+    /// blocks and the end marker) start at this offset.
+    pub fn header_bytes(&self) -> u64 {
+        self.header_bytes
+    }
+
+    /// The record count of the end marker, read from the end of the file by `open` (None for
+    /// a stream, or when the end marker is missing or damaged).
+    pub fn total_records(&self) -> Option<u64> {
+        self.total_records
     }
 
     /// Do the records carry the PC of the instruction that made them (version 3, `FLAG_PCS`)?
@@ -446,6 +461,14 @@ impl<R: Read> RecordSource for TraceReader<R> {
 
     fn block_pcs(&self) -> &[u64] {
         TraceReader::block_pcs(self)
+    }
+
+    fn take_block_pcs(&mut self, into: &mut Vec<u64>) {
+        match &mut self.pcs {
+            // The next block's decode clears and refills whichever buffer it gets.
+            Some(pcs) => std::mem::swap(pcs, into),
+            None => into.clear(),
+        }
     }
 
     fn progress(&self) -> Progress {
