@@ -27,8 +27,7 @@ impl System {
     /// stepped-run paths charge the same counts but see no single access's level).
     pub fn keep_page_llc(&mut self) {
         let llc = self.event_levels.llc;
-        let path = &self.paths[0];
-        let llc_depth = path.iter().position(|&l| l as usize == llc);
+        let llc_depth = ticks::index_on_path(&self.paths[0], llc);
         self.page_llc = Some(PageLlcTally {
             llc_depth,
             pages: HashMap::new(),
@@ -55,8 +54,7 @@ impl System {
         let Some(t) = self.page_llc.as_mut() else {
             return;
         };
-        let path = &self.paths[0];
-        let depth = path.iter().position(|&l| l == served).unwrap_or(path.len());
+        let depth = ticks::depth_on_path(&self.paths[0], served);
         if t.llc_depth.is_none_or(|d| depth < d) {
             return; // served above the LLC
         }

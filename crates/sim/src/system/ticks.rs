@@ -121,20 +121,12 @@ impl System {
         tlb_missed: bool,
     ) {
         let path = &self.paths[0];
-        let depth = path.iter().position(|&l| l == served).unwrap_or(path.len());
+        let depth = depth_on_path(path, served);
         let reached = |level: Option<usize>| {
-            level.is_some_and(|l| {
-                path.iter()
-                    .position(|&p| p as usize == l)
-                    .is_some_and(|d| depth >= d)
-            })
+            level.is_some_and(|l| index_on_path(path, l).is_some_and(|d| depth >= d))
         };
         let missed = |level: Option<usize>| {
-            level.is_some_and(|l| {
-                path.iter()
-                    .position(|&p| p as usize == l)
-                    .is_some_and(|d| depth > d)
-            })
+            level.is_some_and(|l| index_on_path(path, l).is_some_and(|d| depth > d))
         };
         let el = self.event_levels;
         let c = &mut self.cores[core];
@@ -258,4 +250,16 @@ impl System {
             self.access(core, &rec);
         }
     }
+}
+
+/// How far down `path` (a core's levels, nearest first) an access went: the index of the level
+/// that `served` it, the path's length when memory did. The sampler and the per-page LLC profile
+/// decide "reached" and "missed" a level from it.
+pub(super) fn depth_on_path(path: &[u8], served: u8) -> usize {
+    path.iter().position(|&l| l == served).unwrap_or(path.len())
+}
+
+/// The index of cache level `level` on `path`, if the path goes through it.
+pub(super) fn index_on_path(path: &[u8], level: usize) -> Option<usize> {
+    path.iter().position(|&l| l as usize == level)
 }
