@@ -11,8 +11,8 @@ markers). Each block's cost line sums its runs' own seconds (each run's wall tim
 worker, so inflated by a loaded machine). CPU time measured with ``/usr/bin/time`` (user +
 system, the workers included, nothing cached, at a load of 13-22 on 2 cores): ``matrix-streams``
 80 s, ``matrix-rest`` 154 s, ``suite`` 58 s (9, 22 and 14 minutes of wall time with 2, 2 and 1
-workers); ``matrix-power5`` was not run to its end (four 4-process mixes, each seed a
-partition climb: several times ``matrix-rest``). The test suite does not run this.
+workers); ``matrix-power5`` 779 s (42 minutes with 1 worker under ``nice -n 19`` at a load of
+8-17: four 4-process mixes, each seed a partition climb). The test suite does not run this.
 
     python tools/verdict_tables.py           # run (or reuse) the reports and rewrite the tables (make docs-verdicts)
     python tools/verdict_tables.py --check   # exit 1 if a table differs (the cost lines, measurements, aside)
