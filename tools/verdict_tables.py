@@ -68,11 +68,12 @@ class SuiteSet(VerdictSet):
 
     machines: str = "xeon-e5506"
     records: int = 2_000_000
+    quads: tuple[str, ...] = ()
     points_dir = "sweep"
     quiet_flag = "--quiet"
 
     def args(self) -> list[str]:
-        return ["evaluate", "--out", self.out, "--only", "mixes", "--pairs", *self.configs, "--quads", "--machines", self.machines,
+        return ["evaluate", "--out", self.out, "--only", "mixes", "--pairs", *self.configs, "--quads", *self.quads, "--machines", self.machines,
                 "--policies", *self.policies, "--seeds", str(self.seeds), "--records", str(self.records),
                 "--oracle", "--oracle-steps", str(self.steps)]
 
@@ -111,6 +112,10 @@ SETS = [
     # 1 B-instruction regions chosen by phase; sqlite: a 20 M-record region), the first 2 M
     # records of each, on the Xeon, the fresh placement and three aged ones.
     SuiteSet("suite", ["bzip2+xz", "sqlite+xz"], ["rocs", "mrc-partition", "coloris"], 3, 4, "out/suite-oracle"),
+    # evaluate's default mixes (its PAIRS and QUADS: every program the default evaluation runs),
+    # the same window, machine, placements and policies.
+    SuiteSet("suite-defaults", ["zstd+stream", "bzip2+spmv", "cc1+stencil", "sqlite+xz"], ["rocs", "mrc-partition", "coloris"], 3, 4,
+             "out/suite-defaults-oracle", quads=("zstd+bzip2+stream+xz", "sqlite+cc1+spmv+stencil")),
 ]
 
 #: Where each set's report records what it was measured on.
@@ -242,7 +247,7 @@ def render_set(s: VerdictSet) -> str:
     lines += ["", "Each oracle's best per config (mean gain over seeds; seed by seed in `oracles.csv`):", "",
               "| config | oracle | gain (mean) | best (first seed) | runs | simulated s | note |", "|---|---|---|---|---|---|---|"]
     # a report's configs by file name; evaluate's groups as MACHINE--PROGRAMS
-    order = {Path(c).stem: i for i, c in enumerate(s.configs)}
+    order = {Path(c).stem: i for i, c in enumerate([*s.configs, *getattr(s, "quads", ())])}
     order.update({str(c).split("--")[-1]: i for c, i in list(order.items())})
     order.update({c: order.get(str(c).split("--")[-1], len(order)) for c in o["config"].unique()})
     groups = sorted(o.groupby(["config", "oracle"], sort=False), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1]))
