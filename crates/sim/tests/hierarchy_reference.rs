@@ -354,12 +354,16 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
 
 fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
     let mut fast = Hierarchy::new(cfg).unwrap();
-    let lean_shape = cfg.inclusion == Inclusion::NonInclusive
-        && cfg.levels.iter().all(|l| {
-            let sets = l.size.0 / 64 / l.ways as u64;
-            sets.is_power_of_two() && l.write_policy == WritePolicy::WriteBack && l.write_allocate
-        });
-    assert_eq!(fast.uses_lean_engine(), lean_shape, "which engine runs");
+    let lean_shape = cfg.inclusion != Inclusion::Exclusive
+        && cfg
+            .levels
+            .iter()
+            .all(|l| l.write_policy == WritePolicy::WriteBack && l.write_allocate);
+    assert_eq!(
+        fast.blocks_use_lean_engine(),
+        lean_shape,
+        "which engine runs"
+    );
     // Odd block boundaries exercise the run batching across blocks.
     for chunk in recs.chunks(37) {
         fast.run_block(chunk);
@@ -506,8 +510,8 @@ fn lean_equals_general(
         for h in [&mut lean, &mut general, &mut columns] {
             h.set_prefetch_enabled(prefetch);
         }
-        used_lean |= lean.uses_lean_engine();
-        prop_assert!(!general.uses_lean_engine());
+        used_lean |= lean.blocks_use_lean_engine();
+        prop_assert!(!general.blocks_use_lean_engine());
         lean.run_block(block);
         general.run_block(block);
         let addr: Vec<u64> = block.iter().map(|r| r.addr).collect();
@@ -556,12 +560,37 @@ fn lean_equals_general(
     Ok(())
 }
 
-fn lean_config(cores: u32, shape: u8, ways: u32, prefetch_level: usize) -> HierarchyConfig {
+/// The lean engine's shapes: `shape` picks split or unified first levels and the depth;
+/// `variant` the inclusion (bit 0: inclusive, with back-invalidation) and the last level's set
+/// indexing (the rest: 0 a power-of-two set count, 1 seven sets, 2 two slices of four sets, 3
+/// three slices of four, 4 three slices of three, 5 two slices chosen by an XOR hash), as the
+/// paper presets have them (POWER5's three-slice L2 and L3, Sandy Bridge's sliced L3).
+fn lean_config(
+    cores: u32,
+    shape: u8,
+    ways: u32,
+    prefetch_level: usize,
+    variant: u8,
+) -> HierarchyConfig {
+    let mut l3 = level("L3", 8 * 64 * 12, 12, Serves::Unified);
+    let (sets, slices) = match variant >> 1 {
+        1 => (7, 1),
+        2 => (8, 2),
+        3 => (12, 3),
+        4 => (9, 3),
+        5 => (8, 2),
+        _ => (8, 1),
+    };
+    l3.size = Size(sets * 64 * 12);
+    l3.slices = slices;
+    if variant >> 1 == 5 {
+        l3.slice_hash = cachecolor_sim::geometry::SliceHash::Xor { masks: vec![0xAC0] };
+    }
     let mut levels = vec![
         level("L1I", 2 * 64 * ways as u64, ways, Serves::Instruction),
         level("L1D", 2 * 64 * ways as u64, ways, Serves::Data),
         level("L2", 4 * 64 * 16, 16, Serves::Unified),
-        level("L3", 8 * 64 * 12, 12, Serves::Unified),
+        l3,
     ];
     match shape {
         1 => {
@@ -582,7 +611,11 @@ fn lean_config(cores: u32, shape: u8, ways: u32, prefetch_level: usize) -> Hiera
         cores,
         line_size: 64,
         page_size: Size(4096),
-        inclusion: Inclusion::NonInclusive,
+        inclusion: if variant & 1 == 1 {
+            Inclusion::Inclusive
+        } else {
+            Inclusion::NonInclusive
+        },
         seed: 0,
         prefetch_enabled: false,
         levels,
@@ -608,11 +641,13 @@ proptest! {
         shape in 0u8..3,
         ways in prop_oneof![Just(1u32), Just(2), Just(3), Just(8), Just(12), Just(16)],
         prefetch_level in 0usize..4,
+        variant in 0u8..12,
         blocks in prop::collection::vec((1usize..120, any::<bool>()), 1..8),
     ) {
         let mut blocks = blocks;
         blocks[0].1 = false; // the first block runs on the lean engine
-        lean_equals_general(&lean_config(cores, shape, ways, prefetch_level), &recs, &blocks)?;
+        let cfg = lean_config(cores, shape, ways, prefetch_level, variant);
+        lean_equals_general(&cfg, &recs, &blocks)?;
     }
 }
 
@@ -627,6 +662,7 @@ proptest! {
         shape in 0u8..3,
         ways in prop_oneof![Just(1u32), Just(4), Just(12), Just(16)],
         with_sizes in any::<bool>(),
+        variant in 0u8..12,
     ) {
         let recs: Vec<Record> = recs
             .into_iter()
@@ -640,12 +676,12 @@ proptest! {
                 ..r
             })
             .collect();
-        let cfg = lean_config(1, shape, ways, 0);
+        let cfg = lean_config(1, shape, ways, 0, variant);
         let mut general = Hierarchy::new(&cfg).unwrap();
         general.set_lean_engine(false);
         general.run_block(&recs);
         let mut columns = Hierarchy::new(&cfg).unwrap();
-        prop_assert!(columns.uses_lean_engine());
+        prop_assert!(columns.blocks_use_lean_engine());
         let addr: Vec<u64> = recs.iter().map(|r| r.addr).collect();
         let size: Vec<u16> = recs.iter().map(|r| r.size).collect();
         let cols = RecordColumns::new(&addr, None, with_sizes.then_some(&size[..]), None, None, None)
@@ -678,9 +714,11 @@ proptest! {
         prefetch_level in 0usize..4,
         invalidate_every in 3usize..40,
         prefetch_window in (0usize..200, 0usize..60),
+        variant in 0u8..12,
     ) {
-        let cfg = lean_config(cores, shape, ways, prefetch_level);
+        let cfg = lean_config(cores, shape, ways, prefetch_level, variant);
         let mut lean = Hierarchy::new(&cfg).unwrap();
+        lean.set_lean_engine_on_access_path(true);
         let mut general = Hierarchy::new(&cfg).unwrap();
         general.set_lean_engine(false);
         let (from, len) = prefetch_window;

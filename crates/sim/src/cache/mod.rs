@@ -110,7 +110,9 @@ pub(crate) struct LeanParts {
     pub lines: *mut u64,
     pub meta: *mut LineMeta,
     pub order: *mut u64,
-    pub set_mask: u64,
+    /// `sets - 1` when the set index is a mask of the line number; otherwise `geom` indexes.
+    pub set_mask: Option<u64>,
+    pub geom: *const CacheGeometry,
     pub ways: u32,
     pub valid: *mut usize,
     pub capacity: usize,
@@ -207,9 +209,8 @@ impl Cache {
     }
 
     /// Raw views of the state for the lean engine (`hierarchy::lean`), when this cache is one
-    /// it handles: LRU with recency words, set index a mask of the line number.
+    /// it handles: LRU with recency words (any set indexing: a mask, a modulo, slices).
     pub(crate) fn lean_parts(&mut self) -> Option<LeanParts> {
-        let set_mask = self.set_mask?;
         let order = self.repl.recency_words()?;
         // The lean engine does not keep `epoch`; bump it so no `LastLine` taken before survives.
         self.epoch += 1;
@@ -217,12 +218,13 @@ impl Cache {
             lines: self.lines.padded_mut_ptr(),
             meta: self.meta.padded_mut_ptr(),
             order,
-            set_mask,
+            set_mask: self.set_mask,
+            geom: &self.geom,
             ways: self.ways as u32,
             valid: &mut self.valid,
             capacity: self.lines.len(),
             state_bytes: self.lines.len() * (8 + std::mem::size_of::<LineMeta>())
-                + 8 * (set_mask as usize + 1),
+                + 8 * self.lines.len() / self.ways,
         })
     }
 

@@ -1,7 +1,8 @@
 /*!
 The lean engine: the same hierarchy semantics as the general path in `hierarchy.rs`, for the
-configurations most runs use (every level LRU with at most 16 ways and a power-of-two set count,
-write-back and write-allocate, non-inclusive, no prefetcher running), without the general path's
+configurations most runs use (every level LRU with at most 16 ways, any set count and slices,
+write-back and write-allocate, non-inclusive or inclusive with back-invalidation, no prefetcher
+running: `xeon-e5506`, `core-i3-2100` and `core-i7-720qm` among the presets), without the general path's
 per-access generality: no policy dispatch, no `Vec` of levels indexed twice per hop, no bounds
 checks inside a set, no epochs. `Hierarchy::run_block` hands a block here whenever the
 configuration and the prefetch switch allow it, and the general path takes over otherwise; both
@@ -24,6 +25,7 @@ use super::super::{flags, LeanParts, LineMeta, INVALID};
 use super::{Hierarchy, LastLine, MemoryStats, MAX_DEPTH, SERVED_BY_MEMORY};
 use crate::cache::prefetch_read;
 use crate::cache::stats::Counters;
+use crate::geometry::CacheGeometry;
 use crate::trace::{Kind, Record};
 
 mod line;
@@ -50,7 +52,10 @@ struct Unit {
     meta: *mut LineMeta,
     order: *mut u64,
     counters: *mut Counters,
+    /// The set index of a line is `line & set_mask` when `geom` is null (a power-of-two set
+    /// count, one slice); otherwise the geometry's own (a modulo, slices).
     set_mask: u64,
+    geom: *const CacheGeometry,
     ways: usize,
     /// Only the low `ways` bits of a scan are this set's.
     way_mask: u32,
@@ -64,6 +69,13 @@ struct Unit {
     /// More than 8 ways: scan 16 tags (two host lines) rather than 8.
     wide: bool,
     host_prefetch: bool,
+    /// Inclusive hierarchy: the units above this one on some core's path (`Hierarchy::uppers`),
+    /// `n_uppers` of them from `uppers` (into `LeanPlan::upper_units`), which lose a line this
+    /// one evicts; and fills here look for invalid ways again, since a deeper fill's
+    /// back-invalidation may have freed one after the lookup.
+    inclusive: bool,
+    uppers: *const u16,
+    n_uppers: usize,
 }
 
 /// The units a reference of one core and class (data or instruction) visits, in order.
@@ -124,22 +136,31 @@ pub(super) struct LeanPlan {
     paths: Vec<[LeanPath; 2]>,
     /// Unit index -> (level, instance).
     units: Vec<(usize, usize)>,
+    /// Inclusive: per unit, the units above it (`Hierarchy::uppers`), as `(start, len)` into
+    /// `upper_units`; empty otherwise.
+    uppers: Vec<(usize, usize)>,
+    upper_units: Vec<u16>,
+    inclusive: bool,
+    /// A shape beyond non-inclusive power-of-two caches (inclusive, a modulo or sliced set
+    /// index): see `Hierarchy::lean_ready`.
+    extended: bool,
 }
 
 impl LeanPlan {
     /// The plan for `h`, or `None` when a level or the inclusion policy needs the general path.
     pub(super) fn for_hierarchy(h: &Hierarchy) -> Option<LeanPlan> {
-        if h.inclusion != super::Inclusion::NonInclusive {
-            return None;
-        }
+        let inclusive = match h.inclusion {
+            super::Inclusion::NonInclusive => false,
+            super::Inclusion::Inclusive => true,
+            super::Inclusion::Exclusive => return None,
+        };
         let mut base = Vec::with_capacity(h.levels.len());
         let mut units = Vec::new();
         for (lv, (level, cfg)) in h.levels.iter().zip(&h.config.levels).enumerate() {
             let eligible = cfg.policy == super::ReplacementKind::Lru
                 && cfg.ways <= 16
                 && level.write_back
-                && level.write_allocate
-                && level.caches.iter().all(|c| c.geometry().is_pow2());
+                && level.write_allocate;
             if !eligible {
                 return None;
             }
@@ -166,7 +187,31 @@ impl LeanPlan {
         if units.len() > u16::MAX as usize {
             return None;
         }
-        Some(LeanPlan { paths, units })
+        let mut uppers = vec![(0, 0); if inclusive { units.len() } else { 0 }];
+        let mut upper_units = Vec::new();
+        if inclusive {
+            for (k, &(lv, inst)) in units.iter().enumerate() {
+                let above = &h.uppers[lv][inst];
+                uppers[k] = (upper_units.len(), above.len());
+                upper_units.extend(
+                    above
+                        .iter()
+                        .map(|up| (base[up.level as usize] + up.instance as usize) as u16),
+                );
+            }
+        }
+        let extended = inclusive
+            || h.levels
+                .iter()
+                .any(|l| l.caches.iter().any(|c| !c.geometry().is_pow2()));
+        Some(LeanPlan {
+            paths,
+            units,
+            uppers,
+            upper_units,
+            inclusive,
+            extended,
+        })
     }
 }
 
@@ -294,10 +339,19 @@ impl LeanInput for AddrSize<'_> {
 }
 
 impl Hierarchy {
-    /// Whether `run_block` may hand the next block to the lean engine.
+    /// Whether `run_block` and `run_columns` may hand the next block to the lean engine.
+    #[inline]
+    pub(super) fn lean_ready_blocks(&self) -> bool {
+        self.lean_enabled && self.lean.is_some() && !(self.prefetch_enabled && self.has_prefetchers)
+    }
+
+    /// Whether the record-at-a-time calls (`access`, `run_block_served`, `prefetch_host`)
+    /// take the lean engine: as `lean_ready_blocks`, on the shapes beyond non-inclusive
+    /// power-of-two caches only when asked (`Hierarchy::set_lean_engine_on_access_path`).
     #[inline]
     pub(super) fn lean_ready(&self) -> bool {
-        self.lean_enabled && self.lean.is_some() && !(self.prefetch_enabled && self.has_prefetchers)
+        self.lean_ready_blocks()
+            && (self.lean_on_access_path || self.lean.as_ref().is_some_and(|p| !p.extended))
     }
 
     /// The lean view of every cache instance, built once per hierarchy (see `UnitCache`).
@@ -307,14 +361,25 @@ impl Hierarchy {
             let level = &mut self.levels[lv];
             let parts: LeanParts = level.caches[inst]
                 .lean_parts()
-                .expect("LeanPlan admits only LRU caches with recency words and mask indexing");
+                .expect("LeanPlan admits only LRU caches with recency words");
             let ways = parts.ways as usize;
+            let (start, n_uppers) = plan.uppers.get(units.len()).copied().unwrap_or((0, 0));
             units.push(Unit {
                 lines: parts.lines,
                 meta: parts.meta,
                 order: parts.order,
                 counters: &mut level.counters[inst] as *mut Counters,
-                set_mask: parts.set_mask,
+                set_mask: parts.set_mask.unwrap_or(0),
+                geom: if parts.set_mask.is_some() {
+                    std::ptr::null()
+                } else {
+                    parts.geom
+                },
+                inclusive: plan.inclusive,
+                // The plan's vector never changes after `for_hierarchy`, and lives as long as
+                // the hierarchy (a clone rebuilds its units from its own plan).
+                uppers: plan.upper_units.as_ptr().wrapping_add(start),
+                n_uppers,
                 ways,
                 valid: parts.valid,
                 capacity: parts.capacity,
@@ -537,6 +602,7 @@ impl Hierarchy {
             if i == n || recs.addr(i) >> line_shift != first {
                 continue;
             }
+
             // Per-kind counts in 16-bit lanes of one register (so a run is cut at 65,535
             // records).
             let limit = n.min(i + 0xFFFF);

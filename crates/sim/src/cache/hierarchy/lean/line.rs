@@ -81,19 +81,39 @@ pub(super) unsafe fn scan_set<const V: bool>(u: &Unit, base: usize, value: u64) 
     mask & u.way_mask
 }
 
+/// The set of `line` in `u`: a mask of the line number, or (a set count that is not a power of
+/// two, or slices) the geometry's own index, as `Cache::set_of_line` computes it.
+#[inline(always)]
+pub(super) fn set_of(u: &Unit, line: u64) -> usize {
+    if u.geom.is_null() {
+        (line & u.set_mask) as usize
+    } else {
+        // SAFETY: `geom` points at the cache's own geometry (`Unit`), which outlives the unit.
+        unsafe { (*u.geom).set_of_line(line) as usize }
+    }
+}
+
+/// The invalid ways of the set at `base`, or 0 when the cache is full (most of any long run).
+#[inline(always)]
+pub(super) unsafe fn free_ways<const V: bool>(u: &Unit, base: usize) -> u32 {
+    unsafe {
+        if *u.valid < u.capacity {
+            scan_set::<V>(u, base, INVALID)
+        } else {
+            0
+        }
+    }
+}
+
 /// Set, first slot, hit mask and (on a miss) invalid-way mask of `line` in `u`. Once the cache
 /// is full, which is most of any long run, a miss skips the search for invalid ways.
 #[inline(always)]
 pub(super) unsafe fn lookup<const V: bool>(u: &Unit, line: u64) -> (usize, usize, u32, u32) {
-    let set = (line & u.set_mask) as usize;
+    let set = set_of(u, line);
     let base = set * u.ways;
     unsafe {
         let hit = scan_set::<V>(u, base, line);
-        let free = if hit == 0 && *u.valid < u.capacity {
-            scan_set::<V>(u, base, INVALID)
-        } else {
-            0
-        };
+        let free = if hit == 0 { free_ways::<V>(u, base) } else { 0 };
         (set, base, hit, free)
     }
 }
@@ -102,7 +122,7 @@ pub(super) unsafe fn lookup<const V: bool>(u: &Unit, line: u64) -> (usize, usize
 pub(super) fn host_prefetch(units: &[Unit], list: &PrefetchList, line: u64) {
     for &k in &list.units[..list.len as usize] {
         let u = &units[k as usize];
-        let set = (line & u.set_mask) as usize;
+        let set = set_of(u, line);
         let base = set * u.ways;
         // Prefetch hints never fault, so plain wrapping arithmetic on the pointers is enough.
         prefetch_read(u.lines.wrapping_add(base));
@@ -196,15 +216,52 @@ pub(super) unsafe fn access_line_in<const P: bool, const V: bool>(
         while d > 0 {
             d -= 1;
             let u = units.get_unchecked(*path.units.get_unchecked(d) as usize);
-            let (set, base, free) = missed.get_unchecked(d).assume_init();
+            let (set, base, mut free) = missed.get_unchecked(d).assume_init();
+            if u.inclusive {
+                // A deeper fill's back-invalidation may have freed a way of this set since the
+                // lookup (`Hierarchy::fill` looks the set up again).
+                free = free_ways::<V>(u, base);
+            }
             slot = place::<P>(units, path, memory, d, u, set, base, free, line, meta);
         }
         if kind.is_write() {
             let u = units.get_unchecked(path.units[0] as usize);
+            // The line is still there in an inclusive hierarchy too: a back-invalidation
+            // removes a victim of a deeper fill, never the line being filled, and a write-back
+            // into an inclusive level always hits (what is above is below), so it evicts nothing.
+            debug_assert_eq!(*u.lines.add(slot), line);
             (*u.meta.add(slot)).flags |= flags::DIRTY;
         }
     }
     (slot, served)
+}
+
+/// Inclusive: `line`, evicted from `u`, leaves every cache above it on any core's path
+/// (`Hierarchy::evicted`), each copy removed counted as a back-invalidation of `u`. Returns
+/// whether a removed copy was dirty (it is newer, and leaves with the victim).
+///
+/// SAFETY (caller): as `access_line`; `u` is one of `units`.
+#[inline(never)]
+pub(super) unsafe fn back_invalidate(units: &[Unit], u: &Unit, line: u64) -> bool {
+    let mut dirty = false;
+    for k in 0..u.n_uppers {
+        unsafe {
+            let up = units.get_unchecked(*u.uppers.add(k) as usize);
+            let base = set_of(up, line) * up.ways;
+            let hit = scan_set::<false>(up, base, line);
+            if hit != 0 {
+                // As `Cache::invalidate`: the way becomes invalid with default metadata; LRU's
+                // recency word is left as it is (an invalid way is refilled before any victim).
+                let slot = base + hit.trailing_zeros() as usize;
+                *up.lines.add(slot) = INVALID;
+                let m = std::mem::take(&mut *up.meta.add(slot));
+                *up.valid -= 1;
+                (*u.counters).back_invalidations += 1;
+                dirty |= m.dirty();
+            }
+        }
+    }
+    dirty
 }
 
 /// The privileged side of a demand access that `access_line` served at depth `served`: an
@@ -258,7 +315,7 @@ pub(super) unsafe fn place<const P: bool>(
         }
         let slot = base + way;
         let old = *u.lines.add(slot);
-        let old_meta = *u.meta.add(slot);
+        let mut old_meta = *u.meta.add(slot);
         *u.lines.add(slot) = line;
         *u.meta.add(slot) = meta;
         if old == INVALID {
@@ -267,6 +324,9 @@ pub(super) unsafe fn place<const P: bool>(
             (*u.counters).evictions += 1;
             if P {
                 (*u.counters).privileged.evictions += 1;
+            }
+            if u.n_uppers != 0 && back_invalidate(units, u, old) {
+                old_meta.flags |= flags::DIRTY;
             }
             if old_meta.dirty() {
                 (*u.counters).writebacks += 1;
