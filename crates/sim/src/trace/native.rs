@@ -308,7 +308,6 @@ fn decode(
     let threads = &raw[icount_end..threads_end];
     let syscalls_end = raw_len - 8 * n_pcs;
     let syscalls = &raw[threads_end..syscalls_end];
-    let pc_column = &raw[syscalls_end..raw_len];
 
     // Pass 1: validate, so pass 2 stays inside every column. Written as narrow reductions over
     // chunks so the compiler vectorises them: width = class, except class 7 is 8 bytes wide.
@@ -345,44 +344,27 @@ fn decode(
 
     // Pass 2: the common case, kept small enough to live in registers: escaped sizes and
     // icounts come out as 255 and threads as 0 here, and are patched by pass 3 if present.
+    // The PCs (version 3) are decoded in the same pass, from the address just decoded, so the
+    // records are not read back.
     let addr = &raw[fixed_end..addr_end + 8];
-    let mut pa = 0usize;
-    let (mut prev_data, mut prev_inst) = (0u64, 0u64);
-    let records =
-        tags.iter()
-            .zip(offsets)
-            .zip(sizes)
-            .zip(icounts)
-            .map(|(((&tag, &off), &s), &c)| {
-                let kind = match tag & 3 {
-                    0 => Kind::Load,
-                    1 => Kind::Store,
-                    2 => Kind::IFetch,
-                    _ => Kind::Modify,
-                };
-                let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as usize;
-                // Pass 1 proved `pa <= addr_len`; the 8 bytes of padding keep this load in bounds.
-                let word = u64::from_le_bytes(addr[pa..pa + 8].try_into().unwrap());
-                pa += WIDTHS[class];
-                let delta = unzigzag(word & MASKS[class]) as u64;
-                let is_inst = kind == Kind::IFetch;
-                let line = if is_inst { prev_inst } else { prev_data }.wrapping_add(delta);
-                if is_inst {
-                    prev_inst = line;
-                } else {
-                    prev_data = line;
-                }
-                Record {
-                    addr: (line << LINE_SHIFT) | off as u64,
-                    thread: 0,
-                    icount: c as u32,
-                    size: s as u16,
-                    kind,
-                    privileged: tag & TAG_PRIVILEGED != 0,
-                    syscall: 0,
-                }
-            });
-    out.extend(records);
+    match pcs.as_deref_mut() {
+        Some(pcs) => {
+            // The PC column and the 8 bytes of padding after it: a load at the column's end
+            // (made for an ifetch, whose value is not used) stays in bounds.
+            let column = &raw[syscalls_end..raw_len + 8];
+            decode_records::<true>(tags, offsets, sizes, icounts, addr, column, out, pcs);
+        }
+        None => decode_records::<false>(
+            tags,
+            offsets,
+            sizes,
+            icounts,
+            addr,
+            &[],
+            out,
+            &mut Vec::new(),
+        ),
+    }
 
     // Pass 3: escapes and threads, only for blocks that have them. Pass 1 counted the escapes
     // and thread ids, so each value iterator yields exactly one item per marked record.
@@ -444,22 +426,92 @@ fn decode(
             },
         );
     }
-    if let Some(pcs) = pcs {
-        let mut values = pc_column.chunks_exact(8);
-        let mut last_fetch = 0u64;
-        pcs.extend(out.iter().map(|r| {
-            if r.kind == Kind::IFetch {
-                last_fetch = r.addr;
-                r.addr
-            } else {
-                // Counted above: one value per data record, XORed with the latest fetch.
-                values.next().map_or(0, |v| {
-                    u64::from_le_bytes(v.try_into().unwrap()) ^ last_fetch
-                })
-            }
-        }));
-    }
     Ok(())
+}
+
+/// Pass 2 of `decode`: append one record per tag to `out` (and with `PCS`, its PC to `pcs`).
+/// `addr` is the address column followed by 8 readable bytes; with `PCS`, `column` is the PC
+/// column followed by 8 readable bytes. Pass 1 proved that the address widths sum to the
+/// column's length and that the PC column holds one word per data record, so every load
+/// below is in bounds (the slices are still indexed with checks: a corrupt block panics
+/// nowhere because pass 1 rejected it).
+///
+/// Written without a branch on the kind: the previous line of each stream, the latest fetch
+/// and the PC column's cursor are selected arithmetically, so a trace's mix of ifetches and
+/// data records costs no mispredictions.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn decode_records<const PCS: bool>(
+    tags: &[u8],
+    offsets: &[u8],
+    sizes: &[u8],
+    icounts: &[u8],
+    addr: &[u8],
+    column: &[u8],
+    out: &mut Vec<Record>,
+    pcs: &mut Vec<u64>,
+) {
+    let n = tags.len();
+    let (start, pc_start) = (out.len(), pcs.len());
+    out.reserve(n);
+    let records = &mut out.spare_capacity_mut()[..n];
+    let pc_slots = if PCS {
+        pcs.reserve(n);
+        &mut pcs.spare_capacity_mut()[..n]
+    } else {
+        &mut []
+    };
+    let mut pa = 0usize;
+    let (mut prev_data, mut prev_inst) = (0u64, 0u64);
+    let (mut pc_at, mut last_fetch) = (0usize, 0u64);
+    for (i, ((((&tag, &off), &s), &c), slot)) in tags
+        .iter()
+        .zip(offsets)
+        .zip(sizes)
+        .zip(icounts)
+        .zip(records.iter_mut())
+        .enumerate()
+    {
+        let kind = match tag & 3 {
+            0 => Kind::Load,
+            1 => Kind::Store,
+            2 => Kind::IFetch,
+            _ => Kind::Modify,
+        };
+        let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as usize;
+        let word = u64::from_le_bytes(addr[pa..pa + 8].try_into().unwrap());
+        pa += WIDTHS[class];
+        let delta = unzigzag(word & MASKS[class]) as u64;
+        let is_inst = kind == Kind::IFetch;
+        let line = if is_inst { prev_inst } else { prev_data }.wrapping_add(delta);
+        prev_inst = if is_inst { line } else { prev_inst };
+        prev_data = if is_inst { prev_data } else { line };
+        let address = (line << LINE_SHIFT) | off as u64;
+        slot.write(Record {
+            addr: address,
+            thread: 0,
+            icount: c as u32,
+            size: s as u16,
+            kind,
+            privileged: tag & TAG_PRIVILEGED != 0,
+            syscall: 0,
+        });
+        if PCS {
+            // A data record's word is its PC XOR the block's latest fetch before it.
+            let word = u64::from_le_bytes(column[pc_at..pc_at + 8].try_into().unwrap());
+            last_fetch = if is_inst { address } else { last_fetch };
+            pc_slots[i].write(if is_inst { address } else { word ^ last_fetch });
+            pc_at += 8 * (!is_inst) as usize;
+        }
+    }
+    // SAFETY: the loop wrote each of the `n` reserved slots (one per tag; `records` and
+    // `pc_slots` are `n` long).
+    unsafe {
+        out.set_len(start + n);
+        if PCS {
+            pcs.set_len(pc_start + n);
+        }
+    }
 }
 
 /// Call `f(i)` for each index whose byte satisfies `marked`, in order. Rare marks are the common
