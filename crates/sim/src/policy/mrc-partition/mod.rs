@@ -50,7 +50,7 @@ when checked), the allocations over time (colors per process), phase changes, pa
 */
 use super::{Kernel, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::analysis::rapidmrc::MissWindow;
-use crate::analysis::stack::LruStack;
+use crate::analysis::stack::{DistanceHistogram, LruStack};
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
 use crate::pmu::{Event, Sample, SamplingConfig};
@@ -64,7 +64,8 @@ mod model;
 mod report;
 pub use model::{Decision, DecisionInput, ProcessPrediction};
 pub use report::{
-    Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window, WindowWanted,
+    Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window,
+    WindowIncomplete, WindowWanted,
 };
 
 /// How pages in a color their process lost are moved.
@@ -146,12 +147,22 @@ struct Proc {
     /// The window being collected, if any.
     window: Option<MissWindow>,
     reason: &'static str,
-    /// A window is wanted (for `reason`) but not yet affordable (`max_window_overhead`).
+    /// A window is wanted (for `reason`) but not yet begun (warm-up, `max_window_overhead`).
     wants_window: bool,
-    /// Cycles the process has run since its last window ended (or its start).
-    cycles_since_window: u64,
-    /// Cycles the process has run since its start: the decision's horizon (ski rental).
+    /// Cycles the process has run since its start: the decision's horizon (ski rental) and the
+    /// window budget's denominator.
     cycles_run: u64,
+    /// Sampled-event misses (the shared cache's accesses) since its start: the warm-up.
+    accesses_run: u64,
+    /// Lines of the pages it had when its window began (`window_footprint`).
+    lines_at_window_start: u64,
+    /// It ran while another process was live (a window was wanted for a reason).
+    shared_cache: bool,
+    /// The window it was collecting when it exited, incomplete (reported).
+    ended_window: Option<MissWindow>,
+    /// Interrupt cycles of every window it has begun (`window x sample_cost_cycles` each): the
+    /// window budget's numerator.
+    window_paid: u64,
     /// LLC misses and sampled-event (L1D) misses counted while the process had every color,
     /// since its last window started: the measured shared-cache baseline.
     shared_llc_misses: u64,
@@ -168,6 +179,9 @@ struct Proc {
     colors: ColorSet,
     /// Every sampled L1D miss of the run (exact_check only).
     whole: Option<LruStack>,
+    /// exact_check: the whole-run stack's distances of the window's counted lines (the exact
+    /// curve of the same window, its stack warm since the process started).
+    window_exact: DistanceHistogram,
     /// Times its partition had no free frame left (`out_of_colors`); after the first it keeps
     /// every color (the fallback: a partition never aborts the workload).
     out_of_memory: u32,
@@ -180,6 +194,8 @@ struct WindowRecord {
     reason: &'static str,
     samples: u64,
     miss_rate: Vec<f64>,
+    /// exact_check: the exact curve of the window's counted lines.
+    exact_window_miss_rate: Option<Vec<f64>>,
 }
 
 #[derive(Debug)]
@@ -193,6 +209,11 @@ pub struct MrcPartition {
     units: u64,
     /// Cache lines per unit (of the LLC, which the curve is of).
     lines_per_unit: u64,
+    /// The curve's sizes: `0..=units` units, in LLC lines.
+    sizes: Vec<u64>,
+    /// Lines of the LLC: the warm-up's accesses.
+    llc_lines: u64,
+    page_size: u64,
     /// Cycles an LLC miss avoided saves, and one page move costs (`MachineInfo`).
     miss_penalty: u64,
     page_move_cycles: u64,
@@ -284,11 +305,15 @@ impl MrcPartition {
             ));
         }
         let units = Self::units_of(machine);
+        let lines_per_unit = (machine.llc_size / units.max(1) / machine.line_size).max(1);
         Ok(MrcPartition {
             config: config.clone(),
             colors: machine.colors,
             units,
-            lines_per_unit: (machine.llc_size / units.max(1) / machine.line_size).max(1),
+            lines_per_unit,
+            sizes: (0..=units).map(|c| c * lines_per_unit).collect(),
+            llc_lines: machine.llc_size / machine.line_size.max(1),
+            page_size: machine.page_size,
             miss_penalty: machine.llc_miss_penalty,
             page_move_cycles: machine.page_move_cycles,
             line_shift: machine.line_size.trailing_zeros(),
@@ -378,10 +403,38 @@ impl MrcPartition {
         }
     }
 
-    /// Miss rate at every color count `0..=colors` from a window.
-    fn curve_of(&self, w: &MissWindow) -> Vec<f64> {
-        let sizes: Vec<u64> = (0..=self.units).map(|c| c * self.lines_per_unit).collect();
-        w.histogram().miss_rates(&sizes)
+    /// Miss rate at every unit count `0..=units` from a window, its first sightings counted as
+    /// what they are (distances beyond the stack's depth then, `censored_miss_rates`), not as
+    /// misses at every size. With the process's `footprint`, a size that holds every line of
+    /// its pages misses at most its new lines: no reuse distance exceeds the lines the process
+    /// has, so from there on the misses are first touches of lines, at most the lines of the pages
+    /// it gained during the window per counted access. Between the window's deepest stack and
+    /// the footprint the curve stays at its last value (unobserved; over-counted).
+    fn curve_of(&self, w: &MissWindow, footprint: Option<Footprint>) -> Vec<f64> {
+        let mut curve = w.censored_miss_rates(&self.sizes);
+        if let Some(f) = footprint {
+            for (m, &size) in curve.iter_mut().zip(&self.sizes) {
+                if size >= f.lines {
+                    *m = m.min(f.new_line_rate);
+                }
+            }
+        }
+        curve
+    }
+
+    /// Lines of the pages `pid` has (the OS's page tables: what its accesses can reach).
+    fn resident_lines(&self, k: &dyn Kernel, pid: usize) -> u64 {
+        let per_page = self.page_size / (1u64 << self.line_shift);
+        k.pages(pid)
+            .iter()
+            .map(|p| {
+                if p.huge {
+                    HUGE_PAGES * per_page
+                } else {
+                    per_page
+                }
+            })
+            .sum()
     }
 
     fn allocate(&mut self, k: &mut dyn Kernel, now: u64) {
@@ -458,11 +511,14 @@ impl MrcPartition {
             .collect();
         let window_cost: u64 = self.procs.values().map(|p| p.window_cost_unpaid).sum();
         let move_cost = pages_to_move * self.page_move_cycles;
+        // The cost is what partitioning adds from now on: the page moves. The windows are paid
+        // whatever is decided (their budget is `max_window_overhead`); counting them again here
+        // refused partitions that gain more than they cost, on top of the windows already lost.
         let (decision, each) = Self::decide(
             &inputs,
             self.lines_per_unit as f64,
             self.miss_penalty as f64,
-            (move_cost + window_cost) as f64,
+            move_cost as f64,
             (self.config.window - self.config.warmup) as f64,
         );
         let partition = decision.partition || self.config.always_partition;
@@ -627,8 +683,12 @@ impl Policy for MrcPartition {
                 window: None,
                 reason: "start",
                 wants_window: true,
-                cycles_since_window: 0,
                 cycles_run: 0,
+                accesses_run: 0,
+                shared_cache: false,
+                ended_window: None,
+                lines_at_window_start: 0,
+                window_paid: 0,
                 shared_llc_misses: 0,
                 shared_event_misses: 0,
                 window_cost_unpaid: 0,
@@ -638,6 +698,7 @@ impl Policy for MrcPartition {
                 drift: 0,
                 colors: ColorSet::all(self.colors),
                 whole: self.config.exact_check.then(LruStack::new),
+                window_exact: DistanceHistogram::default(),
                 out_of_memory: 0,
             },
         );
@@ -648,7 +709,7 @@ impl Policy for MrcPartition {
     fn process_exited(&mut self, pid: usize) {
         if let Some(p) = self.procs.get_mut(&pid) {
             p.alive = false;
-            p.window = None;
+            p.ended_window = p.window.take();
             self.reallocate = true;
             self.resample = true;
         }
@@ -690,26 +751,37 @@ impl Policy for MrcPartition {
             return;
         };
         if let Some(whole) = &mut p.whole {
-            whole.run(&[line]);
+            let exact = whole.run_one(line);
+            if p.window.as_ref().is_some_and(|w| w.counting()) {
+                p.window_exact.add(exact);
+            }
         }
         let Some(w) = &mut p.window else { return };
         if !w.feed(line) {
             return;
         }
         let w = p.window.take().expect("present");
-        let (pid, reason) = (p.pid, p.reason);
-        let curve = self.curve_of(&w);
+        let exact = std::mem::take(&mut p.window_exact);
+        let exact_window_miss_rate = p.whole.is_some().then(|| exact.miss_rates(&self.sizes));
+        let (pid, reason, before) = (p.pid, p.reason, p.lines_at_window_start);
+        let lines = self.resident_lines(k, pid);
+        let counted = w.histogram().references().max(1);
+        let footprint = Footprint {
+            lines,
+            new_line_rate: (lines.saturating_sub(before) as f64 / counted as f64).min(1.0),
+        };
+        let curve = self.curve_of(&w, Some(footprint));
         self.windows.push(WindowRecord {
             pid,
             time: k.now(),
             reason,
             samples: w.seen(),
             miss_rate: curve.clone(),
+            exact_window_miss_rate,
         });
         let p = self.procs.get_mut(&pid).expect("present");
         p.curve = Some(curve);
         p.window_cost_unpaid += w.seen() * self.config.sample_cost_cycles;
-        p.cycles_since_window = 0;
         p.reference_mpki = None;
         p.drift = 0;
         self.reallocate = true;
@@ -726,6 +798,7 @@ impl Policy for MrcPartition {
                 self.move_pages(k, pid, true);
             }
         }
+        let live = self.live();
         for pc in &t.processes {
             let Some(p) = self.procs.get_mut(&pc.pid) else {
                 continue;
@@ -738,8 +811,9 @@ impl Policy for MrcPartition {
             let misses = pc.interval.get(self.config.event);
             p.l1_rate = misses as f64 / cycles as f64;
             let mpki = 1000.0 * misses as f64 / ins as f64;
-            p.cycles_since_window = p.cycles_since_window.saturating_add(cycles);
             p.cycles_run = p.cycles_run.saturating_add(cycles);
+            p.accesses_run = p.accesses_run.saturating_add(misses);
+            p.shared_cache |= live >= 2;
             if p.colors.is_full() {
                 // The shared cache as it is: the decision's measured baseline.
                 p.shared_llc_misses += pc.interval.get(Event::LlcMisses);
@@ -774,17 +848,22 @@ impl Policy for MrcPartition {
             }
         }
         if self.live() >= 2 {
-            // Start the windows that are wanted and now affordable (`max_window_overhead`).
-            let cost = self.config.window as f64 * self.config.sample_cost_cycles as f64;
-            let budget = self.config.max_window_overhead;
+            // Start the windows that are wanted, past the warm-up and within the budget.
+            let cost = self.config.window * self.config.sample_cost_cycles;
             let mut started = Vec::new();
             for p in self.procs.values_mut() {
                 if p.alive
                     && p.wants_window
                     && p.window.is_none()
-                    && p.cycles_since_window as f64 * budget >= cost
+                    && p.accesses_run >= self.llc_lines
+                    && window_within_budget(
+                        p.window_paid,
+                        p.cycles_run,
+                        self.config.max_window_overhead,
+                    )
                 {
                     p.wants_window = false;
+                    p.window_paid = p.window_paid.saturating_add(cost);
                     p.window = Some(MissWindow::new(self.config.window, self.config.warmup));
                     // The shared baseline is measured from here on; the accessed bits,
                     // cleared now, tell at the decision which pages are in use.
@@ -795,6 +874,11 @@ impl Policy for MrcPartition {
                 }
             }
             for pid in started {
+                let lines = self.resident_lines(k, pid);
+                self.procs
+                    .get_mut(&pid)
+                    .expect("started")
+                    .lines_at_window_start = lines;
                 let _ = k.scan_accessed(pid);
             }
         }
@@ -827,28 +911,76 @@ impl Policy for MrcPartition {
         serde_json::to_value(self.typed_report()).expect("plain data")
     }
 
+    /// Why no partition was set, per process: a window the run ended before it was complete (the
+    /// window is longer than the run), or what it still waits for (a co-runner, its warm-up, the
+    /// budget), and the decisions that kept the cache shared.
     fn never_acted(&self) -> Option<String> {
-        if !self.allocations.is_empty() {
+        if self.allocations.iter().any(|a| !a.shared) {
             return None;
         }
-        let windows = self.windows.len();
-        let waiting = self.procs.values().filter(|p| p.wants_window).count();
-        let shared = self
-            .decisions
+        let r = self.typed_report();
+        let mut why: Vec<String> = r
+            .windows_incomplete
             .iter()
-            .filter(|d| !d.decision.partition)
-            .count();
+            .map(|w| {
+                format!(
+                    "{}'s window had {} of its {} samples when the run ended (the window is longer than the run)",
+                    w.process, w.samples, r.window
+                )
+            })
+            .collect();
+        for w in &r.windows_not_afforded {
+            why.push(match w.waiting_for {
+                "co-runner" => format!(
+                    "{} never shared the cache with another process (nothing to divide)",
+                    w.process
+                ),
+                "warm-up" => format!(
+                    "{} made {} shared-cache accesses, fewer than the LLC's lines (the window's warm-up)",
+                    w.process, w.accesses_run
+                ),
+                _ => format!(
+                    "{}'s windows cost {} cycles, more than max_window_overhead of its {}",
+                    w.process, w.window_paid_cycles, w.cycles_run
+                ),
+            });
+        }
+        let shared = r.decisions.iter().filter(|d| !d.decision.partition).count();
+        if shared > 0 {
+            why.push(format!("{shared} decision(s) kept the cache shared"));
+        }
+        if why.is_empty() {
+            why.push("no reason recorded".into());
+        }
+        let paid = !r.windows.is_empty() || !r.windows_incomplete.is_empty();
         Some(format!(
-            "mrc-partition set no partition: {windows} window(s) measured, {shared} decision(s) \
-             to keep the cache shared, {waiting} process(es) never afforded a window \
-             (max_window_overhead); the run is linux's placement{}",
-            if windows > 0 {
-                " plus the windows' cost"
-            } else {
-                ""
-            }
+            "mrc-partition set no partition ({} window(s) measured): {}; the run is linux's placement{}",
+            r.windows.len(),
+            why.join("; "),
+            if paid { " plus the windows' cost" } else { "" }
         ))
     }
+}
+
+/// A window's process's memory (`MrcPartition::curve_of`): the lines of its pages at the window's
+/// end, and at most how many of its counted accesses were to lines new to the process.
+#[derive(Debug, Clone, Copy)]
+struct Footprint {
+    lines: u64,
+    new_line_rate: f64,
+}
+
+/// Base pages per huge page (2 MiB of 4 KiB).
+const HUGE_PAGES: u64 = 512;
+
+/// The window budget, a rate over the run so far: a process may begin a window while the
+/// interrupt cycles of the windows it has begun (`paid`) are at most `budget` of the cycles it
+/// has run. The first window (nothing paid) begins as soon as the warm-up is over; each window
+/// is collected whole (3.2.2: a trace of nearly all the shared cache's accesses over a short
+/// period), so the rate may stand above `budget` just after one, and the next waits until the
+/// run has brought it back under.
+pub fn window_within_budget(paid: u64, cycles_run: u64, budget: f64) -> bool {
+    paid as f64 <= budget * cycles_run as f64
 }
 
 #[cfg(test)]

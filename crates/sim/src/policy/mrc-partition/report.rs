@@ -39,9 +39,11 @@ pub struct MrcPartitionReport {
     pub pages_marked: u64,
     /// A window costs `window x sample_cost_cycles`.
     pub window_cost_cycles: u64,
-    /// Processes still waiting for a window (not run long enough for it to cost at most
-    /// `max_window_overhead`).
+    /// Processes still waiting for a window at the end, and for what (`WindowWanted`).
     pub windows_not_afforded: Vec<WindowWanted>,
+    /// Windows begun but not complete when the run (or the process) ended: the run was shorter
+    /// than the window.
+    pub windows_incomplete: Vec<WindowIncomplete>,
     /// Processes whose partition ran out of frames and fell back to every color.
     pub out_of_memory: Vec<OutOfMemory>,
 }
@@ -63,6 +65,10 @@ pub struct Window {
     /// `exact_check`: mean absolute error against the whole-run curve over `1..=units` units
     /// (`analysis::rapidmrc`'s definition); `null` without the check.
     pub mae_vs_exact: Option<f64>,
+    /// `exact_check`: the exact miss rate of the window's own counted lines at `0..=units`
+    /// units, their distances in a stack warm since the process started (what the window's
+    /// curve estimates); `null` without the check.
+    pub exact_window_miss_rate: Option<Vec<f64>>,
 }
 
 /// The colors per process from a time on (step 4).
@@ -115,7 +121,7 @@ pub struct PhaseChange {
     pub l1_mpki_now: f64,
 }
 
-/// A process that wants a window it cannot afford yet (`max_window_overhead`).
+/// A process that wants a window it has not begun.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[schemars(rename = "MrcPartitionWindowWanted")]
 pub struct WindowWanted {
@@ -123,8 +129,24 @@ pub struct WindowWanted {
     /// `start` or `phase`.
     #[schemars(extend("enum" = ["start", "phase"]))]
     pub reason: &'static str,
-    /// Cycles it has run since its last window (or its start).
+    /// What it waits for: `co-runner` (it never shared the cache with another live process:
+    /// nothing to divide), `warm-up` (fewer shared-cache accesses than the LLC has lines), or
+    /// `budget` (its windows so far cost more than `max_window_overhead` of its cycles).
+    #[schemars(extend("enum" = ["co-runner", "warm-up", "budget"]))]
+    pub waiting_for: &'static str,
+    /// Cycles it has run, its shared-cache accesses, and the interrupt cycles of its windows.
     pub cycles_run: u64,
+    pub accesses_run: u64,
+    pub window_paid_cycles: u64,
+}
+
+/// A window begun and not complete at the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionWindowIncomplete")]
+pub struct WindowIncomplete {
+    pub process: String,
+    /// Samples it had of the `window` it needs.
+    pub samples: u64,
 }
 
 /// A process whose partition had no free frame left (`Policy::out_of_colors`).
@@ -163,6 +185,7 @@ impl MrcPartition {
                     let n = self.units as usize;
                     (1..=n).map(|c| (w.miss_rate[c] - e[c]).abs()).sum::<f64>() / n as f64
                 }),
+                exact_window_miss_rate: w.exact_window_miss_rate.clone(),
             })
             .collect();
         MrcPartitionReport {
@@ -192,7 +215,27 @@ impl MrcPartition {
                 .map(|p| WindowWanted {
                     process: p.name.clone(),
                     reason: p.reason,
-                    cycles_run: p.cycles_since_window,
+                    waiting_for: if !p.shared_cache {
+                        "co-runner"
+                    } else if p.accesses_run < self.llc_lines {
+                        "warm-up"
+                    } else {
+                        "budget"
+                    },
+                    cycles_run: p.cycles_run,
+                    accesses_run: p.accesses_run,
+                    window_paid_cycles: p.window_paid,
+                })
+                .collect(),
+            windows_incomplete: self
+                .procs
+                .values()
+                .filter_map(|p| {
+                    let w = p.window.as_ref().or(p.ended_window.as_ref())?;
+                    Some(WindowIncomplete {
+                        process: p.name.clone(),
+                        samples: w.seen(),
+                    })
                 })
                 .collect(),
             out_of_memory: self
