@@ -17,13 +17,10 @@ fn process<'a>(r: &'a SystemReport, name: &str) -> &'a ProcessStats {
     r.processes.iter().find(|p| p.name == name).unwrap()
 }
 
-/// `mrc-partition` as the paper runs it, the window bought as soon as the process has run as
-/// many cycles as it costs (`max_window_overhead` 1.0; 2 M cycles here). The paper's runs last
-/// billions of cycles, so its window is a small part of them; `corun.toml` lasts ~50 M cycles,
-/// where the default budget (`max_window_overhead` 0.01: the window may cost 1% of the cycles
-/// run so far) never affords its 2 M-cycle window. The mechanism is tested here with the budget
-/// lifted; the default's outcome (no window, linux's IPC) in
-/// `mrc_partition_default_budget_affords_no_window_in_a_short_corun`.
+/// `mrc-partition` as the paper runs it: the window budget lifted (`max_window_overhead` 1.0; the
+/// paper's runs last billions of cycles, so its windows are a small part of them) and the partition
+/// applied whatever the decision (`always_partition`). The defaults' outcome on the co-run is
+/// `mrc_partition_budget_is_a_rate_over_the_run_so_far`'s run.
 fn run_paper_window(text: &str) -> SystemReport {
     let (s, r) = testing::run_config(&paper_window_config(text), None);
     assert_eq!(s.free_frames(), s.total_frames(), "every frame comes back");
