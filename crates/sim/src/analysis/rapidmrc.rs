@@ -307,7 +307,7 @@ impl MissWindow {
         let mut survival = vec![1.0f64; top + 1];
         let mut at_risk = total as f64;
         let mut s = 1.0f64;
-        for j in 1..=top {
+        for (j, out) in survival.iter_mut().enumerate().skip(1) {
             // Censored at depth j - 1 (distance > j - 1, unknown from j on) leave the risk set.
             at_risk -= self.censored.get(j - 1).copied().unwrap_or(0) as f64;
             let hits = self.counts.counts.get(j).copied().unwrap_or(0) as f64;
@@ -315,7 +315,7 @@ impl MissWindow {
                 s *= 1.0 - hits / at_risk;
             }
             at_risk -= hits;
-            survival[j] = s;
+            *out = s;
         }
         sizes.iter().map(|&x| survival[x as usize]).collect()
     }
