@@ -62,7 +62,8 @@ use super::MachineInfo;
 
 mod model;
 mod report;
-pub use model::{Decision, DecisionInput, ProcessPrediction};
+use model::Footprint;
+pub use model::{window_within_budget, Decision, DecisionInput, ProcessPrediction};
 pub use report::{
     Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window,
     WindowIncomplete, WindowWanted,
@@ -401,40 +402,6 @@ impl MrcPartition {
             };
             k.set_sampling(Some(core), cfg);
         }
-    }
-
-    /// Miss rate at every unit count `0..=units` from a window, its first sightings counted as
-    /// what they are (distances beyond the stack's depth then, `censored_miss_rates`), not as
-    /// misses at every size. With the process's `footprint`, a size that holds every line of
-    /// its pages misses at most its new lines: no reuse distance exceeds the lines the process
-    /// has, so from there on the misses are first touches of lines, at most the lines of the pages
-    /// it gained during the window per counted access. Between the window's deepest stack and
-    /// the footprint the curve stays at its last value (unobserved; over-counted).
-    fn curve_of(&self, w: &MissWindow, footprint: Option<Footprint>) -> Vec<f64> {
-        let mut curve = w.censored_miss_rates(&self.sizes);
-        if let Some(f) = footprint {
-            for (m, &size) in curve.iter_mut().zip(&self.sizes) {
-                if size >= f.lines {
-                    *m = m.min(f.new_line_rate);
-                }
-            }
-        }
-        curve
-    }
-
-    /// Lines of the pages `pid` has (the OS's page tables: what its accesses can reach).
-    fn resident_lines(&self, k: &dyn Kernel, pid: usize) -> u64 {
-        let per_page = self.page_size / (1u64 << self.line_shift);
-        k.pages(pid)
-            .iter()
-            .map(|p| {
-                if p.huge {
-                    HUGE_PAGES * per_page
-                } else {
-                    per_page
-                }
-            })
-            .sum()
     }
 
     fn allocate(&mut self, k: &mut dyn Kernel, now: u64) {
@@ -911,76 +878,9 @@ impl Policy for MrcPartition {
         serde_json::to_value(self.typed_report()).expect("plain data")
     }
 
-    /// Why no partition was set, per process: a window the run ended before it was complete (the
-    /// window is longer than the run), or what it still waits for (a co-runner, its warm-up, the
-    /// budget), and the decisions that kept the cache shared.
     fn never_acted(&self) -> Option<String> {
-        if self.allocations.iter().any(|a| !a.shared) {
-            return None;
-        }
-        let r = self.typed_report();
-        let mut why: Vec<String> = r
-            .windows_incomplete
-            .iter()
-            .map(|w| {
-                format!(
-                    "{}'s window had {} of its {} samples when the run ended (the window is longer than the run)",
-                    w.process, w.samples, r.window
-                )
-            })
-            .collect();
-        for w in &r.windows_not_afforded {
-            why.push(match w.waiting_for {
-                "co-runner" => format!(
-                    "{} never shared the cache with another process (nothing to divide)",
-                    w.process
-                ),
-                "warm-up" => format!(
-                    "{} made {} shared-cache accesses, fewer than the LLC's lines (the window's warm-up)",
-                    w.process, w.accesses_run
-                ),
-                _ => format!(
-                    "{}'s windows cost {} cycles, more than max_window_overhead of its {}",
-                    w.process, w.window_paid_cycles, w.cycles_run
-                ),
-            });
-        }
-        let shared = r.decisions.iter().filter(|d| !d.decision.partition).count();
-        if shared > 0 {
-            why.push(format!("{shared} decision(s) kept the cache shared"));
-        }
-        if why.is_empty() {
-            why.push("no reason recorded".into());
-        }
-        let paid = !r.windows.is_empty() || !r.windows_incomplete.is_empty();
-        Some(format!(
-            "mrc-partition set no partition ({} window(s) measured): {}; the run is linux's placement{}",
-            r.windows.len(),
-            why.join("; "),
-            if paid { " plus the windows' cost" } else { "" }
-        ))
+        self.never_acted_reason()
     }
-}
-
-/// A window's process's memory (`MrcPartition::curve_of`): the lines of its pages at the window's
-/// end, and at most how many of its counted accesses were to lines new to the process.
-#[derive(Debug, Clone, Copy)]
-struct Footprint {
-    lines: u64,
-    new_line_rate: f64,
-}
-
-/// Base pages per huge page (2 MiB of 4 KiB).
-const HUGE_PAGES: u64 = 512;
-
-/// The window budget, a rate over the run so far: a process may begin a window while the
-/// interrupt cycles of the windows it has begun (`paid`) are at most `budget` of the cycles it
-/// has run. The first window (nothing paid) begins as soon as the warm-up is over; each window
-/// is collected whole (3.2.2: a trace of nearly all the shared cache's accesses over a short
-/// period), so the rate may stand above `budget` just after one, and the next waits until the
-/// run has brought it back under.
-pub fn window_within_budget(paid: u64, cycles_run: u64, budget: f64) -> bool {
-    paid as f64 <= budget * cycles_run as f64
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! colors, the occupancy each process would reach in a shared cache, and the decision whether
 //! partitioning pays for its moves. Pure functions of the curves.
 
-use super::MrcPartition;
+use super::{Kernel, MissWindow, MrcPartition};
 use serde::Serialize;
 
 /// One process's inputs to `MrcPartition::decide`.
@@ -222,5 +222,62 @@ impl MrcPartition {
             },
             each,
         )
+    }
+}
+
+/// A window's process's memory (`MrcPartition::curve_of`): the lines of its pages at the window's
+/// end, and at most how many of its counted accesses were to lines new to the process.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Footprint {
+    pub(super) lines: u64,
+    pub(super) new_line_rate: f64,
+}
+
+/// Base pages per huge page (2 MiB of 4 KiB).
+const HUGE_PAGES: u64 = 512;
+
+/// The window budget, a rate over the run so far: a process may begin a window while the
+/// interrupt cycles of the windows it has begun (`paid`) are at most `budget` of the cycles it
+/// has run. The first window (nothing paid) begins as soon as the warm-up is over; each window
+/// is collected whole (3.2.2: a trace of nearly all the shared cache's accesses over a short
+/// period), so the rate may stand above `budget` just after one, and the next waits until the
+/// run has brought it back under.
+pub fn window_within_budget(paid: u64, cycles_run: u64, budget: f64) -> bool {
+    paid as f64 <= budget * cycles_run as f64
+}
+
+impl MrcPartition {
+    /// Miss rate at every unit count `0..=units` from a window, its first sightings counted as
+    /// what they are (distances beyond the stack's depth then, `censored_miss_rates`), not as
+    /// misses at every size. With the process's `footprint`, a size that holds every line of
+    /// its pages misses at most its new lines: no reuse distance exceeds the lines the process
+    /// has, so from there on the misses are first touches of lines, at most the lines of the pages
+    /// it gained during the window per counted access. Between the window's deepest stack and
+    /// the footprint the curve stays at its last value (unobserved; over-counted).
+    pub(super) fn curve_of(&self, w: &MissWindow, footprint: Option<Footprint>) -> Vec<f64> {
+        let mut curve = w.censored_miss_rates(&self.sizes);
+        if let Some(f) = footprint {
+            for (m, &size) in curve.iter_mut().zip(&self.sizes) {
+                if size >= f.lines {
+                    *m = m.min(f.new_line_rate);
+                }
+            }
+        }
+        curve
+    }
+
+    /// Lines of the pages `pid` has (the OS's page tables: what its accesses can reach).
+    pub(super) fn resident_lines(&self, k: &dyn Kernel, pid: usize) -> u64 {
+        let per_page = self.page_size / (1u64 << self.line_shift);
+        k.pages(pid)
+            .iter()
+            .map(|p| {
+                if p.huge {
+                    HUGE_PAGES * per_page
+                } else {
+                    per_page
+                }
+            })
+            .sum()
     }
 }

@@ -249,4 +249,54 @@ impl MrcPartition {
                 .collect(),
         }
     }
+
+    /// Why no partition was set, per process: a window the run ended before it was complete (the
+    /// window is longer than the run), or what it still waits for (a co-runner, its warm-up, the
+    /// budget), and the decisions that kept the cache shared.
+    pub(super) fn never_acted_reason(&self) -> Option<String> {
+        if self.allocations.iter().any(|a| !a.shared) {
+            return None;
+        }
+        let r = self.typed_report();
+        let mut why: Vec<String> = r
+            .windows_incomplete
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}'s window had {} of its {} samples when the run ended (the window is longer than the run)",
+                    w.process, w.samples, r.window
+                )
+            })
+            .collect();
+        for w in &r.windows_not_afforded {
+            why.push(match w.waiting_for {
+                "co-runner" => format!(
+                    "{} never shared the cache with another process (nothing to divide)",
+                    w.process
+                ),
+                "warm-up" => format!(
+                    "{} made {} shared-cache accesses, fewer than the LLC's lines (the window's warm-up)",
+                    w.process, w.accesses_run
+                ),
+                _ => format!(
+                    "{}'s windows cost {} cycles, more than max_window_overhead of its {}",
+                    w.process, w.window_paid_cycles, w.cycles_run
+                ),
+            });
+        }
+        let shared = r.decisions.iter().filter(|d| !d.decision.partition).count();
+        if shared > 0 {
+            why.push(format!("{shared} decision(s) kept the cache shared"));
+        }
+        if why.is_empty() {
+            why.push("no reason recorded".into());
+        }
+        let paid = !r.windows.is_empty() || !r.windows_incomplete.is_empty();
+        Some(format!(
+            "mrc-partition set no partition ({} window(s) measured): {}; the run is linux's placement{}",
+            r.windows.len(),
+            why.join("; "),
+            if paid { " plus the windows' cost" } else { "" }
+        ))
+    }
 }
