@@ -266,6 +266,11 @@ impl MissWindow {
         self.seen >= self.window
     }
 
+    /// Lines the window takes in all (warm-up included).
+    pub fn size(&self) -> u64 {
+        self.window
+    }
+
     /// Lines fed so far (at most `window`).
     pub fn seen(&self) -> u64 {
         self.seen

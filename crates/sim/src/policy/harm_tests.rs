@@ -157,14 +157,16 @@ const MIX2_STREAM_FIRST: &str =
 const MIX4_POWER5: &str = include_str!("../../../../examples/robustness/mix4-power5.toml");
 
 /// Regression: `mrc-partition`'s window (50,000 sampling interrupts of 2,000 cycles: 100 M cycles)
-/// was taken from the start of every multi-process run and again at every phase change, whatever it
-/// could gain, which made every mix of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the
-/// golden runs). The budget is a rate over the run so far: after the first window (past the
-/// warm-up) a process begins another only while the windows it has begun cost at most
-/// `max_window_overhead` of its cycles. The first window itself is not within 1% of runs this
-/// short (docs/azimi.md "Doing no harm" measures what it costs).
+/// was taken from the start of every multi-process run whatever it could gain, which made every mix
+/// of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the golden runs); begun whole right
+/// after the warm-up it still cost mix2-shared-stream-first 0.90x and 0.23x linux. A window is now
+/// as long as the budget, a rate over the run so far (`max_window_overhead` of the cycles run),
+/// affords when it begins: whatever was sampled costs at most that, and with nothing to gain
+/// each process stays within 1% of linux.
 #[test]
 fn mrc_partition_window_costs_no_more_than_its_budget() {
+    // Two of the six mixes the golden runs showed at 0.03-0.12x linux (all six measured in
+    // docs/azimi.md); the others run in `robustness_tests`.
     for (name, text) in [
         ("mix2-shared-stream-first", MIX2_STREAM_FIRST),
         ("mix4-power5", MIX4_POWER5),
@@ -180,18 +182,18 @@ fn mrc_partition_window_costs_no_more_than_its_budget() {
             .map(|p| p.kernel.interrupt.count)
             .collect();
         eprintln!(
-            "{name}: IPC ratio {ratios:?}; interrupts {interrupts:?}; waiting {}; incomplete {}",
-            mrc.policy_report["windows_not_afforded"], mrc.policy_report["windows_incomplete"]
+            "{name}: IPC ratio {ratios:?}; interrupts {interrupts:?}; windows {}; waiting {}",
+            mrc.policy_report["windows"], mrc.policy_report["windows_not_afforded"]
         );
-        let window = mrc.policy_report["window"].as_u64().unwrap();
         for (i, p) in mrc.processes.iter().enumerate() {
-            // Beyond one window, whatever was sampled cost at most the budget of its cycles.
-            let beyond = p.kernel.interrupt.count.saturating_sub(window) as f64 * 2000.0;
+            // Whatever was sampled cost at most the budget of the process's own cycles.
+            let paid = p.kernel.interrupt.count as f64 * 2000.0;
             assert!(
-                beyond <= 0.01 * p.cycles,
-                "{name} {i}: {beyond} beyond the first window, of {}",
+                paid <= 0.01 * p.cycles,
+                "{name} {i}: {paid} of {}",
                 p.cycles
             );
+            assert!(ratios[i] >= 0.99, "{name}: {ratios:?}");
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct DecisionInput {
     pub alloc: u64,
     /// Cycles it has run: how long the gain is counted for.
     pub horizon: f64,
+    /// Accesses its window counted (past the warm-up): the curve's sample size.
+    pub counted: f64,
 }
 
 /// Partition or keep the cache shared, as reported.
@@ -168,7 +170,6 @@ impl MrcPartition {
         lines_per_unit: f64,
         miss_penalty: f64,
         cost: f64,
-        counted: f64,
     ) -> (Decision, Vec<ProcessPrediction>) {
         let rates: Vec<f64> = inputs.iter().map(|i| i.access_rate).collect();
         let curves: Vec<Vec<f64>> = inputs.iter().map(|i| i.curve.clone()).collect();
@@ -183,9 +184,9 @@ impl MrcPartition {
             saved += (shared - partitioned) * per_miss;
             // The curve's sampling error at the point used (and at the predicted occupancy
             // when the shared rate is predicted, not measured).
-            var += per_miss * per_miss * partitioned * (1.0 - partitioned) / counted.max(1.0);
+            var += per_miss * per_miss * partitioned * (1.0 - partitioned) / i.counted.max(1.0);
             if i.measured_shared.is_none() {
-                var += per_miss * per_miss * shared * (1.0 - shared) / counted.max(1.0);
+                var += per_miss * per_miss * shared * (1.0 - shared) / i.counted.max(1.0);
             }
             shared_rate += shared * i.access_rate;
             part_rate += partitioned * i.access_rate;
@@ -236,14 +237,33 @@ pub(super) struct Footprint {
 /// Base pages per huge page (2 MiB of 4 KiB).
 const HUGE_PAGES: u64 = 512;
 
-/// The window budget, a rate over the run so far: a process may begin a window while the
-/// interrupt cycles of the windows it has begun (`paid`) are at most `budget` of the cycles it
-/// has run. The first window (nothing paid) begins as soon as the warm-up is over; each window
-/// is collected whole (3.2.2: a trace of nearly all the shared cache's accesses over a short
-/// period), so the rate may stand above `budget` just after one, and the next waits until the
-/// run has brought it back under.
-pub fn window_within_budget(paid: u64, cycles_run: u64, budget: f64) -> bool {
-    paid as f64 <= budget * cycles_run as f64
+/// The window a process may begin now, in sampled misses (warm-up included), and its warm-up:
+/// the budget is a rate over the run so far. The windows it has begun (`paid` interrupt cycles)
+/// plus this one cost at most `budget` of the `cycles_run` it has run, so the window is as long
+/// as what is left of the budget affords, at most `window` (the configured length, a short
+/// period as 3.2.2 has it: "a trace of nearly all L2 cache accesses over a short period of
+/// time"); its warm-up is the same share of it as `warmup` is of `window`. `None` while that is
+/// fewer than `min_window` misses: the window waits for the run to afford it. A window sized this
+/// way is paid when it begins, so whatever the run's length, the windows never cost more than
+/// `budget` of it.
+pub fn window_afforded(
+    paid: u64,
+    cycles_run: u64,
+    budget: f64,
+    sample_cost_cycles: u64,
+    (window, warmup, min_window): (u64, u64, u64),
+) -> Option<(u64, u64)> {
+    let room = budget * cycles_run as f64 - paid as f64;
+    if room <= 0.0 {
+        return None;
+    }
+    let size = ((room / sample_cost_cycles.max(1) as f64) as u64).min(window);
+    if size < min_window.max(2) {
+        return None;
+    }
+    // The warm-up's share of the configured window, rounded up; at least one line counted.
+    let warm = (warmup as u128 * size as u128).div_ceil(window.max(1) as u128) as u64;
+    Some((size, warm.clamp(1, size - 1)))
 }
 
 impl MrcPartition {

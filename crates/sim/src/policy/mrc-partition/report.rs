@@ -37,7 +37,8 @@ pub struct MrcPartitionReport {
     /// for a lazy move.
     pub pages_recolored: u64,
     pub pages_marked: u64,
-    /// A window costs `window x sample_cost_cycles`.
+    /// The longest window costs `window x sample_cost_cycles` (a shorter one what the budget
+    /// afforded: its samples x `sample_cost_cycles`).
     pub window_cost_cycles: u64,
     /// Processes still waiting for a window at the end, and for what (`WindowWanted`).
     pub windows_not_afforded: Vec<WindowWanted>,
@@ -131,7 +132,8 @@ pub struct WindowWanted {
     pub reason: &'static str,
     /// What it waits for: `co-runner` (it never shared the cache with another live process:
     /// nothing to divide), `warm-up` (fewer shared-cache accesses than the LLC has lines), or
-    /// `budget` (its windows so far cost more than `max_window_overhead` of its cycles).
+    /// `budget` (what is left of `max_window_overhead` of its cycles affords fewer than
+    /// `min_window` sampled misses).
     #[schemars(extend("enum" = ["co-runner", "warm-up", "budget"]))]
     pub waiting_for: &'static str,
     /// Cycles it has run, its shared-cache accesses, and the interrupt cycles of its windows.
@@ -145,8 +147,9 @@ pub struct WindowWanted {
 #[schemars(rename = "MrcPartitionWindowIncomplete")]
 pub struct WindowIncomplete {
     pub process: String,
-    /// Samples it had of the `window` it needs.
+    /// Samples it had of the `size` it was begun with (what the budget afforded then).
     pub samples: u64,
+    pub size: u64,
 }
 
 /// A process whose partition had no free frame left (`Policy::out_of_colors`).
@@ -235,6 +238,7 @@ impl MrcPartition {
                     Some(WindowIncomplete {
                         process: p.name.clone(),
                         samples: w.seen(),
+                        size: w.size(),
                     })
                 })
                 .collect(),
@@ -264,7 +268,7 @@ impl MrcPartition {
             .map(|w| {
                 format!(
                     "{}'s window had {} of its {} samples when the run ended (the window is longer than the run)",
-                    w.process, w.samples, r.window
+                    w.process, w.samples, w.size
                 )
             })
             .collect();
@@ -279,8 +283,8 @@ impl MrcPartition {
                     w.process, w.accesses_run
                 ),
                 _ => format!(
-                    "{}'s windows cost {} cycles, more than max_window_overhead of its {}",
-                    w.process, w.window_paid_cycles, w.cycles_run
+                    "{}'s budget (max_window_overhead of its {} cycles, less the {} its windows cost) affords fewer than min_window = {} samples",
+                    w.process, w.cycles_run, w.window_paid_cycles, self.config.min_window
                 ),
             });
         }

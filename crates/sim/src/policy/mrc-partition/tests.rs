@@ -149,6 +149,7 @@ fn input(curve: &[f64], measured: Option<f64>, alloc: u64) -> DecisionInput {
         measured_shared: measured,
         alloc,
         horizon: 10e6,
+        counted: 37_500.0,
     }
 }
 
@@ -163,7 +164,7 @@ fn mrc_partition_keeps_the_cache_shared_when_the_curves_predict_no_gain() {
         input(&fits, Some(0.001), alloc[0]),
         input(&fits, Some(0.001), alloc[1]),
     ];
-    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 50.0 * 2500.0, 37_500.0);
+    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 50.0 * 2500.0);
     assert!(!d.partition, "{d:?} {each:?}");
     // Closed form: each would save at most its measured 0.1% of 0.01 accesses per cycle at
     // 130 cycles a miss over 10 M cycles, 13,000 cycles, 26,000 for both: less than the
@@ -186,7 +187,7 @@ fn mrc_partition_partitions_where_the_measured_sharing_loses_to_the_curves() {
     let alloc = MrcPartition::lookahead(&misses, 16, 1);
     assert_eq!(alloc, vec![15, 1]);
     let inputs = [input(&big, Some(0.5), 15), input(&stream, Some(1.0), 1)];
-    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 125_000.0, 37_500.0);
+    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 125_000.0);
     assert!(d.partition, "{d:?} {each:?}");
     assert!(
         each[1].partitioned_miss_rate > 0.999,
@@ -195,7 +196,7 @@ fn mrc_partition_partitions_where_the_measured_sharing_loses_to_the_curves() {
     let expected = 0.5 * 0.01 * 130.0 * 10e6;
     assert!((d.cycles_saved - expected).abs() < 1e-6 * expected, "{d:?}");
     // Twice the cost, the same prediction: kept shared.
-    let (d, _) = MrcPartition::decide(&inputs, 64.0, 130.0, 2.0 * expected, 37_500.0);
+    let (d, _) = MrcPartition::decide(&inputs, 64.0, 130.0, 2.0 * expected);
     assert!(!d.partition, "{d:?}");
 }
 
@@ -212,7 +213,7 @@ fn a_window_whose_floor_is_above_the_measured_sharing_predicts_no_gain() {
         input(&floored, Some(0.236), 15),
         input(&stream, Some(1.0), 1),
     ];
-    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 0.0, 37_500.0);
+    let (d, each) = MrcPartition::decide(&inputs, 64.0, 130.0, 0.0);
     assert!(!d.partition && d.cycles_saved < 0.0, "{d:?}");
     assert_eq!(each[0].partitioned_miss_rate, floored[15]);
     assert_eq!(each[1].partitioned_miss_rate, 1.0);
@@ -260,15 +261,47 @@ fn mrc_partition_colors_confine_in_every_partitioned_cache() {
     assert_eq!(MrcPartition::units_of(&odd), 256);
 }
 
-/// The budget's rule (`window_within_budget`): nothing paid, the first window may begin at once;
-/// afterwards only while the windows begun cost at most the budget of the cycles run.
+/// Regression: the window budget was a prerequisite (a window of `window x sample_cost_cycles`
+/// began only once its process had run 100 times that), so no run shorter than 10 G cycles
+/// measured; then a rule that began the first window whole right after the warm-up cost a short
+/// run 10-77% of its cycles. The budget is a rate over the run so far (`window_afforded`): a
+/// window is as long as what is left of the budget affords, up to `window`, and waits while that
+/// is under `min_window`; whatever the run's length the windows cost at most the budget of it.
 #[test]
-fn window_budget_is_a_rate_not_a_prerequisite() {
-    assert!(window_within_budget(0, 0, 0.01));
-    assert!(window_within_budget(0, 1, 0.01));
-    assert!(!window_within_budget(100_000_000, 5_000_000_000, 0.01));
-    assert!(window_within_budget(100_000_000, 10_000_000_000, 0.01));
-    assert!(!window_within_budget(200_000_000, 10_000_000_000, 0.01));
+fn window_budget_is_a_rate_over_the_run_so_far() {
+    let sizes = (50_000, 12_500, 1_000);
+    // 1% of 100 M cycles at 2,000 cycles a sample: 500 samples, fewer than min_window.
+    assert_eq!(window_afforded(0, 100_000_000, 0.01, 2000, sizes), None);
+    // 1% of 1 G cycles: 5,000 samples, a quarter of them warm-up.
+    assert_eq!(
+        window_afforded(0, 1_000_000_000, 0.01, 2000, sizes),
+        Some((5_000, 1_250))
+    );
+    // Capped at the configured window.
+    assert_eq!(
+        window_afforded(0, 100_000_000_000, 0.01, 2000, sizes),
+        Some((50_000, 12_500))
+    );
+    // What was paid comes off: 10 M of the 10 M afforded, nothing left.
+    assert_eq!(
+        window_afforded(10_000_000, 1_000_000_000, 0.01, 2000, sizes),
+        None
+    );
+    assert_eq!(
+        window_afforded(8_000_000, 1_000_000_000, 0.01, 2000, sizes),
+        Some((1_000, 250))
+    );
+    // Invariant: over any run, windows begun whenever afforded cost at most the budget of it.
+    let (mut paid, mut begun) = (0u64, 0);
+    for cycles in (1..=400).map(|i| i * 50_000_000u64) {
+        if let Some((size, warm)) = window_afforded(paid, cycles, 0.01, 2000, sizes) {
+            assert!(warm >= 1 && warm < size && size >= 1_000 && size <= 50_000);
+            paid += size * 2000;
+            begun += 1;
+        }
+        assert!(paid as f64 <= 0.01 * cycles as f64, "{paid} of {cycles}");
+    }
+    assert!(begun > 1);
 }
 
 #[test]
