@@ -461,3 +461,26 @@ fn mrc_partition_partitions_the_short_window_corun() {
     assert!(s["partitioned_miss_rate"].as_f64().unwrap() < s["shared_miss_rate"].as_f64().unwrap());
     assert_eq!(s["measured"], true);
 }
+
+/// Regression: under the realistic PMU (multiplexed counters) an event that was not on a physical
+/// counter in a tick reads 0 there, and `mrc-partition` took that 0 as a measurement: the shared
+/// cache's baseline of a window shorter than a tick was 0.0 LLC misses per access for both
+/// programs of the co-run (a stream included), so the decision predicted a loss and kept the
+/// cache shared, and a tick of 0 L1 misses counted as a phase change. Ticks in which an event
+/// was not counted are now no measurement (`counted_since`).
+#[test]
+fn mrc_partition_takes_an_uncounted_event_for_no_measurement() {
+    let text = format!("{CORUN}\n[pmu]\nideal = false\n");
+    let r = run_as(&text, "mrc-partition").policy_report;
+    let decisions = r["decisions"].as_array().unwrap();
+    assert!(!decisions.is_empty(), "no decision: {r}");
+    for d in decisions {
+        let stream = &d["processes"]["stream"];
+        eprintln!("decision {d}");
+        // A stream misses on every access: measured or predicted, its shared rate is near 1.
+        assert!(stream["shared_miss_rate"].as_f64().unwrap() > 0.9, "{d}");
+    }
+    for c in r["phase_changes"].as_array().unwrap() {
+        assert!(c["l1_mpki_now"].as_f64().unwrap() > 0.0, "{c}");
+    }
+}

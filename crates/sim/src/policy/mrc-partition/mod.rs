@@ -38,15 +38,11 @@ Before the first curves every process may use every color (uncontrolled sharing,
 `linux`); `even_split` is the alternative start (kept for tests). A process alone (one live
 process) is not profiled and keeps every color: there is nothing to divide.
 
-**Checking the curve** (`exact_check = true`, a validation run, not a realistic setting): the
-sampler then stays on for the whole run, taking every L1D miss on every core, at no cost (0
-cycles, no handler pollution) outside the windows, so the run's timing is the same as without
-the check; each process's whole L1-miss stream goes into a second exact stack, and the report
-gives each window's mean absolute error against that whole-run curve over the partition sizes
-(`analysis::rapidmrc`'s definition of its error).
+**Checking the curve** (`exact_check = true`, a validation run): the sampler stays on all run
+long, free outside the windows; each process's whole L1-miss stream goes into a second exact
+stack, and the report gives each window's error against it (`analysis::rapidmrc`'s definition).
 
-Report (`policy_report`): the windows (process, time, reason, miss rate per color count, error
-when checked), the allocations over time (colors per process), phase changes, pages moved.
+Report (`policy_report`, docs/azimi.md): windows, allocations, decisions, phase changes, moves.
 */
 use super::{Kernel, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::analysis::rapidmrc::MissWindow;
@@ -168,6 +164,7 @@ struct Proc {
     window_paid: u64,
     /// Accesses its last window counted: the curve's sample size (`decide`'s noise).
     counted: u64,
+    running: [u64; 2], // cycles its event and the LLC misses were counted (`counted_since`)
     /// LLC misses and sampled-event (L1D) misses counted while the process had every color,
     /// since its last window started: the measured shared-cache baseline.
     shared_llc_misses: u64,
@@ -667,6 +664,7 @@ impl Policy for MrcPartition {
                 lines_at_window_start: 0,
                 window_paid: 0,
                 counted: 0,
+                running: [0; 2],
                 shared_llc_misses: 0,
                 shared_event_misses: 0,
                 window_cost_unpaid: 0,
@@ -793,12 +791,14 @@ impl Policy for MrcPartition {
             p.cycles_run = p.cycles_run.saturating_add(cycles);
             p.accesses_run = p.accesses_run.saturating_add(misses);
             p.shared_cache |= live >= 2;
-            if p.colors.is_full() {
+            let events = [self.config.event, Event::LlcMisses];
+            let [event_ran, llc_ran] = model::counted_since(&pc.readings, events, &mut p.running);
+            if p.colors.is_full() && event_ran && llc_ran {
                 // The shared cache as it is: the decision's measured baseline.
                 p.shared_llc_misses += pc.interval.get(Event::LlcMisses);
                 p.shared_event_misses += misses;
             }
-            if p.window.is_some() || p.curve.is_none() || p.wants_window {
+            if p.window.is_some() || p.curve.is_none() || p.wants_window || !event_ran {
                 continue;
             }
             match p.reference_mpki {

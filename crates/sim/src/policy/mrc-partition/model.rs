@@ -3,6 +3,7 @@
 //! partitioning pays for its moves. Pure functions of the curves.
 
 use super::{Kernel, MissWindow, MrcPartition};
+use crate::pmu::{Event, Reading};
 use serde::Serialize;
 
 /// One process's inputs to `MrcPartition::decide`.
@@ -300,4 +301,29 @@ impl MrcPartition {
             })
             .sum()
     }
+}
+
+/// Whether each of `events` was on a physical counter at some time since `before` (its
+/// cycles counted so far, summed over a process's threads, which this updates). Under a
+/// multiplexed PMU an event that was not counted in an interval reads 0 there: no measurement,
+/// not zero events. Under the ideal PMU (no readings) every event is always counted.
+pub(super) fn counted_since(
+    readings: &[Reading],
+    events: [Event; 2],
+    before: &mut [u64; 2],
+) -> [bool; 2] {
+    if readings.is_empty() {
+        return [true; 2];
+    }
+    let mut ran = [false; 2];
+    for (i, e) in events.iter().enumerate() {
+        let now: u64 = readings
+            .iter()
+            .filter(|r| r.event == *e)
+            .map(|r| r.time_running)
+            .sum();
+        ran[i] = now > before[i];
+        before[i] = now;
+    }
+    ran
 }

@@ -295,13 +295,39 @@ fn window_budget_is_a_rate_over_the_run_so_far() {
     let (mut paid, mut begun) = (0u64, 0);
     for cycles in (1..=400).map(|i| i * 50_000_000u64) {
         if let Some((size, warm)) = window_afforded(paid, cycles, 0.01, 2000, sizes) {
-            assert!(warm >= 1 && warm < size && size >= 1_000 && size <= 50_000);
+            assert!((1..size).contains(&warm) && (1_000..=50_000).contains(&size));
             paid += size * 2000;
             begun += 1;
         }
         assert!(paid as f64 <= 0.01 * cycles as f64, "{paid} of {cycles}");
     }
     assert!(begun > 1);
+}
+
+/// `counted_since`: an event whose counter did not run since the last reading was not measured.
+#[test]
+fn an_event_off_its_counter_is_not_measured() {
+    let reading = |event, time_running| crate::pmu::Reading {
+        event,
+        raw: 0,
+        time_enabled: 100,
+        time_running,
+    };
+    let events = [Event::L1dMisses, Event::LlcMisses];
+    let mut before = [0; 2];
+    let first = [reading(Event::L1dMisses, 40), reading(Event::LlcMisses, 0)];
+    assert_eq!(
+        model::counted_since(&first, events, &mut before),
+        [true, false]
+    );
+    let second = [reading(Event::L1dMisses, 40), reading(Event::LlcMisses, 60)];
+    assert_eq!(
+        model::counted_since(&second, events, &mut before),
+        [false, true]
+    );
+    assert_eq!(before, [40, 60]);
+    // The ideal PMU gives no readings: every event is counted.
+    assert_eq!(model::counted_since(&[], events, &mut before), [true, true]);
 }
 
 #[test]
