@@ -58,8 +58,9 @@ RUNS: dict[str, list[RunSpec]] = {
     "mrc-partition": [
         # The default window budget affords no window this early (`windows_not_afforded`).
         ("azimi/corun.toml", CAP, {}),
-        # Whole: windows bought at once, curves checked against the exact ones, a partition
-        # applied, a phase change; a RAM so small the stream's partition runs out of frames.
+        # Whole, under the ideal PMU: windows bought at once, curves checked against the exact
+        # ones, a partition applied, a phase change; a RAM so small the stream's partition runs
+        # out of frames.
         (
             "azimi/corun.toml",
             None,
@@ -67,6 +68,18 @@ RUNS: dict[str, list[RunSpec]] = {
                 "policy.mrc-partition.max_window_overhead": 1.0,
                 "policy.mrc-partition.always_partition": True,
                 "policy.mrc-partition.exact_check": True,
+                "memory.ram": "24MiB",
+                "pmu.ideal": True,
+            },
+        ),
+        # The same under the realistic PMU: the stream ends before its window is complete
+        # (`windows_incomplete`).
+        (
+            "azimi/corun.toml",
+            None,
+            {
+                "policy.mrc-partition.max_window_overhead": 1.0,
+                "policy.mrc-partition.always_partition": True,
                 "memory.ram": "24MiB",
             },
         ),

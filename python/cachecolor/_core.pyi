@@ -765,6 +765,10 @@ class MrcPartitionPhaseChange(TypedDict):
 class MrcPartitionWindow(TypedDict):
     """One complete window: a miss-rate curve (steps 1 and 2)."""
 
+    # `exact_check`: the exact miss rate of the window's own counted lines at `0..=units` units,
+    # their distances in a stack warm since the process started (what the window's curve estimates);
+    # `null` without the check.
+    exact_window_miss_rate: Optional[list[float]]
     # `exact_check`: mean absolute error against the whole-run curve over `1..=units` units
     # (`analysis::rapidmrc`'s definition); `null` without the check.
     mae_vs_exact: Optional[float]
@@ -778,14 +782,29 @@ class MrcPartitionWindow(TypedDict):
     # Cycles, when the window completed.
     time: int
 
-class MrcPartitionWindowWanted(TypedDict):
-    """A process that wants a window it cannot afford yet (`max_window_overhead`)."""
+class MrcPartitionWindowIncomplete(TypedDict):
+    """A window begun and not complete at the end."""
 
-    # Cycles it has run since its last window (or its start).
+    process: str
+    # Samples it had of the `size` it was begun with (what the budget afforded then).
+    samples: int
+    size: int
+
+class MrcPartitionWindowWanted(TypedDict):
+    """A process that wants a window it has not begun."""
+
+    accesses_run: int
+    # Cycles it has run, its shared-cache accesses, and the interrupt cycles of its windows.
     cycles_run: int
     process: str
     # `start` or `phase`.
     reason: Literal["start", "phase"]
+    # What it waits for: `co-runner` (it never shared the cache with another live process: nothing
+    # to divide), `warm-up` (fewer shared-cache accesses than the LLC has lines), or `budget` (what
+    # is left of `max_window_overhead` of its cycles affords fewer than `min_window` sampled
+    # misses).
+    waiting_for: Literal["co-runner", "warm-up", "budget"]
+    window_paid_cycles: int
 
 class MrcPartitionReport(TypedDict):
     """The `mrc-partition` report (Azimi et al. case study 1, section 3)."""
@@ -817,12 +836,15 @@ class MrcPartitionReport(TypedDict):
     warmup: int
     # Sampled misses per window and its warm-up (`[policy.mrc-partition]`, RapidMRC 3.2.2).
     window: int
-    # A window costs `window x sample_cost_cycles`.
+    # The longest window costs `window x sample_cost_cycles` (a shorter one what the budget
+    # afforded: its samples x `sample_cost_cycles`).
     window_cost_cycles: int
     # Each complete window (a curve).
     windows: list[MrcPartitionWindow]
-    # Processes still waiting for a window (not run long enough for it to cost at most
-    # `max_window_overhead`).
+    # Windows begun but not complete when the run (or the process) ended: the run was shorter than
+    # the window.
+    windows_incomplete: list[MrcPartitionWindowIncomplete]
+    # Processes still waiting for a window at the end, and for what (`WindowWanted`).
     windows_not_afforded: list[MrcPartitionWindowWanted]
 
 # --- thread-cluster: ThreadClusterReport ---

@@ -222,6 +222,10 @@ pub struct MissWindow {
     seen: u64,
     stack: LruStack,
     counts: DistanceHistogram,
+    /// `censored[d]`: counted lines not yet in the stack when the stack held `d` lines. Such a
+    /// line's distance is more than `d` (every line in the stack was used since its last use),
+    /// but by how much the window cannot tell: a miss at every size up to `d`, unknown above.
+    censored: Vec<u64>,
 }
 
 impl MissWindow {
@@ -237,6 +241,7 @@ impl MissWindow {
                 counts: vec![0],
                 cold: 0,
             },
+            censored: Vec::new(),
         }
     }
 
@@ -247,20 +252,23 @@ impl MissWindow {
         }
         let k = self.seen;
         self.seen += 1;
+        let depth = self.stack.distinct() as usize;
         let d = self.stack.access(line);
         if k >= self.warmup {
-            match d {
-                Some(d) => {
-                    let d = d as usize;
-                    if self.counts.counts.len() <= d {
-                        self.counts.counts.resize(d + 1, 0);
-                    }
-                    self.counts.counts[d] += 1;
+            self.counts.add(d);
+            if d.is_none() {
+                if self.censored.len() <= depth {
+                    self.censored.resize(depth + 1, 0);
                 }
-                None => self.counts.cold += 1,
+                self.censored[depth] += 1;
             }
         }
         self.seen >= self.window
+    }
+
+    /// Lines the window takes in all (warm-up included).
+    pub fn size(&self) -> u64 {
+        self.window
     }
 
     /// Lines fed so far (at most `window`).
@@ -272,9 +280,49 @@ impl MissWindow {
         self.seen >= self.window
     }
 
-    /// The counted lines' stack distances.
+    /// Whether the next line fed is counted (past the warm-up, before the end).
+    pub fn counting(&self) -> bool {
+        self.seen >= self.warmup && self.seen < self.window
+    }
+
+    /// The counted lines' stack distances (a line first seen in the window is `cold`: a miss
+    /// at every size, the window's cold floor).
     pub fn histogram(&self) -> &DistanceHistogram {
         &self.counts
+    }
+
+    /// Miss rate at each of `sizes` (lines) with the window's first sightings as what they are,
+    /// right-censored distances: a line not in the stack when the stack held `d` lines has a
+    /// distance above `d`, so it is a miss at sizes up to `d` and says nothing about larger
+    /// ones. The miss rate at size `s` is `P(distance > s)`, estimated by the product-limit
+    /// (Kaplan-Meier) estimator over the distances seen and the censored ones: at each distance
+    /// `j`, the reuses at exactly `j` over the counted lines whose distance is known to be at
+    /// least `j`. Beyond the deepest the window reached the estimate stays at its last value
+    /// (what lies there was not observed; flat over-counts the misses, never under-counts them).
+    /// Counting every first sighting as a miss at every size instead (`histogram().miss_rates`)
+    /// puts a floor under the curve as high as the share of the window's lines it had not seen
+    /// before: for a short window against a large cache, most of the curve.
+    pub fn censored_miss_rates(&self, sizes: &[u64]) -> Vec<f64> {
+        let total = self.counts.references();
+        if total == 0 {
+            return vec![0.0; sizes.len()];
+        }
+        let top = sizes.iter().copied().max().unwrap_or(0) as usize;
+        // survival[s] = P(distance > s), s = 0..=top.
+        let mut survival = vec![1.0f64; top + 1];
+        let mut at_risk = total as f64;
+        let mut s = 1.0f64;
+        for (j, out) in survival.iter_mut().enumerate().skip(1) {
+            // Censored at depth j - 1 (distance > j - 1, unknown from j on) leave the risk set.
+            at_risk -= self.censored.get(j - 1).copied().unwrap_or(0) as f64;
+            let hits = self.counts.counts.get(j).copied().unwrap_or(0) as f64;
+            if at_risk > 0.0 && hits > 0.0 {
+                s *= 1.0 - hits / at_risk;
+            }
+            at_risk -= hits;
+            *out = s;
+        }
+        sizes.iter().map(|&x| survival[x as usize]).collect()
     }
 }
 

@@ -482,6 +482,20 @@ pub struct DistanceHistogram {
 }
 
 impl DistanceHistogram {
+    /// Count one reference at distance `d` (`None`: a first reference).
+    pub fn add(&mut self, d: Option<u32>) {
+        match d {
+            Some(d) => {
+                let d = d as usize;
+                if self.counts.len() <= d {
+                    self.counts.resize(d + 1, 0);
+                }
+                self.counts[d] += 1;
+            }
+            None => self.cold += 1,
+        }
+    }
+
     /// References counted.
     pub fn references(&self) -> u64 {
         self.cold + self.counts.iter().sum::<u64>()
@@ -597,6 +611,20 @@ impl LruStack {
             self.axis.unmark(slot);
             self.table.remove_at(i, |_, _| {});
         }
+    }
+
+    /// Count one reference into the histogram, returning its distance (`None` for a first
+    /// reference): `run` of one line, for a caller that also needs the distance.
+    pub fn run_one(&mut self, line: u64) -> Option<u32> {
+        let d = self.access(line);
+        match d {
+            Some(d) => self.counts.all_mut()[d as usize] += 1,
+            None => {
+                self.counts.push_zero();
+                self.counts.all_mut()[0] += 1;
+            }
+        }
+        d
     }
 
     /// Count the distances of `lines` into the histogram.

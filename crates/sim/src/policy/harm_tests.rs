@@ -158,9 +158,11 @@ const MIX4_POWER5: &str = include_str!("../../../../examples/robustness/mix4-pow
 
 /// Regression: `mrc-partition`'s window (50,000 sampling interrupts of 2,000 cycles: 100 M cycles)
 /// was taken from the start of every multi-process run whatever it could gain, which made every mix
-/// of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the golden runs). The window is now
-/// bought only once a process has run long enough for it to cost at most `max_window_overhead` of
-/// its cycles; in these runs it never is, and nothing is sampled, moved or partitioned.
+/// of `examples/robustness/` 8-30x slower (0.03-0.12x linux in the golden runs); begun whole right
+/// after the warm-up it still cost mix2-shared-stream-first 0.90x and 0.23x linux. A window is now
+/// as long as the budget, a rate over the run so far (`max_window_overhead` of the cycles run),
+/// affords when it begins: whatever was sampled costs at most that, and with nothing to gain
+/// each process stays within 1% of linux.
 #[test]
 fn mrc_partition_window_costs_no_more_than_its_budget() {
     // Two of the six mixes the golden runs showed at 0.03-0.12x linux (all six measured in
@@ -180,10 +182,9 @@ fn mrc_partition_window_costs_no_more_than_its_budget() {
             .map(|p| p.kernel.interrupt.count)
             .collect();
         eprintln!(
-            "{name}: IPC ratio {ratios:?}; interrupts {interrupts:?}; not afforded {}",
-            mrc.policy_report["windows_not_afforded"]
+            "{name}: IPC ratio {ratios:?}; interrupts {interrupts:?}; windows {}; waiting {}",
+            mrc.policy_report["windows"], mrc.policy_report["windows_not_afforded"]
         );
-        assert!(mrc.policy_report["window_cost_cycles"].as_u64().unwrap() > 0);
         for (i, p) in mrc.processes.iter().enumerate() {
             // Whatever was sampled cost at most the budget of the process's own cycles.
             let paid = p.kernel.interrupt.count as f64 * 2000.0;

@@ -38,19 +38,15 @@ Before the first curves every process may use every color (uncontrolled sharing,
 `linux`); `even_split` is the alternative start (kept for tests). A process alone (one live
 process) is not profiled and keeps every color: there is nothing to divide.
 
-**Checking the curve** (`exact_check = true`, a validation run, not a realistic setting): the
-sampler then stays on for the whole run, taking every L1D miss on every core, at no cost (0
-cycles, no handler pollution) outside the windows, so the run's timing is the same as without
-the check; each process's whole L1-miss stream goes into a second exact stack, and the report
-gives each window's mean absolute error against that whole-run curve over the partition sizes
-(`analysis::rapidmrc`'s definition of its error).
+**Checking the curve** (`exact_check = true`, a validation run): the sampler stays on all run
+long, free outside the windows; each process's whole L1-miss stream goes into a second exact
+stack, and the report gives each window's error against it (`analysis::rapidmrc`'s definition).
 
-Report (`policy_report`): the windows (process, time, reason, miss rate per color count, error
-when checked), the allocations over time (colors per process), phase changes, pages moved.
+Report (`policy_report`, docs/azimi.md): windows, allocations, decisions, phase changes, moves.
 */
 use super::{Kernel, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::analysis::rapidmrc::MissWindow;
-use crate::analysis::stack::LruStack;
+use crate::analysis::stack::{DistanceHistogram, LruStack};
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
 use crate::pmu::{Event, Sample, SamplingConfig};
@@ -62,9 +58,11 @@ use super::MachineInfo;
 
 mod model;
 mod report;
-pub use model::{Decision, DecisionInput, ProcessPrediction};
+use model::Footprint;
+pub use model::{window_afforded, Decision, DecisionInput, ProcessPrediction};
 pub use report::{
-    Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window, WindowWanted,
+    Allocation, DecisionRecord, MrcPartitionReport, OutOfMemory, PhaseChange, Window,
+    WindowIncomplete, WindowWanted,
 };
 
 /// How pages in a color their process lost are moved.
@@ -106,15 +104,16 @@ pub struct MrcPartitionConfig {
     /// exceed what the partition's page moves and its window cost; the decision is reported either
     /// way (`decisions`).
     pub always_partition: bool,
-    /// Most a window's interrupts (`window x sample_cost_cycles`) may cost, as a fraction of
-    /// the cycles the process has run since its last window (or its start). The window is paid
-    /// before the curves can say whether partitioning gains anything, so it is bought the way ski
-    /// rental is: only once the process has run long enough that the window costs at most this
-    /// fraction of what it has run. Default 0.01, the do-no-harm bar (a policy with nothing to gain
-    /// within 1% of linux); not fitted to any config. Before the gate the default window (50,000
-    /// interrupts of 2,000 cycles = 100 M cycles) cost 8-30x the runs of `examples/robustness/`
-    /// (0.03-0.12x linux).
+    /// The window budget, a rate over the run so far: the windows a process has begun may cost
+    /// at most this fraction of the cycles it has run (`window_afforded`), each window as long as
+    /// what is left affords, up to `window`. The window is paid before the curves can say whether
+    /// partitioning gains anything, so its cost is held to the do-no-harm bar (a policy with
+    /// nothing to gain within 1% of linux): default 0.01, not fitted to any config.
     pub max_window_overhead: f64,
+    /// Fewest sampled misses a window may have (warm-up included); a shorter one waits until the
+    /// run affords this many. The paper gives no size: 1,000, of which the warm-up's quarter,
+    /// leaves 750 counted, so a point of the curve has a standard error of at most 0.018.
+    pub min_window: u64,
 }
 
 impl Default for MrcPartitionConfig {
@@ -131,6 +130,7 @@ impl Default for MrcPartitionConfig {
             exact_check: false,
             always_partition: false,
             max_window_overhead: 0.01,
+            min_window: 1000,
         }
     }
 }
@@ -146,12 +146,25 @@ struct Proc {
     /// The window being collected, if any.
     window: Option<MissWindow>,
     reason: &'static str,
-    /// A window is wanted (for `reason`) but not yet affordable (`max_window_overhead`).
+    /// A window is wanted (for `reason`) but not yet begun (warm-up, `max_window_overhead`).
     wants_window: bool,
-    /// Cycles the process has run since its last window ended (or its start).
-    cycles_since_window: u64,
-    /// Cycles the process has run since its start: the decision's horizon (ski rental).
+    /// Cycles the process has run since its start: the decision's horizon (ski rental) and the
+    /// window budget's denominator.
     cycles_run: u64,
+    /// Sampled-event misses (the shared cache's accesses) since its start: the warm-up.
+    accesses_run: u64,
+    /// Lines of the pages it had when its window began (`window_footprint`).
+    lines_at_window_start: u64,
+    /// It ran while another process was live (a window was wanted for a reason).
+    shared_cache: bool,
+    /// The window it was collecting when it exited, incomplete (reported).
+    ended_window: Option<MissWindow>,
+    /// Interrupt cycles of every window it has begun (its misses x `sample_cost_cycles` each):
+    /// the window budget's numerator.
+    window_paid: u64,
+    /// Accesses its last window counted: the curve's sample size (`decide`'s noise).
+    counted: u64,
+    running: [u64; 2], // cycles its event and the LLC misses were counted (`counted_since`)
     /// LLC misses and sampled-event (L1D) misses counted while the process had every color,
     /// since its last window started: the measured shared-cache baseline.
     shared_llc_misses: u64,
@@ -168,6 +181,9 @@ struct Proc {
     colors: ColorSet,
     /// Every sampled L1D miss of the run (exact_check only).
     whole: Option<LruStack>,
+    /// exact_check: the whole-run stack's distances of the window's counted lines (the exact
+    /// curve of the same window, its stack warm since the process started).
+    window_exact: DistanceHistogram,
     /// Times its partition had no free frame left (`out_of_colors`); after the first it keeps
     /// every color (the fallback: a partition never aborts the workload).
     out_of_memory: u32,
@@ -180,6 +196,8 @@ struct WindowRecord {
     reason: &'static str,
     samples: u64,
     miss_rate: Vec<f64>,
+    /// exact_check: the exact curve of the window's counted lines.
+    exact_window_miss_rate: Option<Vec<f64>>,
 }
 
 #[derive(Debug)]
@@ -193,6 +211,11 @@ pub struct MrcPartition {
     units: u64,
     /// Cache lines per unit (of the LLC, which the curve is of).
     lines_per_unit: u64,
+    /// The curve's sizes: `0..=units` units, in LLC lines.
+    sizes: Vec<u64>,
+    /// Lines of the LLC: the warm-up's accesses.
+    llc_lines: u64,
+    page_size: u64,
     /// Cycles an LLC miss avoided saves, and one page move costs (`MachineInfo`).
     miss_penalty: u64,
     page_move_cycles: u64,
@@ -236,6 +259,12 @@ impl MrcPartition {
             return Err(ConfigError::new(
                 f("window"),
                 "0 is not allowed: a window holds at least one sampled miss",
+            ));
+        }
+        if c.min_window < 2 || c.min_window > c.window {
+            return Err(ConfigError::new(
+                f("min_window"),
+                format!("{}: allowed 2..={} (the window)", c.min_window, c.window),
             ));
         }
         if c.warmup >= c.window {
@@ -284,11 +313,15 @@ impl MrcPartition {
             ));
         }
         let units = Self::units_of(machine);
+        let lines_per_unit = (machine.llc_size / units.max(1) / machine.line_size).max(1);
         Ok(MrcPartition {
             config: config.clone(),
             colors: machine.colors,
             units,
-            lines_per_unit: (machine.llc_size / units.max(1) / machine.line_size).max(1),
+            lines_per_unit,
+            sizes: (0..=units).map(|c| c * lines_per_unit).collect(),
+            llc_lines: machine.llc_size / machine.line_size.max(1),
+            page_size: machine.page_size,
             miss_penalty: machine.llc_miss_penalty,
             page_move_cycles: machine.page_move_cycles,
             line_shift: machine.line_size.trailing_zeros(),
@@ -378,12 +411,6 @@ impl MrcPartition {
         }
     }
 
-    /// Miss rate at every color count `0..=colors` from a window.
-    fn curve_of(&self, w: &MissWindow) -> Vec<f64> {
-        let sizes: Vec<u64> = (0..=self.units).map(|c| c * self.lines_per_unit).collect();
-        w.histogram().miss_rates(&sizes)
-    }
-
     fn allocate(&mut self, k: &mut dyn Kernel, now: u64) {
         let again = self.reconsider && !self.reallocate;
         self.reallocate = false;
@@ -453,17 +480,20 @@ impl MrcPartition {
                     }),
                     alloc: a,
                     horizon: p.cycles_run as f64,
+                    counted: p.counted as f64,
                 }
             })
             .collect();
         let window_cost: u64 = self.procs.values().map(|p| p.window_cost_unpaid).sum();
         let move_cost = pages_to_move * self.page_move_cycles;
+        // The cost is what partitioning adds from now on: the page moves. The windows are paid
+        // whatever is decided (their budget is `max_window_overhead`); counting them again here
+        // refused partitions that gain more than they cost, on top of the windows already lost.
         let (decision, each) = Self::decide(
             &inputs,
             self.lines_per_unit as f64,
             self.miss_penalty as f64,
-            (move_cost + window_cost) as f64,
-            (self.config.window - self.config.warmup) as f64,
+            move_cost as f64,
         );
         let partition = decision.partition || self.config.always_partition;
         if again && !partition {
@@ -627,8 +657,14 @@ impl Policy for MrcPartition {
                 window: None,
                 reason: "start",
                 wants_window: true,
-                cycles_since_window: 0,
                 cycles_run: 0,
+                accesses_run: 0,
+                shared_cache: false,
+                ended_window: None,
+                lines_at_window_start: 0,
+                window_paid: 0,
+                counted: 0,
+                running: [0; 2],
                 shared_llc_misses: 0,
                 shared_event_misses: 0,
                 window_cost_unpaid: 0,
@@ -638,6 +674,7 @@ impl Policy for MrcPartition {
                 drift: 0,
                 colors: ColorSet::all(self.colors),
                 whole: self.config.exact_check.then(LruStack::new),
+                window_exact: DistanceHistogram::default(),
                 out_of_memory: 0,
             },
         );
@@ -648,7 +685,7 @@ impl Policy for MrcPartition {
     fn process_exited(&mut self, pid: usize) {
         if let Some(p) = self.procs.get_mut(&pid) {
             p.alive = false;
-            p.window = None;
+            p.ended_window = p.window.take();
             self.reallocate = true;
             self.resample = true;
         }
@@ -690,26 +727,38 @@ impl Policy for MrcPartition {
             return;
         };
         if let Some(whole) = &mut p.whole {
-            whole.run(&[line]);
+            let exact = whole.run_one(line);
+            if p.window.as_ref().is_some_and(|w| w.counting()) {
+                p.window_exact.add(exact);
+            }
         }
         let Some(w) = &mut p.window else { return };
         if !w.feed(line) {
             return;
         }
         let w = p.window.take().expect("present");
-        let (pid, reason) = (p.pid, p.reason);
-        let curve = self.curve_of(&w);
+        let exact = std::mem::take(&mut p.window_exact);
+        let exact_window_miss_rate = p.whole.is_some().then(|| exact.miss_rates(&self.sizes));
+        let (pid, reason, before) = (p.pid, p.reason, p.lines_at_window_start);
+        let lines = self.resident_lines(k, pid);
+        let counted = w.histogram().references().max(1);
+        let footprint = Footprint {
+            lines,
+            new_line_rate: (lines.saturating_sub(before) as f64 / counted as f64).min(1.0),
+        };
+        let curve = self.curve_of(&w, Some(footprint));
         self.windows.push(WindowRecord {
             pid,
             time: k.now(),
             reason,
             samples: w.seen(),
             miss_rate: curve.clone(),
+            exact_window_miss_rate,
         });
         let p = self.procs.get_mut(&pid).expect("present");
         p.curve = Some(curve);
+        p.counted = counted;
         p.window_cost_unpaid += w.seen() * self.config.sample_cost_cycles;
-        p.cycles_since_window = 0;
         p.reference_mpki = None;
         p.drift = 0;
         self.reallocate = true;
@@ -726,6 +775,7 @@ impl Policy for MrcPartition {
                 self.move_pages(k, pid, true);
             }
         }
+        let live = self.live();
         for pc in &t.processes {
             let Some(p) = self.procs.get_mut(&pc.pid) else {
                 continue;
@@ -738,14 +788,17 @@ impl Policy for MrcPartition {
             let misses = pc.interval.get(self.config.event);
             p.l1_rate = misses as f64 / cycles as f64;
             let mpki = 1000.0 * misses as f64 / ins as f64;
-            p.cycles_since_window = p.cycles_since_window.saturating_add(cycles);
             p.cycles_run = p.cycles_run.saturating_add(cycles);
-            if p.colors.is_full() {
+            p.accesses_run = p.accesses_run.saturating_add(misses);
+            p.shared_cache |= live >= 2;
+            let events = [self.config.event, Event::LlcMisses];
+            let [event_ran, llc_ran] = model::counted_since(&pc.readings, events, &mut p.running);
+            if p.colors.is_full() && event_ran && llc_ran {
                 // The shared cache as it is: the decision's measured baseline.
                 p.shared_llc_misses += pc.interval.get(Event::LlcMisses);
                 p.shared_event_misses += misses;
             }
-            if p.window.is_some() || p.curve.is_none() || p.wants_window {
+            if p.window.is_some() || p.curve.is_none() || p.wants_window || !event_ran {
                 continue;
             }
             match p.reference_mpki {
@@ -774,18 +827,23 @@ impl Policy for MrcPartition {
             }
         }
         if self.live() >= 2 {
-            // Start the windows that are wanted and now affordable (`max_window_overhead`).
-            let cost = self.config.window as f64 * self.config.sample_cost_cycles as f64;
-            let budget = self.config.max_window_overhead;
+            // Start the windows that are wanted, past the warm-up, as long as the budget affords.
+            let c = &self.config;
+            let sizes = (c.window, c.warmup, c.min_window);
+            let (budget, cost) = (c.max_window_overhead, c.sample_cost_cycles);
             let mut started = Vec::new();
             for p in self.procs.values_mut() {
-                if p.alive
-                    && p.wants_window
-                    && p.window.is_none()
-                    && p.cycles_since_window as f64 * budget >= cost
+                if !(p.alive && p.wants_window && p.window.is_none())
+                    || p.accesses_run < self.llc_lines
+                {
+                    continue;
+                }
+                if let Some((size, warmup)) =
+                    window_afforded(p.window_paid, p.cycles_run, budget, cost, sizes)
                 {
                     p.wants_window = false;
-                    p.window = Some(MissWindow::new(self.config.window, self.config.warmup));
+                    p.window_paid = p.window_paid.saturating_add(size * cost);
+                    p.window = Some(MissWindow::new(size, warmup));
                     // The shared baseline is measured from here on; the accessed bits,
                     // cleared now, tell at the decision which pages are in use.
                     p.shared_llc_misses = 0;
@@ -795,6 +853,11 @@ impl Policy for MrcPartition {
                 }
             }
             for pid in started {
+                let lines = self.resident_lines(k, pid);
+                self.procs
+                    .get_mut(&pid)
+                    .expect("started")
+                    .lines_at_window_start = lines;
                 let _ = k.scan_accessed(pid);
             }
         }
@@ -828,26 +891,7 @@ impl Policy for MrcPartition {
     }
 
     fn never_acted(&self) -> Option<String> {
-        if !self.allocations.is_empty() {
-            return None;
-        }
-        let windows = self.windows.len();
-        let waiting = self.procs.values().filter(|p| p.wants_window).count();
-        let shared = self
-            .decisions
-            .iter()
-            .filter(|d| !d.decision.partition)
-            .count();
-        Some(format!(
-            "mrc-partition set no partition: {windows} window(s) measured, {shared} decision(s) \
-             to keep the cache shared, {waiting} process(es) never afforded a window \
-             (max_window_overhead); the run is linux's placement{}",
-            if windows > 0 {
-                " plus the windows' cost"
-            } else {
-                ""
-            }
-        ))
+        self.never_acted_reason()
     }
 }
 

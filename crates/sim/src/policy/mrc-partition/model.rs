@@ -2,7 +2,8 @@
 //! colors, the occupancy each process would reach in a shared cache, and the decision whether
 //! partitioning pays for its moves. Pure functions of the curves.
 
-use super::MrcPartition;
+use super::{Kernel, MissWindow, MrcPartition};
+use crate::pmu::{Event, Reading};
 use serde::Serialize;
 
 /// One process's inputs to `MrcPartition::decide`.
@@ -18,6 +19,8 @@ pub struct DecisionInput {
     pub alloc: u64,
     /// Cycles it has run: how long the gain is counted for.
     pub horizon: f64,
+    /// Accesses its window counted (past the warm-up): the curve's sample size.
+    pub counted: f64,
 }
 
 /// Partition or keep the cache shared, as reported.
@@ -168,7 +171,6 @@ impl MrcPartition {
         lines_per_unit: f64,
         miss_penalty: f64,
         cost: f64,
-        counted: f64,
     ) -> (Decision, Vec<ProcessPrediction>) {
         let rates: Vec<f64> = inputs.iter().map(|i| i.access_rate).collect();
         let curves: Vec<Vec<f64>> = inputs.iter().map(|i| i.curve.clone()).collect();
@@ -183,9 +185,9 @@ impl MrcPartition {
             saved += (shared - partitioned) * per_miss;
             // The curve's sampling error at the point used (and at the predicted occupancy
             // when the shared rate is predicted, not measured).
-            var += per_miss * per_miss * partitioned * (1.0 - partitioned) / counted.max(1.0);
+            var += per_miss * per_miss * partitioned * (1.0 - partitioned) / i.counted.max(1.0);
             if i.measured_shared.is_none() {
-                var += per_miss * per_miss * shared * (1.0 - shared) / counted.max(1.0);
+                var += per_miss * per_miss * shared * (1.0 - shared) / i.counted.max(1.0);
             }
             shared_rate += shared * i.access_rate;
             part_rate += partitioned * i.access_rate;
@@ -223,4 +225,105 @@ impl MrcPartition {
             each,
         )
     }
+}
+
+/// A window's process's memory (`MrcPartition::curve_of`): the lines of its pages at the window's
+/// end, and at most how many of its counted accesses were to lines new to the process.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Footprint {
+    pub(super) lines: u64,
+    pub(super) new_line_rate: f64,
+}
+
+/// Base pages per huge page (2 MiB of 4 KiB).
+const HUGE_PAGES: u64 = 512;
+
+/// The window a process may begin now, in sampled misses (warm-up included), and its warm-up:
+/// the budget is a rate over the run so far. The windows it has begun (`paid` interrupt cycles)
+/// plus this one cost at most `budget` of the `cycles_run` it has run, so the window is as long
+/// as what is left of the budget affords, at most `window` (the configured length, a short
+/// period as 3.2.2 has it: "a trace of nearly all L2 cache accesses over a short period of
+/// time"); its warm-up is the same share of it as `warmup` is of `window`. `None` while that is
+/// fewer than `min_window` misses: the window waits for the run to afford it. A window sized this
+/// way is paid when it begins, so whatever the run's length, the windows never cost more than
+/// `budget` of it.
+pub fn window_afforded(
+    paid: u64,
+    cycles_run: u64,
+    budget: f64,
+    sample_cost_cycles: u64,
+    (window, warmup, min_window): (u64, u64, u64),
+) -> Option<(u64, u64)> {
+    let room = budget * cycles_run as f64 - paid as f64;
+    if room <= 0.0 {
+        return None;
+    }
+    let size = ((room / sample_cost_cycles.max(1) as f64) as u64).min(window);
+    if size < min_window.max(2) {
+        return None;
+    }
+    // The warm-up's share of the configured window, rounded up; at least one line counted.
+    let warm = (warmup as u128 * size as u128).div_ceil(window.max(1) as u128) as u64;
+    Some((size, warm.clamp(1, size - 1)))
+}
+
+impl MrcPartition {
+    /// Miss rate at every unit count `0..=units` from a window, its first sightings counted as
+    /// what they are (distances beyond the stack's depth then, `censored_miss_rates`), not as
+    /// misses at every size. With the process's `footprint`, a size that holds every line of
+    /// its pages misses at most its new lines: no reuse distance exceeds the lines the process
+    /// has, so from there on the misses are first touches of lines, at most the lines of the pages
+    /// it gained during the window per counted access. Between the window's deepest stack and
+    /// the footprint the curve stays at its last value (unobserved; over-counted).
+    pub(super) fn curve_of(&self, w: &MissWindow, footprint: Option<Footprint>) -> Vec<f64> {
+        let mut curve = w.censored_miss_rates(&self.sizes);
+        if let Some(f) = footprint {
+            for (m, &size) in curve.iter_mut().zip(&self.sizes) {
+                if size >= f.lines {
+                    *m = m.min(f.new_line_rate);
+                }
+            }
+        }
+        curve
+    }
+
+    /// Lines of the pages `pid` has (the OS's page tables: what its accesses can reach).
+    pub(super) fn resident_lines(&self, k: &dyn Kernel, pid: usize) -> u64 {
+        let per_page = self.page_size / (1u64 << self.line_shift);
+        k.pages(pid)
+            .iter()
+            .map(|p| {
+                if p.huge {
+                    HUGE_PAGES * per_page
+                } else {
+                    per_page
+                }
+            })
+            .sum()
+    }
+}
+
+/// Whether each of `events` was on a physical counter at some time since `before` (its
+/// cycles counted so far, summed over a process's threads, which this updates). Under a
+/// multiplexed PMU an event that was not counted in an interval reads 0 there: no measurement,
+/// not zero events. Under the ideal PMU (no readings) every event is always counted.
+pub(super) fn counted_since(
+    readings: &[Reading],
+    events: [Event; 2],
+    before: &mut [u64; 2],
+) -> [bool; 2] {
+    if readings.is_empty() {
+        return [true; 2];
+    }
+    let mut ran = [false; 2];
+    for (i, e) in events.iter().enumerate() {
+        let now: u64 = readings
+            .iter()
+            .filter(|r| r.event == *e)
+            .map(|r| r.time_running)
+            .sum();
+        ran[i] = now > before[i];
+        before[i] = now;
+    }
+    ran
 }

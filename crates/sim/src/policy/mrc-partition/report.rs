@@ -37,11 +37,14 @@ pub struct MrcPartitionReport {
     /// for a lazy move.
     pub pages_recolored: u64,
     pub pages_marked: u64,
-    /// A window costs `window x sample_cost_cycles`.
+    /// The longest window costs `window x sample_cost_cycles` (a shorter one what the budget
+    /// afforded: its samples x `sample_cost_cycles`).
     pub window_cost_cycles: u64,
-    /// Processes still waiting for a window (not run long enough for it to cost at most
-    /// `max_window_overhead`).
+    /// Processes still waiting for a window at the end, and for what (`WindowWanted`).
     pub windows_not_afforded: Vec<WindowWanted>,
+    /// Windows begun but not complete when the run (or the process) ended: the run was shorter
+    /// than the window.
+    pub windows_incomplete: Vec<WindowIncomplete>,
     /// Processes whose partition ran out of frames and fell back to every color.
     pub out_of_memory: Vec<OutOfMemory>,
 }
@@ -63,6 +66,10 @@ pub struct Window {
     /// `exact_check`: mean absolute error against the whole-run curve over `1..=units` units
     /// (`analysis::rapidmrc`'s definition); `null` without the check.
     pub mae_vs_exact: Option<f64>,
+    /// `exact_check`: the exact miss rate of the window's own counted lines at `0..=units`
+    /// units, their distances in a stack warm since the process started (what the window's
+    /// curve estimates); `null` without the check.
+    pub exact_window_miss_rate: Option<Vec<f64>>,
 }
 
 /// The colors per process from a time on (step 4).
@@ -115,7 +122,7 @@ pub struct PhaseChange {
     pub l1_mpki_now: f64,
 }
 
-/// A process that wants a window it cannot afford yet (`max_window_overhead`).
+/// A process that wants a window it has not begun.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[schemars(rename = "MrcPartitionWindowWanted")]
 pub struct WindowWanted {
@@ -123,8 +130,26 @@ pub struct WindowWanted {
     /// `start` or `phase`.
     #[schemars(extend("enum" = ["start", "phase"]))]
     pub reason: &'static str,
-    /// Cycles it has run since its last window (or its start).
+    /// What it waits for: `co-runner` (it never shared the cache with another live process:
+    /// nothing to divide), `warm-up` (fewer shared-cache accesses than the LLC has lines), or
+    /// `budget` (what is left of `max_window_overhead` of its cycles affords fewer than
+    /// `min_window` sampled misses).
+    #[schemars(extend("enum" = ["co-runner", "warm-up", "budget"]))]
+    pub waiting_for: &'static str,
+    /// Cycles it has run, its shared-cache accesses, and the interrupt cycles of its windows.
     pub cycles_run: u64,
+    pub accesses_run: u64,
+    pub window_paid_cycles: u64,
+}
+
+/// A window begun and not complete at the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MrcPartitionWindowIncomplete")]
+pub struct WindowIncomplete {
+    pub process: String,
+    /// Samples it had of the `size` it was begun with (what the budget afforded then).
+    pub samples: u64,
+    pub size: u64,
 }
 
 /// A process whose partition had no free frame left (`Policy::out_of_colors`).
@@ -163,6 +188,7 @@ impl MrcPartition {
                     let n = self.units as usize;
                     (1..=n).map(|c| (w.miss_rate[c] - e[c]).abs()).sum::<f64>() / n as f64
                 }),
+                exact_window_miss_rate: w.exact_window_miss_rate.clone(),
             })
             .collect();
         MrcPartitionReport {
@@ -192,7 +218,28 @@ impl MrcPartition {
                 .map(|p| WindowWanted {
                     process: p.name.clone(),
                     reason: p.reason,
-                    cycles_run: p.cycles_since_window,
+                    waiting_for: if !p.shared_cache {
+                        "co-runner"
+                    } else if p.accesses_run < self.llc_lines {
+                        "warm-up"
+                    } else {
+                        "budget"
+                    },
+                    cycles_run: p.cycles_run,
+                    accesses_run: p.accesses_run,
+                    window_paid_cycles: p.window_paid,
+                })
+                .collect(),
+            windows_incomplete: self
+                .procs
+                .values()
+                .filter_map(|p| {
+                    let w = p.window.as_ref().or(p.ended_window.as_ref())?;
+                    Some(WindowIncomplete {
+                        process: p.name.clone(),
+                        samples: w.seen(),
+                        size: w.size(),
+                    })
                 })
                 .collect(),
             out_of_memory: self
@@ -205,5 +252,55 @@ impl MrcPartition {
                 })
                 .collect(),
         }
+    }
+
+    /// Why no partition was set, per process: a window the run ended before it was complete (the
+    /// window is longer than the run), or what it still waits for (a co-runner, its warm-up, the
+    /// budget), and the decisions that kept the cache shared.
+    pub(super) fn never_acted_reason(&self) -> Option<String> {
+        if self.allocations.iter().any(|a| !a.shared) {
+            return None;
+        }
+        let r = self.typed_report();
+        let mut why: Vec<String> = r
+            .windows_incomplete
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}'s window had {} of its {} samples when the run ended (the window is longer than the run)",
+                    w.process, w.samples, w.size
+                )
+            })
+            .collect();
+        for w in &r.windows_not_afforded {
+            why.push(match w.waiting_for {
+                "co-runner" => format!(
+                    "{} never shared the cache with another process (nothing to divide)",
+                    w.process
+                ),
+                "warm-up" => format!(
+                    "{} made {} shared-cache accesses, fewer than the LLC's lines (the window's warm-up)",
+                    w.process, w.accesses_run
+                ),
+                _ => format!(
+                    "{}'s budget (max_window_overhead of its {} cycles, less the {} its windows cost) affords fewer than min_window = {} samples",
+                    w.process, w.cycles_run, w.window_paid_cycles, self.config.min_window
+                ),
+            });
+        }
+        let shared = r.decisions.iter().filter(|d| !d.decision.partition).count();
+        if shared > 0 {
+            why.push(format!("{shared} decision(s) kept the cache shared"));
+        }
+        if why.is_empty() {
+            why.push("no reason recorded".into());
+        }
+        let paid = !r.windows.is_empty() || !r.windows_incomplete.is_empty();
+        Some(format!(
+            "mrc-partition set no partition ({} window(s) measured): {}; the run is linux's placement{}",
+            r.windows.len(),
+            why.join("; "),
+            if paid { " plus the windows' cost" } else { "" }
+        ))
     }
 }
