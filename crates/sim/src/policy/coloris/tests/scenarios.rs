@@ -896,3 +896,25 @@ fn static_and_coloris_do_not_serialise_a_multithreaded_process_on_one_core() {
         }
     }
 }
+
+/// Regression: a program alone ran in its core's section (half the colors here; 16 of 64 and
+/// 0.73x linux on `examples/fresh/alone-hungry-xeon.toml`). Alone on its LLC it holds every color
+/// from its first fault (COLORIS Table 1's setup), so nothing is recolored and it runs as linux.
+#[test]
+fn coloris_program_alone_holds_every_color_and_runs_as_linux() {
+    let alone = TWO.split("[[processes]]\nname = \"fits\"").next().unwrap();
+    let linux = run_with(alone, "linux", None).processes[0].ipc;
+    let r = run_with(alone, "coloris", None);
+    eprintln!(
+        "alone: coloris IPC {:.4} vs linux {linux:.4}; colors {:?}",
+        r.processes[0].ipc,
+        final_colors(&r)
+    );
+    assert_eq!(final_colors(&r), [16]);
+    assert_eq!(pages_recolored(&r), 0);
+    assert!(
+        r.processes[0].ipc >= 0.99 * linux,
+        "{} vs {linux}",
+        r.processes[0].ipc
+    );
+}
