@@ -61,9 +61,11 @@ struct Proc {
     assignment: ColorSet,
     /// Its colors came from the config (`[[processes]] colors`).
     from_config: bool,
+    /// The colors the config gave it (two processes the config gives one color may share it).
+    given: Option<ColorSet>,
     /// Colors beyond its local section it was lent at creation as the only process on its
-    /// LLC (Table 1's setup: a program alone has every color); taken back when another process
-    /// is created on that LLC.
+    /// LLC (Table 1's setup: a program alone has every color), or took as free colors without a
+    /// donor; taken back when another process is created on that LLC.
     lent: ColorSet,
     /// Times its assignment changed after its creation.
     changes: u64,
@@ -352,10 +354,22 @@ impl Coloris {
     pub(crate) fn alloc_colors(&mut self, pid: usize, num: u64) -> Vec<u64> {
         let mut new = Vec::new();
         for _ in 0..num {
-            let c = if self.need_remote(pid) {
+            let literal = if self.need_remote(pid) {
                 self.pick_coldest_remote(pid)
             } else {
                 self.pick_coldest_local(pid)
+            };
+            // "Given sufficient capacity" (section 3): a color another core's process owns is
+            // shared only when no free color is left (the over-commit case). The literal local
+            // pick (smallest remote hotness) would take a remote owner's color while a donor's
+            // freed color sat in another section: two processes then owned one color and the
+            // freed one stayed unowned (C1 on `hotcold`: 68 colors of 64 handed out).
+            let c = match literal {
+                Some(c) if self.owned_on_other_core(pid, c) => self
+                    .pick_coldest_remote(pid)
+                    .filter(|&r| !self.owned_on_other_core(pid, r))
+                    .or(literal),
+                other => other,
             };
             let Some(c) = c else { break };
             self.procs
@@ -627,6 +641,7 @@ impl Policy for Coloris {
             (self.config.low_threshold, self.config.high_threshold),
             |q| (q[0], q[1]),
         );
+        let given = p.colors.is_some().then(|| colors.clone());
         self.procs.insert(
             p.pid,
             Proc {
@@ -636,6 +651,7 @@ impl Policy for Coloris {
                 warm_at: self.now.saturating_add(self.warmup),
                 assignment: colors,
                 from_config: p.colors.is_some(),
+                given,
                 lent: ColorSet::empty(self.colors),
                 changes: 0,
                 low: low / 100.0,
@@ -653,6 +669,7 @@ impl Policy for Coloris {
         );
         self.lend_or_reclaim(p.pid);
         self.record(p.pid);
+        self.check_exclusive();
         placement
     }
 
@@ -708,6 +725,7 @@ impl Policy for Coloris {
             .expect("known")
             .out_of_memory_allocs += 1;
         self.record(pid);
+        self.check_exclusive();
         true
     }
 
@@ -816,6 +834,7 @@ impl Policy for Coloris {
         if let Some(donor) = self.return_unclaimed() {
             self.record(donor);
         }
+        self.check_exclusive();
         let unowned = self
             .usable
             .iter()

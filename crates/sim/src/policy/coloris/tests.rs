@@ -402,3 +402,64 @@ fn coloris_warning_counts_hot_calls_and_unowned_colors() {
         "{w:?}"
     );
 }
+
+/// Regression: colors could be assigned twice: a hot process took an idle core's section as
+/// free colors, and the process created on that core
+/// next was given the same section, so two processes on different cores owned it together
+/// without any over-commit ALLOC_COLORS having put them there. Free colors taken without a donor
+/// go back when a process is created on the LLC, and the invariant (no color owned by processes
+/// on two cores of one LLC unless `overlaps` or the config says so) is checked after every
+/// creation, running out of memory and MONITOR round.
+#[test]
+fn coloris_never_gives_one_color_to_processes_on_two_cores() {
+    let config = ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = Coloris::new(&config, &machine()).unwrap();
+    c.process_created(&info(0, "hot"));
+    c.process_created(&info(1, "other"));
+    assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![8, 9]));
+    assert_eq!(c.check_exclusive(), 0);
+    // The next process is placed on core 2, whose section holds 8 and 9.
+    c.process_created(&info(2, "third"));
+    assert_eq!(colors(&c, 2), [8, 9, 10, 11]);
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3], "the free colors went back");
+    assert!(c.pending_shrink.contains(&(0, vec![8, 9])));
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    // The check itself: a color handed out twice is a violation (once per pair and color)...
+    set(&mut c, 1, &[4, 5, 6, 7, 8]);
+    assert_eq!(c.check_exclusive(), 1);
+    assert_eq!(c.check_exclusive(), 0, "reported once");
+    assert!(c.violations[0].contains("color 8 is owned by both `other`"));
+    // ... but not one the paper's ALLOC_COLORS gave when no color was free (an overlap).
+    let mut c = four(config);
+    assert!(c.out_of_colors(3));
+    assert_eq!(c.overlaps, vec![(0, 3, 0, vec![0, 1])]);
+    assert_eq!(c.check_exclusive(), 0);
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+/// Regression: C1 on `hotcold` handed out 68 of 64 colors. `skewed` had given 12 of its 16
+/// colors to `hungry`, turned hot, and took the donor `medium`'s freed colors' turn: the literal
+/// ALLOC_COLORS (its local section not whole, so pick_coldest_local by remote hotness) took 4
+/// of its old colors that `hungry` owned, and the 4 `medium` freed, owned by nobody, went to
+/// `hungry` as free colors. Given sufficient capacity (section 3) a free color is taken before
+/// one another core's process owns; an owned one only when none is free (the over-commit case).
+#[test]
+fn coloris_alloc_colors_takes_a_free_color_before_sharing_an_owned_one() {
+    let mut c = four(ColorisConfig::default());
+    set(&mut c, 2, &[8, 9, 10, 11, 12, 13]); // took 12 and 13 from p3 earlier
+    set(&mut c, 3, &[14, 15]);
+    set(&mut c, 1, &[6, 7]); // a donor freed 4 and 5
+    assert!(!c.need_remote(3));
+    assert_eq!(
+        c.alloc_colors(3, 2),
+        [4, 5],
+        "the free colors, not p2's 12 and 13"
+    );
+    assert_eq!(c.check_exclusive(), 0);
+    // Nothing free: Algorithm 1's own pick, its local 12 shared with p2 (noted as an overlap by
+    // MONITOR and out_of_colors).
+    assert_eq!(c.alloc_colors(3, 1), [12]);
+}
