@@ -1,7 +1,8 @@
 //! Free and idle colors (COLORIS section 3.2, Algorithm 1, 4.1): colors no live process on an
 //! LLC owns are free and a hot process takes them without a donor; a process alone on its LLC is
 //! lent every color (Table 1's setup) until another is created there; colors ALLOC_COLORS gives
-//! that another core's process owns are noted as overlaps. docs/coloris.md "Decisions where the
+//! that another core's process owns are noted as overlaps, and no color is owned by processes
+//! on two cores of an LLC otherwise (`check_exclusive`). docs/coloris.md "Decisions where the
 //! paper is silent" says why.
 
 use super::Coloris;
@@ -103,7 +104,7 @@ impl Coloris {
     }
 
     /// The Page Color Manager at the creation of `pid` (section 3.2). Colors lent to a process
-    /// that was alone on this LLC go back to nobody (it keeps its own section; the new process
+    /// that was alone on this LLC, or taken as free colors without a donor, go back to nobody (it keeps its own section; the new process
     /// gets its core's section, as the paper places a new process), its pages in them to be
     /// marked at the next tick. A process alone on its LLC, its colors not from the config, is
     /// lent every usable color: Table 1 runs each program alone with all colors (4.1), and an

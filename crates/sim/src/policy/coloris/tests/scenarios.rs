@@ -325,7 +325,6 @@ fn c6_redistribution_recolors_more_pages_the_longer_the_window_on_every_seed() {
     for (seed, runs) in SEEDS.into_iter().zip(all) {
         let windows: Vec<(u64, u64)> = runs.iter().map(marked_in_corun).collect();
         let per_window: Vec<f64> = windows.iter().map(|&(m, w)| m as f64 / w as f64).collect();
-        let marked: Vec<u64> = windows.iter().map(|w| w.0).collect();
         let n: Vec<u64> = runs.iter().map(expansions).collect();
         let total: Vec<u64> = runs.iter().map(pages_recolored).collect();
         let ipc: Vec<f64> = runs.iter().map(|r| process(r, "hungry").ipc).collect();
