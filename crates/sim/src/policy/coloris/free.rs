@@ -153,10 +153,10 @@ impl Coloris {
 impl Coloris {
     /// Invariant (section 3.2): two live processes on different cores of one LLC own a color
     /// together only where the paper lets them share: ALLOC_COLORS picked an owned color (the
-    /// coldest there was; noted in `overlaps`), or the config gave both that color. Processes on
-    /// one core may share (they never run at once: "remote hotness"). Any other shared color was
-    /// handed out twice by the Page Color Manager; it is reported in `violations`, which every
-    /// test asserts empty. Returns the violations found now.
+    /// coldest there was; noted in `overlaps`), or the config gave one of them that color.
+    /// Processes on one core may share (they never run at once: "remote hotness"). Any other
+    /// shared color was handed out twice by the Page Color Manager; it is reported in
+    /// `violations`, which every test asserts empty. Returns the violations found now.
     pub(super) fn check_exclusive(&mut self) -> usize {
         let live: Vec<usize> = self
             .procs
@@ -176,7 +176,7 @@ impl Coloris {
                         ((*x, *y) == (a, b) || (*x, *y) == (b, a)) && colors.contains(&c)
                     });
                     let given = pa.given.as_ref().is_some_and(|s| s.contains(c))
-                        && pb.given.as_ref().is_some_and(|s| s.contains(c));
+                        || pb.given.as_ref().is_some_and(|s| s.contains(c));
                     if !noted && !given {
                         found.push(format!(
                             "color {c} is owned by both `{}` (cores {:?}) and `{}` (cores {:?}), \

@@ -61,7 +61,7 @@ struct Proc {
     assignment: ColorSet,
     /// Its colors came from the config (`[[processes]] colors`).
     from_config: bool,
-    /// The colors the config gave it (two processes the config gives one color may share it).
+    /// The colors the config gave it (a color the config gives may be another's too).
     given: Option<ColorSet>,
     /// Colors beyond its local section it was lent at creation as the only process on its
     /// LLC (Table 1's setup: a program alone has every color), or took as free colors without a
