@@ -941,6 +941,16 @@ class ColorisProcess(TypedDict):
     # Redistribution.
     shrink_marked: int
 
+class ColorisOverlap(TypedDict):
+    """Colors two processes on different cores of one LLC came to share (`overlaps`)."""
+
+    colors: list[int]
+    other: str
+    # The process ALLOC_COLORS gave the colors to, and their other owner.
+    process: str
+    # Cycles.
+    time: int
+
 class ColorisRedistribution(TypedDict):
     """One closed Redistribution window (section 3.2, "Recoloring Engine")."""
 
@@ -962,13 +972,19 @@ class ColorisReport(TypedDict):
     # Each process's assignment at every change (the plot's data).
     history: list[ColorisColorsAt]
     low_threshold: float
+    # Colors lent beyond its section to a process created alone on its LLC (4.1's setup).
+    lent: list[ColorisColorsAt]
     # Each MONITOR(cmr) call (Algorithm 1).
     monitor: list[ColorisMonitorCall]
+    # Colors ALLOC_COLORS gave a process that a process on another core of its LLC owns.
+    overlaps: list[ColorisOverlap]
     # PERIOD, WIN and the warm-up, in cycles as resolved (`[policy.coloris]` or the defaults in
     # ticks).
     period: int
     # Every process, in pid order, at the end of the run.
     processes: list[ColorisProcess]
+    # Lent colors taken back when another process was created on that LLC.
+    reclaimed: list[ColorisColorsAt]
     # Each closed Redistribution window and the pages it marked (Table 4's pages per WIN).
     redistributions: list[ColorisRedistribution]
     # Colors a process left at its exit that no live process owns.

@@ -49,7 +49,7 @@ mod rocs_tests;
 
 pub use coloris::{
     Coloris, ColorisConfig, ColorisProcess, ColorisReport, ColorsAt, Expansion, MonitorCall,
-    Redistribution,
+    Overlap, Redistribution,
 };
 pub use linux::Linux;
 pub use mrc_partition::{MrcPartition, MrcPartitionConfig, MrcPartitionReport};

@@ -42,9 +42,10 @@ use crate::rng::SplitMix64;
 use std::collections::{BTreeMap, VecDeque};
 
 mod config;
+mod free;
 mod report;
 pub use config::{ColorisConfig, Expansion, DEFAULT_PERIOD_TICKS, DEFAULT_WIN_TICKS};
-pub use report::{ColorisProcess, ColorisReport, ColorsAt, MonitorCall, Redistribution};
+pub use report::{ColorisProcess, ColorisReport, ColorsAt, MonitorCall, Overlap, Redistribution};
 
 /// One process as the Page Color Manager knows it.
 #[derive(Debug, Clone)]
@@ -60,6 +61,12 @@ struct Proc {
     assignment: ColorSet,
     /// Its colors came from the config (`[[processes]] colors`).
     from_config: bool,
+    /// The colors the config gave it (a color the config gives may be another's too).
+    given: Option<ColorSet>,
+    /// Colors beyond its local section it was lent at creation as the only process on its
+    /// LLC (Table 1's setup: a program alone has every color), or took as free colors without a
+    /// donor; taken back when another process is created on that LLC.
+    lent: ColorSet,
     /// Times its assignment changed after its creation.
     changes: u64,
     /// QoS thresholds as fractions.
@@ -108,6 +115,21 @@ pub struct Coloris {
     returned: Vec<(u64, usize, Vec<u64>)>,
     /// Processes that exited and the colors they left with no live owner: (time, pid, colors).
     released: Vec<(u64, usize, Vec<u64>)>,
+    /// Colors lent to a process created alone on its LLC: (time, pid, colors).
+    lent: Vec<(u64, usize, Vec<u64>)>,
+    /// Lent colors taken back when another process was created: (time, pid, colors); their
+    /// pages are marked (lazy recoloring) at the next tick.
+    reclaimed: Vec<(u64, usize, Vec<u64>)>,
+    /// Colors ALLOC_COLORS gave a process that a process on another core of its LLC owns:
+    /// (time, pid, other pid, colors).
+    overlaps: Vec<(u64, usize, usize, Vec<u64>)>,
+    /// Reclaimed colors whose pages are still to be marked (needs the kernel: next tick).
+    pending_shrink: Vec<(usize, Vec<u64>)>,
+    /// MONITOR rounds and, of them, those that ended with some usable color owned by no live
+    /// process; the unowned colors after the last round.
+    rounds: u64,
+    rounds_unowned: u64,
+    unowned_last: u64,
     /// Each closed Redistribution window: (time, pid, pages it marked) (Table 4's pages per WIN).
     redistributions: Vec<(u64, usize, u64)>,
     /// PERIOD, WIN and the warm-up in cycles (resolved at the first tick when the config
@@ -121,6 +143,8 @@ pub struct Coloris {
     shared_set: Option<ColorSet>,
     /// Colors ALLOC_COLORS may hand out (all but the reserved shared ones).
     usable: ColorSet,
+    /// Cores sharing one LLC (a chip's); colors are owned per LLC.
+    cores_per_chip: usize,
     rng: SplitMix64,
     scratch: ColorSet,
     /// (time, pid, colors) at every change of an assignment.
@@ -225,6 +249,13 @@ impl Coloris {
             freed: None,
             returned: Vec::new(),
             released: Vec::new(),
+            lent: Vec::new(),
+            reclaimed: Vec::new(),
+            overlaps: Vec::new(),
+            pending_shrink: Vec::new(),
+            rounds: 0,
+            rounds_unowned: 0,
+            unowned_last: 0,
             redistributions: Vec::new(),
             period: config.period.unwrap_or(0),
             win: config.win.unwrap_or(0),
@@ -234,6 +265,7 @@ impl Coloris {
             shared_vpns,
             shared_set,
             usable: ColorSet::of(colors, usable_list).expect("in range"),
+            cores_per_chip: machine.cores_per_chip().max(1),
             rng: SplitMix64::new(config.seed),
             scratch: ColorSet::empty(colors),
             history: Vec::new(),
@@ -263,20 +295,6 @@ impl Coloris {
                 p.alive && !p.cores.iter().any(|x| cores.contains(x)) && p.assignment.contains(c)
             })
             .count()
-    }
-
-    /// Some color an exited process left has no live owner again (global hotness 0).
-    ///
-    /// Only an exited process's colors count, not a section no process was given (fewer
-    /// processes than cores): handing those out let a lone 64 MiB page walker
-    /// (examples/os/pagewalk-alone.toml), hot at any size, take the idle core's section and
-    /// Redistribution move 10,423 of its pages for nothing, 0.677x linux against 0.974x with its
-    /// static half (docs/coloris.md). The static sections are the paper's starting partition.
-    fn has_released(&self) -> bool {
-        self.released
-            .iter()
-            .flat_map(|(_, _, colors)| colors)
-            .any(|&c| self.global_hotness(c) == 0)
     }
 
     /// needRemote(): `pid` already uses its entire local section.
@@ -336,10 +354,22 @@ impl Coloris {
     pub(crate) fn alloc_colors(&mut self, pid: usize, num: u64) -> Vec<u64> {
         let mut new = Vec::new();
         for _ in 0..num {
-            let c = if self.need_remote(pid) {
+            let literal = if self.need_remote(pid) {
                 self.pick_coldest_remote(pid)
             } else {
                 self.pick_coldest_local(pid)
+            };
+            // "Given sufficient capacity" (section 3): a color another core's process owns is
+            // shared only when no free color is left (the over-commit case). The literal local
+            // pick (smallest remote hotness) would take a remote owner's color while a donor's
+            // freed color sat in another section: two processes then owned one color and the
+            // freed one stayed unowned (C1 on `hotcold`: 68 colors of 64 handed out).
+            let c = match literal {
+                Some(c) if self.owned_on_other_core(pid, c) => self
+                    .pick_coldest_remote(pid)
+                    .filter(|&r| !self.owned_on_other_core(pid, r))
+                    .or(literal),
+                other => other,
             };
             let Some(c) = c else { break };
             self.procs
@@ -389,10 +419,12 @@ impl Coloris {
         let (low, high) = (self.procs[&pid].low, self.procs[&pid].high);
         if cmr > high {
             // "isCold is set when extra page colors are available" (section 3.2): colors a
-            // donor freed, or colors an exited process left that no live process owns.
-            // Otherwise the colors of an exited process would never be used again (its co-runner
-            // would run in half the cache).
-            let extra = self.is_cold || self.has_released();
+            // donor freed, or free colors (no live process on this LLC owns them: an idle
+            // core's section, an exited process's colors), which need no donor. Without a cold
+            // donor and with no free color Algorithm 1 only sets isHot: nothing is taken from a
+            // process that is not below its LowThreshold.
+            let donated = self.is_cold;
+            let extra = donated || !self.free_colors(pid).is_empty();
             if !extra || self.requests.front().is_some_and(|&h| h != pid) {
                 if !self.requests.contains(&pid) {
                     self.requests.push_back(pid);
@@ -401,7 +433,12 @@ impl Coloris {
                 return Decision::SignalHot;
             }
             self.requests.retain(|&q| q != pid);
-            let new = self.alloc_colors(pid, self.config.unit);
+            let new = if donated {
+                self.alloc_colors(pid, self.config.unit)
+            } else {
+                self.alloc_free(pid, self.config.unit)
+            };
+            self.note_overlaps(pid, &new);
             self.is_cold = false;
             self.freed = None;
             // The others still waiting keep signalling.
@@ -457,47 +494,6 @@ impl Coloris {
         p.changes += 1;
         let colors = p.assignment.iter().collect();
         self.history.push((self.now, pid, colors));
-    }
-
-    /// What the run should say on stderr: a monitor that never ran, a run in which no color moved
-    /// (coloris was `static`), colors the config gave a process that the monitor changed.
-    fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
-        if self.monitor.is_empty() {
-            w.push(format!(
-                "coloris: the Cache Utilization Monitor never ran: PERIOD ({} cycles) plus the \
-                 warm-up ({} cycles) is longer than the run ({} cycles at the last tick), so no \
-                 color moved and coloris behaved as `static`; give a shorter \
-                 [policy.coloris] period or warmup",
-                self.period, self.warmup, self.now
-            ));
-        } else if self.procs.values().all(|p| p.changes <= 1) {
-            let why = if self.procs.values().all(|p| p.from_config) {
-                "every process has its colors from the config and "
-            } else {
-                ""
-            };
-            w.push(format!(
-                "coloris: no color moved in {} MONITOR calls ({why}no process was above its \
-                 HighThreshold while another was below its LowThreshold): coloris behaved \
-                 exactly as `static`",
-                self.monitor.len()
-            ));
-        }
-        for p in self
-            .procs
-            .values()
-            .filter(|p| p.from_config && p.changes > 1)
-        {
-            w.push(format!(
-                "coloris: process `{}` started with the colors its config gives and the \
-                 monitor changed them ({} colors at the end): COLORIS starts from a partition \
-                 and recolors it (section 3.2); give it qos = [0, 100] to keep them",
-                p.name,
-                p.assignment.len()
-            ));
-        }
-        w
     }
 
     /// Shrink (lazy recoloring): mark every page of `pid` in a taken color.
@@ -645,6 +641,7 @@ impl Policy for Coloris {
             (self.config.low_threshold, self.config.high_threshold),
             |q| (q[0], q[1]),
         );
+        let given = p.colors.is_some().then(|| colors.clone());
         self.procs.insert(
             p.pid,
             Proc {
@@ -654,6 +651,8 @@ impl Policy for Coloris {
                 warm_at: self.now.saturating_add(self.warmup),
                 assignment: colors,
                 from_config: p.colors.is_some(),
+                given,
+                lent: ColorSet::empty(self.colors),
                 changes: 0,
                 low: low / 100.0,
                 high: high / 100.0,
@@ -668,7 +667,9 @@ impl Policy for Coloris {
                 out_of_memory_allocs: 0,
             },
         );
+        self.lend_or_reclaim(p.pid);
         self.record(p.pid);
+        self.check_exclusive();
         placement
     }
 
@@ -718,11 +719,13 @@ impl Policy for Coloris {
         if new.is_empty() {
             return false;
         }
+        self.note_overlaps(pid, &new);
         self.procs
             .get_mut(&pid)
             .expect("known")
             .out_of_memory_allocs += 1;
         self.record(pid);
+        self.check_exclusive();
         true
     }
 
@@ -765,6 +768,12 @@ impl Policy for Coloris {
                 if !pc.alive {
                     p.alive = false;
                 }
+            }
+        }
+        // Colors taken back at a creation: their pages move lazily (the shrink of section 3.2).
+        for (q, colors) in std::mem::take(&mut self.pending_shrink) {
+            if self.procs[&q].alive {
+                self.shrink(k, q, &colors);
             }
         }
         // Redistribution windows that have closed.
@@ -825,6 +834,15 @@ impl Policy for Coloris {
         if let Some(donor) = self.return_unclaimed() {
             self.record(donor);
         }
+        self.check_exclusive();
+        let unowned = self
+            .usable
+            .iter()
+            .filter(|&c| self.global_hotness(c) == 0)
+            .count() as u64;
+        self.rounds += 1;
+        self.rounds_unowned += u64::from(unowned > 0);
+        self.unowned_last = unowned;
     }
 
     fn report(&self) -> serde_json::Value {

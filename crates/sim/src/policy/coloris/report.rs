@@ -33,6 +33,12 @@ pub struct ColorisReport {
     pub returned: Vec<ColorsAt>,
     /// Colors a process left at its exit that no live process owns.
     pub released: Vec<ColorsAt>,
+    /// Colors lent beyond its section to a process created alone on its LLC (4.1's setup).
+    pub lent: Vec<ColorsAt>,
+    /// Lent colors taken back when another process was created on that LLC.
+    pub reclaimed: Vec<ColorsAt>,
+    /// Colors ALLOC_COLORS gave a process that a process on another core of its LLC owns.
+    pub overlaps: Vec<Overlap>,
     /// Each closed Redistribution window and the pages it marked (Table 4's pages per WIN).
     pub redistributions: Vec<Redistribution>,
     /// Processes whose colors came from the config (`[[processes]] colors`).
@@ -92,6 +98,18 @@ pub struct MonitorCall {
     pub colors: u64,
 }
 
+/// Colors two processes on different cores of one LLC came to share (`overlaps`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ColorisOverlap")]
+pub struct Overlap {
+    /// Cycles.
+    pub time: u64,
+    /// The process ALLOC_COLORS gave the colors to, and their other owner.
+    pub process: String,
+    pub other: String,
+    pub colors: Vec<u64>,
+}
+
 /// One closed Redistribution window (section 3.2, "Recoloring Engine").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[schemars(rename = "ColorisRedistribution")]
@@ -104,6 +122,86 @@ pub struct Redistribution {
 }
 
 impl Coloris {
+    /// What the run should say on stderr: a monitor that never ran, a run in which no color moved
+    /// (coloris was `static`, and why: how often a process was hot or cold, the colors nobody
+    /// owned), colors that stayed unowned, processes that came to share colors again, colors the
+    /// config gave a process that the monitor changed.
+    pub(super) fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let usable = self.usable.len();
+        if self.monitor.is_empty() {
+            w.push(format!(
+                "coloris: the Cache Utilization Monitor never ran: PERIOD ({} cycles) plus the \
+                 warm-up ({} cycles) is longer than the run ({} cycles at the last tick), so no \
+                 color moved and coloris behaved as `static`; give a shorter \
+                 [policy.coloris] period or warmup",
+                self.period, self.warmup, self.now
+            ));
+        } else if self.procs.values().all(|p| p.changes <= 1) {
+            let why = if self.procs.values().all(|p| p.from_config) {
+                "every process has its colors from the config; "
+            } else {
+                ""
+            };
+            let th = |pid: &usize| (self.procs[pid].low, self.procs[pid].high);
+            let hot = self.monitor.iter().filter(|m| m.2 > th(&m.1).1).count();
+            let cold = self.monitor.iter().filter(|m| m.2 < th(&m.1).0).count();
+            let lent = if self.lent.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} process(es) alone on their LLC held every color",
+                    self.lent.len()
+                )
+            };
+            let what = if self.lent.is_empty() {
+                "coloris behaved exactly as `static`"
+            } else {
+                "the partition stayed as placed"
+            };
+            w.push(format!(
+                "coloris: no color moved in {n} MONITOR calls ({why}{hot} of them found a \
+                 process above its HighThreshold, {cold} one below its LowThreshold; {u} of \
+                 {usable} colors were owned by no process after the last round{lent}): {what}",
+                n = self.monitor.len(),
+                u = self.unowned_last,
+            ));
+        }
+        // Most of the run, not the rounds after a process's exit before a hot one takes its colors.
+        if 2 * self.rounds_unowned > self.rounds {
+            w.push(format!(
+                "coloris: some of the {usable} colors were owned by no live process after \
+                 {} of {} MONITOR rounds ({} after the last): Algorithm 1 gives free colors only \
+                 to a process above its HighThreshold",
+                self.rounds_unowned, self.rounds, self.unowned_last
+            ));
+        }
+        for (t, a, b, colors) in &self.overlaps {
+            w.push(format!(
+                "coloris: at {t} cycles ALLOC_COLORS gave `{}` {} color(s) `{}` (another core, \
+                 the same LLC) owns: {colors:?}; the two share that part of the cache again \
+                 (Algorithm 1 picks the coldest colors, owned ones when none is free)",
+                self.procs[a].name,
+                colors.len(),
+                self.procs[b].name
+            ));
+        }
+        for p in self
+            .procs
+            .values()
+            .filter(|p| p.from_config && p.changes > 1)
+        {
+            w.push(format!(
+                "coloris: process `{}` started with the colors its config gives and the \
+                 monitor changed them ({} colors at the end): COLORIS starts from a partition \
+                 and recolors it (section 3.2); give it qos = [0, 100] to keep them",
+                p.name,
+                p.assignment.len()
+            ));
+        }
+        w
+    }
+
     /// The report (`Policy::report`).
     pub(super) fn typed_report(&self) -> ColorisReport {
         let name = |pid: &usize| self.procs[pid].name.clone();
@@ -160,6 +258,18 @@ impl Coloris {
             // simulate` prints the warnings on stderr.
             returned: colors_at(&self.returned),
             released: colors_at(&self.released),
+            lent: colors_at(&self.lent),
+            reclaimed: colors_at(&self.reclaimed),
+            overlaps: self
+                .overlaps
+                .iter()
+                .map(|(t, a, b, c)| Overlap {
+                    time: *t,
+                    process: name(a),
+                    other: name(b),
+                    colors: c.clone(),
+                })
+                .collect(),
             redistributions: self
                 .redistributions
                 .iter()

@@ -294,3 +294,172 @@ fn coloris_serves_color_requests_first_come_first_served() {
     assert_eq!(c.monitor(1, 0.1), Decision::Shrink(vec![7, 6]));
     assert_eq!(c.monitor(2, 0.8), Decision::Expand(vec![6, 7]));
 }
+
+/// Regression: a program alone got its core's section only (16 of 64 colors, 0.55x linux on
+/// `examples/fresh/alone-hungry-xeon.toml`), where COLORIS Table 1 runs each program alone with
+/// every color. A process created alone on its LLC is lent every color; the next process
+/// created on that LLC gets its own core's section and the lone one goes back to its own.
+#[test]
+fn coloris_gives_a_program_alone_every_color() {
+    let mut c = Coloris::new(&ColorisConfig::default(), &machine()).unwrap();
+    c.process_created(&info(0, "alone"));
+    assert_eq!(
+        colors(&c, 0),
+        (0..16).collect::<Vec<_>>(),
+        "Table 1's setup"
+    );
+    assert_eq!(c.lent.len(), 1);
+    c.process_created(&info(1, "second"));
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3], "its own section again");
+    assert_eq!(colors(&c, 1), [4, 5, 6, 7], "the second core's section");
+    assert_eq!(c.reclaimed.len(), 1);
+    assert_eq!(c.pending_shrink, vec![(0, (4..16).collect::<Vec<_>>())]);
+    // A process with colors from the config is lent nothing.
+    let mut c = Coloris::new(&ColorisConfig::default(), &machine()).unwrap();
+    let mut given = info(0, "given");
+    given.colors = Some(ColorSet::of(16, [0, 1]).unwrap());
+    c.process_created(&given);
+    assert_eq!(colors(&c, 0), [0, 1]);
+}
+
+/// Regression: a hot process grew only when a cold donor existed, so the sections of idle cores
+/// stayed unowned (cmr 0.77 > HighThreshold at every MONITOR, 16 of 64 colors all run long).
+/// Colors no live process owns are free: a hot process takes UNIT of them without a donor, the
+/// lowest first, and never an owned color on that path.
+#[test]
+fn coloris_hot_process_takes_free_colors_without_a_cold_donor() {
+    let config = ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = Coloris::new(&config, &machine()).unwrap();
+    c.process_created(&info(0, "hot"));
+    c.process_created(&info(1, "other"));
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3]);
+    assert_eq!(c.free_colors(0), (8..16).collect::<Vec<_>>());
+    assert!(!c.is_cold);
+    assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![8, 9]));
+    assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![10, 11]));
+    // One free color left: it takes that one and nothing owned.
+    set(&mut c, 1, &[4, 5, 6, 7, 12, 13, 14]);
+    assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![15]));
+    assert!(c.overlaps.is_empty());
+    // None left and no cold donor: isHot only (Algorithm 1), nothing taken.
+    assert_eq!(c.monitor(0, 0.9), Decision::SignalHot);
+    assert_eq!(colors(&c, 1), [4, 5, 6, 7, 12, 13, 14]);
+}
+
+/// Regression: a stream (cmr 1.0) took colors beside a sensitive program until it held every
+/// color, in silence. Without a donor below its LowThreshold Algorithm 1 only sets isHot; a
+/// color ALLOC_COLORS gives that a process on another core owns is an overlap, reported and
+/// warned about.
+#[test]
+fn coloris_takes_nothing_from_a_process_that_is_not_cold_and_warns_of_overlaps() {
+    let config = ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = four(config);
+    // Every color owned; `p0` at 0.31 is not below LowThreshold (30%): no donor.
+    assert_eq!(c.monitor(3, 1.0), Decision::SignalHot);
+    assert_eq!(c.monitor(0, 0.31), Decision::None);
+    assert_eq!(c.monitor(3, 1.0), Decision::SignalHot);
+    assert_eq!(colors(&c, 3), [12, 13, 14, 15]);
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3]);
+    // Out of memory in its colors, ALLOC_COLORS (3.2) finds only owned colors: an overlap.
+    assert!(c.out_of_colors(3));
+    assert_eq!(c.overlaps, vec![(0, 3, 0, vec![0, 1])]);
+    c.monitor.push((1, 0, 0.5, 5000, "none", 4));
+    let w = c.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("`p3` 2 color(s) `p0`") && w.contains("share")),
+        "{w:?}"
+    );
+}
+
+/// Regression: the warning of a run in which no color moved said no process was hot "while
+/// another was below its LowThreshold", not how often one was hot nor that colors were unused.
+#[test]
+fn coloris_warning_counts_hot_calls_and_unowned_colors() {
+    let mut c = Coloris::new(&ColorisConfig::default(), &machine()).unwrap();
+    c.process_created(&info(0, "a"));
+    let mut given = info(1, "b");
+    given.colors = Some(ColorSet::of(16, [4, 5]).unwrap());
+    c.process_created(&given);
+    c.monitor.push((1, 0, 0.77, 5000, "hot", 4));
+    c.monitor.push((1, 1, 0.1, 5000, "none", 2));
+    (c.rounds, c.rounds_unowned, c.unowned_last) = (1, 1, 10);
+    let w = c.warnings();
+    assert!(
+        w[0].contains("no color moved in 2 MONITOR calls")
+            && w[0].contains("1 of them found a process above its HighThreshold, 1 one below")
+            && w[0].contains("10 of 16 colors were owned by no process"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].contains("after 1 of 1 MONITOR rounds (10 after the last)"),
+        "{w:?}"
+    );
+}
+
+/// Regression: colors could be assigned twice: a hot process took an idle core's section as
+/// free colors, and the process created on that core
+/// next was given the same section, so two processes on different cores owned it together
+/// without any over-commit ALLOC_COLORS having put them there. Free colors taken without a donor
+/// go back when a process is created on the LLC, and the invariant (no color owned by processes
+/// on two cores of one LLC unless `overlaps` or the config says so) is checked after every
+/// creation, running out of memory and MONITOR round.
+#[test]
+fn coloris_never_gives_one_color_to_processes_on_two_cores() {
+    let config = ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = Coloris::new(&config, &machine()).unwrap();
+    c.process_created(&info(0, "hot"));
+    c.process_created(&info(1, "other"));
+    assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![8, 9]));
+    assert_eq!(c.check_exclusive(), 0);
+    // The next process is placed on core 2, whose section holds 8 and 9.
+    c.process_created(&info(2, "third"));
+    assert_eq!(colors(&c, 2), [8, 9, 10, 11]);
+    assert_eq!(colors(&c, 0), [0, 1, 2, 3], "the free colors went back");
+    assert!(c.pending_shrink.contains(&(0, vec![8, 9])));
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    // The check itself: a color handed out twice is a violation (once per pair and color)...
+    set(&mut c, 1, &[4, 5, 6, 7, 8]);
+    assert_eq!(c.check_exclusive(), 1);
+    assert_eq!(c.check_exclusive(), 0, "reported once");
+    assert!(c.violations[0].contains("color 8 is owned by both `other`"));
+    // ... but not one the paper's ALLOC_COLORS gave when no color was free (an overlap).
+    let mut c = four(config);
+    assert!(c.out_of_colors(3));
+    assert_eq!(c.overlaps, vec![(0, 3, 0, vec![0, 1])]);
+    assert_eq!(c.check_exclusive(), 0);
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+/// Regression: C1 on `hotcold` handed out 68 of 64 colors. `skewed` had given 12 of its 16
+/// colors to `hungry`, turned hot, and took the donor `medium`'s freed colors' turn: the literal
+/// ALLOC_COLORS (its local section not whole, so pick_coldest_local by remote hotness) took 4
+/// of its old colors that `hungry` owned, and the 4 `medium` freed, owned by nobody, went to
+/// `hungry` as free colors. Given sufficient capacity (section 3) a free color is taken before
+/// one another core's process owns; an owned one only when none is free (the over-commit case).
+#[test]
+fn coloris_alloc_colors_takes_a_free_color_before_sharing_an_owned_one() {
+    let mut c = four(ColorisConfig::default());
+    set(&mut c, 2, &[8, 9, 10, 11, 12, 13]); // took 12 and 13 from p3 earlier
+    set(&mut c, 3, &[14, 15]);
+    set(&mut c, 1, &[6, 7]); // a donor freed 4 and 5
+    assert!(!c.need_remote(3));
+    assert_eq!(
+        c.alloc_colors(3, 2),
+        [4, 5],
+        "the free colors, not p2's 12 and 13"
+    );
+    assert_eq!(c.check_exclusive(), 0);
+    // Nothing free: Algorithm 1's own pick, its local 12 shared with p2 (noted as an overlap by
+    // MONITOR and out_of_colors).
+    assert_eq!(c.alloc_colors(3, 1), [12]);
+}
