@@ -347,7 +347,7 @@ fn decode(
     // The PCs (version 3) are decoded in the same pass, from the address just decoded, so the
     // records are not read back.
     let addr = &raw[fixed_end..addr_end + 8];
-    match pcs.as_deref_mut() {
+    match pcs {
         Some(pcs) => {
             // The PC column and the 8 bytes of padding after it: a load at the column's end
             // (made for an ifetch, whose value is not used) stays in bounds.
