@@ -86,7 +86,12 @@ RUNS: dict[str, list[RunSpec]] = {
     ],
     # Half length: long enough for a detection to end in clusters and migrations.
     "thread-cluster": [("azimi/sharing.toml", 4_000_000, {})],
-    "coloris": [("os/pagewalk-stream.toml", CAP, {})],
+    "coloris": [
+        ("os/pagewalk-stream.toml", CAP, {}),
+        # More processes than sections: colors another core's process owns are handed out and
+        # noted (`overlaps`).
+        ("coloris/overcommit.toml", None, {}),
+    ],
 }
 
 

@@ -920,6 +920,16 @@ class ColorisMonitorCall(TypedDict):
     # Cycles.
     time: int
 
+class ColorisOverlap(TypedDict):
+    """Colors two processes on different cores of one LLC came to share (`overlaps`)."""
+
+    colors: list[int]
+    other: str
+    # The process ALLOC_COLORS gave the colors to, and their other owner.
+    process: str
+    # Cycles.
+    time: int
+
 class ColorisProcess(TypedDict):
     """One process as the Page Color Manager knows it at the end (section 3.2)."""
 
@@ -941,16 +951,6 @@ class ColorisProcess(TypedDict):
     # Redistribution.
     shrink_marked: int
 
-class ColorisOverlap(TypedDict):
-    """Colors two processes on different cores of one LLC came to share (`overlaps`)."""
-
-    colors: list[int]
-    other: str
-    # The process ALLOC_COLORS gave the colors to, and their other owner.
-    process: str
-    # Cycles.
-    time: int
-
 class ColorisRedistribution(TypedDict):
     """One closed Redistribution window (section 3.2, "Recoloring Engine")."""
 
@@ -971,9 +971,9 @@ class ColorisReport(TypedDict):
     high_threshold: float
     # Each process's assignment at every change (the plot's data).
     history: list[ColorisColorsAt]
-    low_threshold: float
     # Colors lent beyond its section to a process created alone on its LLC (4.1's setup).
     lent: list[ColorisColorsAt]
+    low_threshold: float
     # Each MONITOR(cmr) call (Algorithm 1).
     monitor: list[ColorisMonitorCall]
     # Colors ALLOC_COLORS gave a process that a process on another core of its LLC owns.
