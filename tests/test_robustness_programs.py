@@ -28,6 +28,7 @@ the bar is not relaxed. ``mrc-partition`` is judged on its behaviour at the time
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -55,6 +56,11 @@ needs_capture = pytest.mark.skipif(
 pytestmark = [needs_cc, needs_capture]
 
 
+#: The environment a captured program runs in (see `captured`): the same on every machine but
+#: HOME, where the capture keeps its heap shim.
+CAPTURE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C", "HOME": os.environ.get("HOME", "/root")}
+
+
 def capture_command(config: str) -> tuple[str, list[str]] | None:
     """The program and arguments a config's header captures (``-- ./PROGRAM ARGS``), or None
     for a config that reads other configs' traces (the pairs)."""
@@ -80,10 +86,13 @@ def captured(tmp_path_factory) -> Path:
         if command is None:
             continue
         program, args = command
+        # The program's stack holds its argv and environment, so their lengths move its stack
+        # addresses and the pages and colors they fall on: capture it as the config's header
+        # does (./PROGRAM from its directory) under a fixed environment, so that the trace, and
+        # every result on it, is the same in any checkout, temporary directory and shell.
         run = subprocess.run(
-            [*cli, "trace", "capture", "--no-ifetch", "-q", "-o", str(out / f"{config.stem}.cctrace"),
-             "--", str(out / program), *args],
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+            [*cli, "trace", "capture", "--no-ifetch", "-q", "-o", f"{config.stem}.cctrace", "--", f"./{program}", *args],
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=out, env=CAPTURE_ENV,
         )
         assert run.returncode == 0, run.stderr
     return out
