@@ -26,6 +26,19 @@ fn four(config: ColorisConfig) -> Coloris {
     c
 }
 
+/// Two processes, `hot` and `other`, on cores 0 and 1 of the 16-color machine, UNIT = 2: the
+/// sections of cores 2 and 3 (colors 8-15) are free.
+fn hot_beside_other() -> Coloris {
+    let config = ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    };
+    let mut c = Coloris::new(&config, &machine()).unwrap();
+    c.process_created(&info(0, "hot"));
+    c.process_created(&info(1, "other"));
+    c
+}
+
 fn colors(c: &Coloris, pid: usize) -> Vec<u64> {
     c.procs[&pid].assignment.iter().collect()
 }
@@ -328,13 +341,7 @@ fn coloris_gives_a_program_alone_every_color() {
 /// lowest first, and never an owned color on that path.
 #[test]
 fn coloris_hot_process_takes_free_colors_without_a_cold_donor() {
-    let config = ColorisConfig {
-        unit: 2,
-        ..Default::default()
-    };
-    let mut c = Coloris::new(&config, &machine()).unwrap();
-    c.process_created(&info(0, "hot"));
-    c.process_created(&info(1, "other"));
+    let mut c = hot_beside_other();
     assert_eq!(colors(&c, 0), [0, 1, 2, 3]);
     assert_eq!(c.free_colors(0), (8..16).collect::<Vec<_>>());
     assert!(!c.is_cold);
@@ -412,13 +419,7 @@ fn coloris_warning_counts_hot_calls_and_unowned_colors() {
 /// creation, running out of memory and MONITOR round.
 #[test]
 fn coloris_never_gives_one_color_to_processes_on_two_cores() {
-    let config = ColorisConfig {
-        unit: 2,
-        ..Default::default()
-    };
-    let mut c = Coloris::new(&config, &machine()).unwrap();
-    c.process_created(&info(0, "hot"));
-    c.process_created(&info(1, "other"));
+    let mut c = hot_beside_other();
     assert_eq!(c.monitor(0, 0.9), Decision::Expand(vec![8, 9]));
     assert_eq!(c.check_exclusive(), 0);
     // The next process is placed on core 2, whose section holds 8 and 9.
@@ -433,7 +434,10 @@ fn coloris_never_gives_one_color_to_processes_on_two_cores() {
     assert_eq!(c.check_exclusive(), 0, "reported once");
     assert!(c.violations[0].contains("color 8 is owned by both `other`"));
     // ... but not one the paper's ALLOC_COLORS gave when no color was free (an overlap).
-    let mut c = four(config);
+    let mut c = four(ColorisConfig {
+        unit: 2,
+        ..Default::default()
+    });
     assert!(c.out_of_colors(3));
     assert_eq!(c.overlaps, vec![(0, 3, 0, vec![0, 1])]);
     assert_eq!(c.check_exclusive(), 0);
