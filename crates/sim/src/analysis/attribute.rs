@@ -157,6 +157,25 @@ pub fn repeated_fetch_level(h: &Hierarchy) -> Option<usize> {
     (l1.serves == Serves::Instruction && l1.policy == ReplacementKind::Lru).then_some(first)
 }
 
+/// Tally one record served at `slot`: under its PC, and (data only: class 2 is an instruction
+/// fetch) under its 4 KiB page, counting data references whose PC is unknown (0).
+#[inline(always)]
+fn tally_one(
+    pcs: &mut Tally,
+    pages: &mut Tally,
+    unknown: &mut u64,
+    rec: &Record,
+    pc: u64,
+    slot: usize,
+) {
+    let c = class(rec.kind);
+    pcs.add(pc, c, slot);
+    if c != 2 {
+        pages.add(rec.addr >> 12, c, slot);
+        *unknown += (pc == 0) as u64;
+    }
+}
+
 /// Run every record of `src` (which must give PCs: `block_pcs`) through `h` and tally where
 /// each was served. The source decodes its next block on a helper thread while this one
 /// simulates and tallies the previous (`trace::pipelined_with`: blocks arrive in order, so the
@@ -206,13 +225,7 @@ pub fn attribute<E: Send + From<TraceError>>(
             let Some(first_level) = repeat_level else {
                 h.run_block_served(buf, &mut served);
                 for ((rec, &s), &pc) in buf.iter().zip(&served).zip(block_pcs) {
-                    let c = class(rec.kind);
-                    let s = slot(s);
-                    pcs.add(pc, c, s);
-                    if c != 2 {
-                        pages.add(rec.addr >> 12, c, s);
-                        unknown += (pc == 0) as u64;
-                    }
+                    tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, slot(s));
                 }
                 records += buf.len() as u64;
                 return on_block(progress);
@@ -235,18 +248,13 @@ pub fn attribute<E: Send + From<TraceError>>(
             h.run_block_served(&simulated, &mut served);
             let mut next = served.iter();
             for ((rec, &repeat), &pc) in buf.iter().zip(&repeated).zip(block_pcs) {
-                let c = class(rec.kind);
                 let s = if repeat {
                     first_level
                 } else {
                     // One served level per simulated record, in order.
                     next.next().map_or(levels, |&s| slot(s))
                 };
-                pcs.add(pc, c, s);
-                if c != 2 {
-                    pages.add(rec.addr >> 12, c, s);
-                    unknown += (pc == 0) as u64;
-                }
+                tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, s);
             }
             records += buf.len() as u64;
             on_block(progress)
