@@ -1,8 +1,9 @@
 """The suite's full-system workloads (cachecolor.workloads, issue 21's OS-intensive programs):
-`find` built by `workloads.build` with a small record cap boots the packaged kernel (one boot
-for this file, about 25-30 s of it), and its trace must hold kernel code as the capture marks
+`find` built by `workloads.build` with a small record cap boots the packaged kernel (three
+boots for this file: the recording, its replay and a rebuild's replay), and its trace must hold kernel code as the capture marks
 it: kernel fetches in the upper half, the program's task found, metadata naming the kernel
-image by its hash and saying the trace is not reproducible; the characterization and the
+image by its hash and its record/replay log (the trace is a replay of it, and a rebuild
+replays the same trace); the characterization and the
 evaluation's prefix keep the kernel's share. Without a kernel image (or qemu-system) the
 workload is reported with the missing piece and skipped, and nothing is left in the cache.
 
@@ -12,8 +13,10 @@ missing-kernel and region checks need no QEMU."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,12 +39,18 @@ def _system_can_run() -> str | None:
 
 @pytest.fixture(scope="module")
 def find_sys(tmp_path_factory):
+    """`find` built as the suite builds it: a recording run (its trace kept here to compare)
+    then the replay that is the workload's trace. Two boots."""
     why = _system_can_run()
     if why is not None:
         pytest.skip(f"full-system capture cannot run here: {why}")
     root = tmp_path_factory.mktemp("cache")
-    w = wl.by_name("find")
-    return w, root, wl.build(w, records=CAP, root=root)
+    # The suite's find over a smaller tree: the recording runs the program to its exit (about
+    # 11 M records here, against the suite tree's whole walk).
+    w = dataclasses.replace(wl.by_name("find"), make_input=lambda d: wl._tree(d / "tree", 20, 10, 9),
+                            input_desc="generated tree, 20 dirs x 10 files")
+    recording = root / "recording.cctrace"
+    return w, root, wl.build(w, records=CAP, root=root, keep_recording=recording)
 
 
 def test_full_system_workload_holds_the_kernels_records(find_sys):
@@ -52,7 +61,13 @@ def test_full_system_workload_holds_the_kernels_records(find_sys):
     assert meta["records"] == ti["records"] == CAP and meta["truncated"]  # the region ended at its cap
     assert meta["capture"] == "system" and meta["kernel_code"] is True and meta["skip"] == 0
     assert "cannot fast-forward" in meta["region"]
-    assert meta["reproducible"] is False and "record/replay" in meta["note"]
+    assert meta["reproducible"] is True and "record/replay" in meta["note"]
+    rr = meta["record_replay"]
+    log = wl.wdir(w, root) / wl.REPLAY_LOG
+    assert rr["log"] == wl.REPLAY_LOG and rr["log_bytes"] == log.stat().st_size > 0
+    assert rr["log_sha256"] == hashlib.sha256(log.read_bytes()).hexdigest()
+    # The recording ran find to its exit (QEMU writes the log's header at exit), past the cap.
+    assert rr["recording_exit_code"] == 0 and rr["recorded_records"] > CAP
     # The kernel booted, named by path and content.
     k = meta["kernel"]
     assert k["path"] == fullsys.locate_kernel()
@@ -160,29 +175,84 @@ def test_info_of_a_system_workload_is_json(tmp_path, run_cli):
     assert r.returncode == 0 and json.loads(r.stdout)["built"] is False
 
 
-def test_replay_of_a_recorded_guest_repeats_its_references(tmp_path):
-    """QEMU record/replay (docs/capture.md "Reproducibility"): a guest replayed from the log a
-    recording capture wrote makes exactly the recorded run's loads and stores, in order, with
-    their tasks and privilege; instruction fetches differ only by the few the recorded run
-    reports for instructions an interrupt or an I/O access made QEMU execute again (measured:
-    250 of 7.0 M). Without record/replay two captures differ from their first records on (the
-    guest's address-space randomisation and its timer interrupts). Two boots."""
-    why = _system_can_run()
-    if why is not None:
-        pytest.skip(f"full-system capture cannot run here: {why}")
-    log = tmp_path / "guest.rr"
-    cmd = ["find", "/", "-xdev", "-size", "+4k"]  # the initramfs only (not /proc, /sys, /dev)
-    rec = fullsys.capture_system(cmd, tmp_path / "record.cctrace", record=log)
-    assert log.stat().st_size > 0
-    rep = fullsys.capture_system(cmd, tmp_path / "replay.cctrace", replay=log)
-    assert rec["guest"]["output"] == rep["guest"]["output"] != ""
-    a = cachecolor.read_trace(tmp_path / "record.cctrace", as_="array")
-    b = cachecolor.read_trace(tmp_path / "replay.cctrace", as_="array")
+def test_replay_of_a_recorded_guest_repeats_its_references(find_sys):
+    """QEMU record/replay (docs/capture.md "Reproducibility"): the workload's trace, a replay of
+    the log its recording run wrote, makes exactly the recorded run's loads and stores, in
+    order, with their tasks and privilege, up to the replay's cap; instruction fetches differ
+    only by the few the recorded run reports for instructions an interrupt or an I/O access
+    made QEMU execute again (measured: 250 of 7.0 M). Without record/replay two captures differ
+    from their first records on (the guest's address-space randomisation and its timer
+    interrupts)."""
+    w, root, meta = find_sys
+    a = cachecolor.read_trace(root / "recording.cctrace", as_="array")  # the whole run
+    b = cachecolor.read_trace(wl.wdir(w, root) / "trace.cctrace", as_="array")
     da, db = a[a["kind"] != 2], b[b["kind"] != 2]
-    assert len(da) == len(db) > 100_000
+    assert len(da) > len(db) > 100_000
+    da = da[: len(db)]
     for col in ("addr", "kind", "size", "thread", "privileged"):
         assert (da[col] == db[col]).all(), col
-    fa, fb = int((a["kind"] == 2).sum()), int((b["kind"] == 2).sum())
+    # The fetches over the same stretch of the run: the replay's CAP records against the
+    # recording's records up to its len(db)-th data record.
+    fb = int((b["kind"] == 2).sum())
+    upto = int(np.flatnonzero(a["kind"] != 2)[len(db) - 1])
+    fa = int((a["kind"][: upto + 1] == 2).sum())
     assert abs(fa - fb) <= fa // 1000, (fa, fb)
-    meta = json.loads(fullsys.native_metadata(tmp_path / "replay.cctrace") or "{}")
-    assert meta["record_replay"] == {"mode": "replay", "log": str(log)}
+    native = json.loads(fullsys.native_metadata(wl.wdir(w, root) / "trace.cctrace") or "{}")
+    assert native["record_replay"] == {"mode": "replay", "log": str(wl.wdir(w, root) / wl.REPLAY_LOG)}
+
+
+def test_rebuild_of_a_full_system_workload_replays_the_same_trace(find_sys):
+    """A `--force` rebuild replays the kept log (no new recording) and gives the same trace,
+    record for record (the records hash). One boot."""
+    w, root, meta = find_sys
+    doc = (wl.wdir(w, root) / "replay.json").read_text()
+    lines: list[str] = []
+    again = wl.build(w, records=CAP, root=root, force=True, log=lines.append)
+    assert not any("recorded" in s for s in lines), lines
+    assert (wl.wdir(w, root) / "replay.json").read_text() == doc
+    assert again["records"] == meta["records"] and again["records_hash"] == meta["records_hash"]
+    assert again["record_replay"] == meta["record_replay"]
+
+
+def _fake_recording(calls):
+    """A stand-in for the recording child: writes a log (or half of one, then fails)."""
+    def capture(argv, out, *, cwd, guest_files, records, record=None, replay=None):
+        calls.append(records)
+        Path(record).write_bytes(b"log %d" % len(calls))
+        if len(calls) == 4:
+            return {"error": "full-system capture: the guest did not boot"}, 0.1
+        return {"summary": {"records": 11_000_000, "truncated": False, "exit_code": 0}}, 0.1
+    return capture
+
+
+def test_record_replay_log_is_kept_keyed_and_recorded_again_only_when_it_does_not_fit(tmp_path, monkeypatch):
+    """`workloads.recorded_log` without QEMU: a log is recorded once per definition, of the whole
+    run (no record cap: a recording QEMU is killed in has no header), and reused by later
+    replays whatever their cap (so a rebuild replays the same run); a changed definition (here a
+    new kernel) records anew; a failed recording leaves neither a log nor its key."""
+    calls: list = []
+    monkeypatch.setattr(wl, "capture_system_clean", _fake_recording(calls))
+    w = wl.by_name("find")
+    inp = tmp_path / "find" / "input"
+    inp.mkdir(parents=True)
+    spec = {"name": "find", "command": list(w.command), "records_requested": 1_000_000, "kernel": {"sha256": "a"}}
+    first = wl.recorded_log(w, spec, inp, log=lambda s: None)
+    assert calls == [None]  # the whole run
+    assert first["recorded_records"] == 11_000_000 and first["recording_exit_code"] == 0
+    assert (tmp_path / "find" / wl.REPLAY_LOG).read_bytes() == b"log 1"
+    assert first["log_sha256"] == hashlib.sha256(b"log 1").hexdigest()
+    assert not list((tmp_path / "find").glob("*.tmp"))
+    # The same definition, any region length: the kept log.
+    assert wl.recorded_log(w, spec, inp) == first
+    assert wl.recorded_log(w, dict(spec, records_requested=60_000_000), inp) == first
+    assert len(calls) == 1
+    # A new kernel: recorded again; and again when the log is gone.
+    second = wl.recorded_log(w, dict(spec, kernel={"sha256": "b"}), inp, log=lambda s: None)
+    assert len(calls) == 2 and second["log_sha256"] != first["log_sha256"]
+    (tmp_path / "find" / wl.REPLAY_LOG).unlink()
+    wl.recorded_log(w, dict(spec, kernel={"sha256": "b"}), inp, log=lambda s: None)
+    assert len(calls) == 3
+    # A failed recording: an error, and no log or key left to replay.
+    with pytest.raises(RuntimeError, match="recording failed: full-system capture: the guest did not boot"):
+        wl.recorded_log(w, dict(spec, kernel={"sha256": "c"}), inp)
+    assert sorted(p.name for p in (tmp_path / "find").iterdir()) == ["input"]

@@ -29,11 +29,14 @@ Contract:
   qemu-system-x86_64, their input copied into the guest), so their traces hold the kernel's
   references beside the program's, every guest task labelled. Full-system capture has no
   fast-forward: their region starts at the program's exec (``skip`` is 0) and ends at its
-  record cap or its exit. Their traces are not reproducible record for record (``-icount``
-  without QEMU's record/replay does not promise a deterministic guest: docs/oscache.md), and
-  their metadata records the kernel booted (path, release, package, SHA-256), ``kernel_code:
-  true``, the privileged share and the guest tasks. Without qemu-system, BusyBox or a kernel
-  image they are reported with the missing piece and skipped.
+  record cap or its exit. They are built by record then replay (``recorded_log``): a recording
+  run (of the whole program) writes QEMU's record/replay log of the guest's nondeterministic events (``guest.rr``,
+  kept beside the trace and keyed like it in ``replay.json``), and the trace is captured by
+  replaying it, so a rebuild replays the same log and gives the same trace record for record
+  (``-icount`` alone does not promise a deterministic guest: docs/capture.md
+  "Reproducibility"). Their metadata records the log, the kernel booted (path, release,
+  package, SHA-256), ``kernel_code: true``, the privileged share and the guest tasks. Without
+  qemu-system, BusyBox or a kernel image they are reported with the missing piece and skipped.
 """
 
 from __future__ import annotations
@@ -198,10 +201,10 @@ _HTTPD_SCRIPT = (
     'kill $!; echo "served $n of 40"; test $n = 40'
 )
 
-# Why a full-system trace's hash changes between captures (docs/oscache.md).
-_SYSTEM_NOT_REPRODUCIBLE = (
-    "full-system capture: -icount without QEMU's record/replay does not promise a deterministic guest "
-    "(two captures of one program gave 9,000,078 and 9,034,537 records), so the hash is not reproducible"
+# Why a full-system trace is reproducible (docs/capture.md "Reproducibility").
+_SYSTEM_BY_REPLAY = (
+    "full-system capture by replay of the recorded guest.rr (QEMU record/replay): a rebuild replays the same log "
+    "and gives the same trace record for record; a new recording (guest.rr removed, or a new kernel) is a different run"
 )
 
 _NUMPY_STREAM = """# STREAM triad (McCalpin) with NumPy: a = b + s*c over arrays far larger than any LLC
@@ -664,17 +667,17 @@ SUITE: tuple[Workload, ...] = (
              ("find", "tree", "-type", "f", "-size", "+2k", "-newer", "tree"),
              lambda d: _tree(d / "tree", 400, 20, 9), "generated tree, 400 dirs x 20 files",
              0, 40 * M, os_intensive=True, capture="system", guest_files=("tree",),
-             note=_SYSTEM_NOT_REPRODUCIBLE),
+             note=_SYSTEM_BY_REPLAY),
     Workload("tar", "OS-intensive: file reads and writes", ("tar",),
              ("tar", "-cf", "out.tar", "tree"),
              lambda d: _tree(d / "tree", 400, 20, 10), "generated tree, 400 dirs x 20 files",
              0, 40 * M, os_intensive=True, capture="system", guest_files=("tree",),
-             note=_SYSTEM_NOT_REPRODUCIBLE),
+             note=_SYSTEM_BY_REPLAY),
     Workload("httpd", "OS-intensive: web server on loopback", ("busybox-static", "dash"),
              ("/bin/sh", "-c", _HTTPD_SCRIPT), lambda d: _www(d / "www", 20, 27),
              "20 generated pages of 1-48 KiB; BusyBox httpd, 40 BusyBox wget requests in sequence",
              0, 200 * M, os_intensive=True, capture="system", guest_files=("www",),
-             note=_SYSTEM_NOT_REPRODUCIBLE),
+             note=_SYSTEM_BY_REPLAY),
 )
 
 # What a full-system workload boots (recorded with their versions; `make tools-system` installs
@@ -766,20 +769,25 @@ def capture_clean(argv: list[str], out: Path, *, cwd: Path, skip: int = 0, recor
 
 
 def capture_system_clean(argv: list[str], out: Path, *, cwd: Path, guest_files: tuple[str, ...],
-                         records: Optional[int]) -> tuple[dict[str, Any], float]:
+                         records: Optional[int], record: Optional[Path] = None,
+                         replay: Optional[Path] = None) -> tuple[dict[str, Any], float]:
     """Full-system capture of ``argv`` (``fullsys.capture_system``) into ``out`` in a child
     Python started in ``cwd`` (the guest's working directory is the host's: the input directory,
-    with ``guest_files`` copied in). Returns ({"summary": ..., "guest": ...} or {"error": ...},
+    with ``guest_files`` copied in), optionally writing (``record``) or replaying (``replay``) a
+    QEMU record/replay log. Returns ({"summary": ..., "guest": ...} or {"error": ...},
     seconds). The guest's environment is its own init's (fixed), so the host's is kept: it
     carries ``$CACHECOLOR_KERNEL`` and the tool overrides."""
     code = _CHILD_SIGNALS + (
         "import json, sys\nfrom cachecolor.fullsys import capture_system\nfrom cachecolor._core import CaptureError\n"
         "a = json.loads(sys.argv[1])\n"
-        "try:\n    s = capture_system(a['argv'], a['out'], guest_files=a['files'], max_records=a['records'])\n"
+        "try:\n    s = capture_system(a['argv'], a['out'], guest_files=a['files'], max_records=a['records'],"
+        " record=a['record'], replay=a['replay'])\n"
         "except CaptureError as e:\n    s = {'error': str(e)}\n"
         "print(json.dumps(s))\n"
     )
-    args = json.dumps({"argv": argv, "out": str(out), "records": records, "files": list(guest_files)})
+    args = json.dumps({"argv": argv, "out": str(out), "records": records, "files": list(guest_files),
+                       "record": None if record is None else str(record),
+                       "replay": None if replay is None else str(replay)})
     return _child_json([sys.executable, "-c", code, args], cwd, "full-system capture")
 
 
@@ -855,7 +863,9 @@ def _spec(w: Workload, skip: int, records: int) -> dict[str, Any]:
 
 
 def wdir(w: Workload, root: Optional[Path] = None) -> Path:
-    return (root or cache_dir()) / "workloads" / w.name
+    # Absolute: the capture children run in the input directory, so a relative cache
+    # (`--cache out/c`) would name files under it.
+    return Path(root or cache_dir()).absolute() / "workloads" / w.name
 
 
 def info(w: Workload, root: Optional[Path] = None) -> Optional[dict[str, Any]]:
@@ -933,14 +943,19 @@ def choose_region(w: Workload, *, root: Optional[Path] = None, horizon: Optional
 
 def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = None,
           root: Optional[Path] = None, force: bool = False, log: Callable[[str], Any] = print,
-          horizon: Optional[int] = None, instructions: Optional[int] = None) -> dict[str, Any]:
+          horizon: Optional[int] = None, instructions: Optional[int] = None,
+          keep_recording: Optional[Path] = None) -> dict[str, Any]:
     """Capture ``w`` (unless its cached trace matches); returns its metadata. Raises
     ``RuntimeError`` naming what failed (package missing, capture error).
 
     The region starts at ``skip`` instructions when given; else where ``w.region_by`` says: a
     user-mode program's phase choice (``choose_region`` over ``horizon`` instructions), or its
     fixed ``w.skip``. With ``instructions`` the region ends at that many instructions (its last
-    record is the one that reaches them) instead of at ``records`` records."""
+    record is the one that reaches them) instead of at ``records`` records.
+
+    A full-system program is captured by replaying its kept record/replay log
+    (``recorded_log``: recorded first when there is none that fits), so a rebuild gives the same
+    trace record for record."""
     records = w.records if records is None else records
     d = wdir(w, root)
     if skip is not None:
@@ -975,11 +990,15 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
     inp = _fresh_input(w, d)
     (d / "meta.json").unlink(missing_ok=True)  # a failed capture leaves no stale metadata
     guest: dict[str, Any] = {}
+    replay_doc: dict[str, Any] = {}
     if w.capture == "system":
         trace.unlink(missing_ok=True)  # a failed capture must not leave the old trace looking new
-        doc, secs = capture_system_clean(list(w.command), trace, cwd=inp, guest_files=w.guest_files, records=records)
+        replay_doc = recorded_log(w, spec, inp, log=log, keep_recording=keep_recording)
+        doc, secs = capture_system_clean(list(w.command), trace, cwd=inp, guest_files=w.guest_files, records=records,
+                                         replay=d / REPLAY_LOG)
         if "error" in doc:
-            raise RuntimeError(f"full-system capture failed: {doc['error']}")
+            trace.unlink(missing_ok=True)
+            raise RuntimeError(f"full-system capture (replay of {REPLAY_LOG}) failed: {doc['error']}")
         summary, guest = doc["summary"], doc.get("guest") or {}
     else:
         summary, secs = capture_clean(list(w.command), trace, cwd=inp, skip=skip,
@@ -998,15 +1017,74 @@ def build(w: Workload, *, skip: Optional[int] = None, records: Optional[int] = N
         privileged_records=ti.get("privileged", 0), truncated=bool(summary.get("truncated")),
         exit_code=summary.get("exit_code"), capture_seconds=round(secs, 1),
         records_hash=records_hash(trace), trace_bytes=trace.stat().st_size,
-        reproducible=w.threads == 1 and w.capture == "user", note=w.note,
+        # User mode: one thread under a fixed environment; full system: a replay of the kept log.
+        reproducible=(w.threads == 1 and w.capture == "user") or w.capture == "system", note=w.note,
         capture=w.capture, region_choice=choice,
         # User mode runs no kernel: no kernel records (docs/oscache.md).
         kernel_code=w.capture == "system",
     )
     if w.capture == "system":
         meta.update(_system_meta(trace, guest))
+        meta["record_replay"] = {k: replay_doc[k] for k in ("log", "log_bytes", "log_sha256", "recorded_records",
+                                                             "recording_exit_code", "record_seconds")}
     _output.write_json(d / "meta.json", meta)
     return meta
+
+
+#: The record/replay log of a full-system workload, beside its trace; ``replay.json`` keys it.
+REPLAY_LOG = "guest.rr"
+
+
+def recorded_log(w: Workload, spec: dict[str, Any], inp: Path, *, log: Callable[[str], Any] = print,
+                 keep_recording: Optional[Path] = None) -> dict[str, Any]:
+    """The record/replay log ``w``'s replay capture of ``spec`` needs, recorded now unless the
+    kept one has the same definition (``spec`` but the record count: command, input, guest
+    files, package versions, kernel). Returns ``replay.json``'s document. The recording runs
+    the program to its exit, whatever the region's cap: QEMU writes a log's header when it exits,
+    and a recording killed at a record cap left one its replay refused ("Replay: invalid input
+    log file version"); a log of the whole run serves every cap. The recording's own trace is
+    not kept (the replay's is the workload's) unless ``keep_recording`` names where to move it
+    (to check the replay against it). Raises ``RuntimeError`` when the recording fails; a failed
+    recording leaves no log."""
+    d = inp.parent
+    key = {k: v for k, v in spec.items() if k != "records_requested"}
+    path, rr = d / "replay.json", d / REPLAY_LOG
+    if path.exists() and rr.exists():
+        doc = json.loads(path.read_text())
+        if doc.get("key") == key:
+            return doc
+    # The old log no longer fits: it and its key go before a new one is recorded.
+    path.unlink(missing_ok=True)
+    rr.unlink(missing_ok=True)
+    tmp_log, tmp_trace = d / (REPLAY_LOG + ".tmp"), d / "recording.cctrace.tmp"
+    try:
+        out, secs = capture_system_clean(list(w.command), tmp_trace, cwd=inp, guest_files=w.guest_files,
+                                         records=None, record=tmp_log)
+        if "error" in out:
+            raise RuntimeError(f"full-system recording failed: {out['error']}")
+        summary = out["summary"]
+        if summary.get("error"):
+            raise RuntimeError(f"full-system recording failed: {summary['error']}")
+        if keep_recording is not None:
+            tmp_trace.replace(keep_recording)
+    except BaseException:
+        tmp_log.unlink(missing_ok=True)
+        raise
+    finally:
+        tmp_trace.unlink(missing_ok=True)
+    import hashlib
+
+    tmp_log.replace(rr)
+    h = hashlib.sha256()
+    with open(rr, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    doc = {"key": key, "log": REPLAY_LOG, "log_bytes": rr.stat().st_size, "log_sha256": h.hexdigest(),
+           "recorded_records": summary.get("records"), "recording_exit_code": summary.get("exit_code"),
+           "record_seconds": round(secs, 1)}
+    _output.write_json(path, doc)
+    log(f"{w.name:8} recorded {REPLAY_LOG}: {doc['log_bytes'] / 2**20:.1f} MiB, {doc['recorded_records'] or 0:,} records, {secs:.1f} s")
+    return doc
 
 
 def _system_meta(trace: Path, guest: dict[str, Any]) -> dict[str, Any]:
