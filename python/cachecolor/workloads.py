@@ -1244,7 +1244,7 @@ def suite_table(root: Optional[Path] = None) -> str:
     for w in SUITE:
         m = info(w, root)
         if m is None:
-            rows.append([w.name, w.cls, w.stands_in, ", ".join(w.packages), w.input_desc, "", "not built"] + [""] * 7)
+            rows.append([w.name, w.cls, w.stands_in or "-", ", ".join(w.packages), w.input_desc, "", "not built"] + [""] * 7)
             continue
         cp = wdir(w, root) / "characterization.json"
         c = json.loads(cp.read_text()) if cp.exists() else {}
@@ -1253,8 +1253,8 @@ def suite_table(root: Optional[Path] = None) -> str:
         system = m.get("capture") == "system"
         # Privileged share of the instructions: the kernel's in a full-system trace; none in user mode.
         priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
-        why = "" if m.get("reproducible") else (" (not reproducible: full system)" if system else " (threads)")
-        rows.append([w.name, w.cls, w.stands_in, pk, w.input_desc, region_text(m), f"{m['records']:,}",
+        why = "" if m.get("reproducible") else (" (not reproducible: plain full-system capture)" if system else " (threads)")
+        rows.append([w.name, w.cls, w.stands_in or "-", pk, w.input_desc, region_text(m), f"{m['records']:,}",
                      f"{m['instructions']:,}", f"{c.get('ipc', float('nan')):.3f}", f"{c.get('llc_mpki', float('nan')):.2f}",
                      priv, fp, f"`{m.get('records_hash', '?')[:12]}`{why}", str(m["capture_seconds"])])
     return pipe_table(head, rows, numeric) + "\n"
