@@ -24,8 +24,13 @@ What it measures (docs/PERFORMANCE.md explains the results and keeps every run):
   each three-level uniform run, cachecolor on the same trace with the hierarchy scaled down
   until its state fits the host's L2 (the difference is time spent waiting for host memory).
 
+- Real traces: the workload suite's captured traces (`$CACHECOLOR_CACHE/workloads`), the first
+  `--records` of four programs, each alone and the four as a mix, on `xeon-e5506` and `power5`:
+  decoding alone, cache-only on the preset's caches and the whole system, as records per
+  CPU-second and as ratios to decoding; skipped with a line saying so when none is captured.
+
 Usage: benches/run.py [--quick] [--refs N] [--repeats R] [--out docs/PERFORMANCE.md] [--no-write]
-[--configs three-level] [--tools cc-array,pycachesim] [--no-system]
+[--configs three-level] [--tools cc-array,pycachesim] [--no-system] [--records N] [--real-only]
 (`--quick`: 1 M references, one repeat; `--configs`/`--tools`/`--no-system` run a part, for a quick
 look at one comparison: `make bench` runs everything.) Scratch files go to bench-out/ (removed by `make clean`).
 """
@@ -411,7 +416,9 @@ def main() -> int:
     ap.add_argument("--no-annotate", action="store_true",
                     help="skip `cachecolor annotate` against cachegrind (benches/annotate_speed.py)")
     ap.add_argument("--real-only", action="store_true",
-                    help="run only the whole-system speed on the suite's traces and print it (no append)")
+                    help="run only the real-trace table (decode, cache-only, system) and print it (no append)")
+    ap.add_argument("--records", type=int, default=REAL_RECORDS,
+                    help=f"records of each captured trace the real-trace table runs (default {REAL_RECORDS:,})")
     ap.add_argument("--worker", nargs=3, metavar=("TOOL", "CONFIG", "TRACE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.refs or (1_000_000 if args.quick else N_FULL)
@@ -422,8 +429,10 @@ def main() -> int:
         print(json.dumps(worker(*args.worker, work, n)))
         return 0
 
+    if args.records <= 0:
+        ap.error(f"--records: must be a positive number of records (got {args.records})")
     if args.real_only:
-        print(system_trace_speed(repeats))
+        print(system_trace_speed(repeats, args.records))
         return 0
 
     started = time.time()
@@ -576,7 +585,7 @@ def main() -> int:
             f.unlink()
     system_line = "" if args.no_system else system_speed(repeats)
     if not args.no_real:
-        system_line += "\n\n" + system_trace_speed(repeats)
+        system_line += "\n\n" + system_trace_speed(repeats, args.records)
     if not args.no_annotate:
         system_line += "\n\n" + annotate_speed(repeats)
     elapsed = time.time() - started
@@ -614,69 +623,102 @@ def system_speed(repeats: int) -> str:
             f"examples/os/speed-4core.toml): {line.split(': ', 1)[1]}")
 
 
-#: The suite's traces the real-trace speed runs on (those built; the first two also as a 2-core
-#: mix), their first REAL_LIMIT records each: a dense kernel (BLAS), a database, compressors and
-#: a multithreaded program.
-REAL_TRACES = ("matmul", "sqlite", "zstd", "bzip2", "xz", "sort-mt")
-REAL_LIMIT = 5_000_000  # short enough for a shared machine; the suite's regions are 20 M
+#: The suite's programs the real-trace table runs on, in order of preference: the first
+#: REAL_PROGRAMS of them that are captured (compressors, a compiler, a database, a sparse kernel),
+#: each alone on core 0, and those together as a mix on cores 0-3.
+REAL_TRACES = ("bzip2", "cc1", "sqlite", "zstd", "spmv", "xz", "stencil", "matmul", "sort-mt")
+REAL_PROGRAMS = 4
+REAL_RECORDS = 20_000_000  # each trace's first records (--records); the suite's regions are 20 M
+REAL_MIX = 4  # programs in the mix, one per core
 #: The paper presets measured: an inclusive L3 on one chip, and two chips with an exclusive L3,
 #: a write-through L1D and sliced caches.
 REAL_MACHINES = ("xeon-e5506", "power5")
+#: docs/workloads.md "At paper scale": the default evaluation matrix at 1 B instructions per
+#: program (1.33 records an instruction) is 2,830 G simulated records.
+PAPER_SCALE_RECORDS = 2_830e9
 
 
-def system_trace_speed(repeats: int) -> str:
-    """The whole system (one process on core 0 of a paper preset, as `cachecolor workloads
-    characterize` runs it) and the same hierarchy cache-only against decoding the same trace,
-    on the workload suite's captured traces, one core each and a 2-core mix of the first two
-    (crates/sim/examples/system_trace_speed.rs; the sides alternate in one process). Skipped,
-    saying so, when the traces have not been built."""
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return f"load average {loadavg()}"
+
+
+def system_trace_speed(repeats: int, records: int = REAL_RECORDS) -> str:
+    """Decoding, cache-only on the preset's caches and the whole system (one process on core 0 of
+    a paper preset, as `cachecolor workloads characterize` runs it) on the workload suite's
+    captured traces: each program alone and REAL_MIX of them as a mix, as records/s and as
+    ratios to decoding the same trace (crates/sim/examples/system_trace_speed.rs; the sides
+    alternate in one process). Skipped, saying so, when the traces have not been captured."""
+    title = "**Real traces: decode, cache-only, whole system**"
     try:
         from cachecolor import workloads
         root = workloads.cache_dir()
     except Exception as e:  # noqa: BLE001 - the bench reports and goes on
-        return f"**Whole-system speed on real traces**: not measured (cannot locate the workload cache: {e})"
-    traces = [root / "workloads" / w / "trace.cctrace" for w in REAL_TRACES]
-    have = [t for t in traces if t.exists()]
-    missing = [w for w, t in zip(REAL_TRACES, traces) if not t.exists()]
-    if not have:
-        return (f"**Whole-system speed on real traces**: skipped: no trace of {', '.join(REAL_TRACES)} under "
-                f"{root}/workloads (build them with `cachecolor workloads build {' '.join(REAL_TRACES)}`, "
+        return f"{title}: not measured (cannot locate the workload cache: {e})"
+    traces = {w: root / "workloads" / w / "trace.cctrace" for w in REAL_TRACES}
+    built = [w for w, t in traces.items() if t.exists()]
+    if not built:
+        return (f"{title}: skipped: no captured trace of {', '.join(REAL_TRACES)} under "
+                f"{root}/workloads (capture them with `cachecolor workloads build {' '.join(REAL_TRACES[:REAL_PROGRAMS])}`, "
                 f"or set CACHECOLOR_CACHE to where they are)")
+    chosen = built[:REAL_PROGRAMS]
     argv = ["cargo", "run", "--release", "--quiet", "-p", "cachecolor-sim", "--example", "system_trace_speed", "--"]
     repeats = min(repeats, 3)
-    env = dict(os.environ, REPEATS=str(repeats), LIMIT=str(REAL_LIMIT), MACHINES=",".join(REAL_MACHINES))
-    r = subprocess.run(argv + [str(t) for t in have], capture_output=True, text=True, cwd=REPO, env=env)
+    env = dict(os.environ, REPEATS=str(repeats), LIMIT=str(records), MACHINES=",".join(REAL_MACHINES),
+               MIX=str(REAL_MIX))
+    load = uptime()
+    r = subprocess.run(argv + [str(traces[w]) for w in chosen], capture_output=True, text=True, cwd=REPO, env=env)
     if r.returncode != 0:
-        return f"**Whole-system speed on real traces**: not measured (`{' '.join(argv)}` failed: {r.stderr.strip()[-300:]})"
-    lines = [f"**Whole-system speed on real traces** (`MACHINES={','.join(REAL_MACHINES)} LIMIT={REAL_LIMIT} "
-             f"REPEATS={repeats} {' '.join(argv)} TRACE...`; the first {REAL_LIMIT:,} records of each, one process "
-             f"on core 0, and the first two traces as two processes on cores 0 and 1; best times; docs/PERFORMANCE.md "
-             f"\"Whole-system speed on real traces\"):", ""]
-    lines += ["| trace | machine | decode M records/s | system M records/s | cache-only M records/s "
-              "| system / decode | cache-only / decode | system / cache-only |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    lines += real_speed_rows(r.stdout)
-    if missing:
-        lines += ["", f"Not built, skipped: {', '.join(missing)}."]
+        return f"{title}: not measured (`{' '.join(argv)}` failed: {r.stderr.strip()[-300:]})"
+    rows = real_speed_rows(r.stdout)
+    lines = [f"{title} (`MACHINES={','.join(REAL_MACHINES)} LIMIT={records} MIX={REAL_MIX} REPEATS={repeats} "
+             f"{' '.join(argv)} TRACE...` on {', '.join(chosen)} from {root}/workloads; the first {records:,} "
+             f"records of each; each program alone on core 0, then the first {min(REAL_MIX, len(chosen))} together "
+             f"on cores 0-{min(REAL_MIX, len(chosen)) - 1}; best of {repeats}; rates per CPU-second of the "
+             f"process, the last column per wall-clock second; `uptime` before: `{load}`):", ""]
+    lines += ["| trace | machine | records | decode M/s | cache-only M/s | system M/s | cache-only / decode "
+              "| system / decode | system M/s (wall) |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        cpu, wall = row["cpu"], row["wall"]
+        lines.append(f"| {row['trace']} | {row['machine']} | {row['records'] / 1e6:.0f} M | {cpu[0]:.1f} | "
+                     f"{cpu[2]:.1f} | {cpu[1]:.1f} | {cpu[4]:.2f}x | {cpu[3]:.2f}x | {wall[1]:.1f} |")
+    lines += ["", f"`uptime` after: `{uptime()}`."]
+    singles = [row for row in rows if not row["trace"].startswith("mix")]
+    if singles:
+        rate = sum(x["records"] for x in singles) / sum(x["records"] / (x["cpu"][1] * 1e6) for x in singles)
+        hours = PAPER_SCALE_RECORDS / rate / 3600
+        lines += ["", f"At paper scale: the whole system ran the single programs above at {rate / 1e6:.1f} M records per "
+                  f"CPU-second (all their records over all their CPU time); the default evaluation at 1 B instructions "
+                  f"per program (2,830 G records, docs/workloads.md, At paper scale) would take **{hours:.0f} CPU-hours** "
+                  f"at that rate, without oracles."]
+    skipped = [w for w in REAL_TRACES if w not in built]
+    if skipped:
+        lines += ["", f"Not captured, not run: {', '.join(skipped)}."]
     return "\n".join(lines)
 
 
 _REAL_ROW = re.compile(
-    r"^system_trace_speed (.+) \(\d+ records, ([\w.-]+)\): best of \d+: decode ([0-9.]+) M records/s, "
+    r"^system_trace_speed (.+) \((\d+) records, ([\w.-]+)\): best of \d+ \((wall|cpu)\): decode ([0-9.]+) M records/s, "
     r"system ([0-9.]+) M records/s, cache-only ([0-9.]+) M records/s: system/decode ([0-9.]+)x, "
     r"cache-only/decode ([0-9.]+)x, system/cache-only ([0-9.]+)x$")
 
 
-def real_speed_rows(stdout: str) -> list[str]:
-    """The table rows of `system_trace_speed`'s lines (a trace path shown by its program's name)."""
+def real_speed_rows(stdout: str) -> list[dict[str, Any]]:
+    """`system_trace_speed`'s lines, a row per trace and machine with its wall and CPU figures
+    (decode, system, cache-only M records/s; system/decode, cache-only/decode); a trace path is
+    shown by its program's name."""
     name = re.compile(r"\S*workloads/([^/]+)/trace\.cctrace")
-    rows = []
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for out in stdout.splitlines():
         m = _REAL_ROW.match(out.strip())
         if m:
             trace = name.sub(lambda t: t[1], m[1])
-            rows.append(f"| {trace} | {m[2]} | {m[3]} | {m[4]} | {m[5]} | {m[6]}x | {m[7]}x | {m[8]}x |")
-    return rows
+            row = rows.setdefault((trace, m[3]), {"trace": trace, "machine": m[3], "records": int(m[2])})
+            row[m[4]] = tuple(float(m[i]) for i in (5, 6, 7, 8, 9))
+    return [r for r in rows.values() if "cpu" in r and "wall" in r]
 
 
 def _importable(mod: str) -> bool:
