@@ -79,10 +79,15 @@ fn write_prefix(trace: &Path, out: &Path, limit: u64) -> u64 {
 
 /// The records in `trace`.
 fn count(trace: &Path) -> u64 {
+    count_upto(trace, u64::MAX)
+}
+
+/// The records in `trace`, counted block by block until there are more than `limit`.
+fn count_upto(trace: &Path, limit: u64) -> u64 {
     let mut reader = TraceReader::open(trace).expect("a native trace");
     let mut buf = Vec::new();
     let mut n = 0u64;
-    while reader.next_block(&mut buf).expect("readable trace") {
+    while n <= limit && reader.next_block(&mut buf).expect("readable trace") {
         n += buf.len() as u64;
     }
     n
@@ -238,9 +243,9 @@ fn main() {
     std::fs::create_dir_all(&tmp).expect("temp dir");
     let mut prefixes = Vec::new();
     for (i, trace) in traces.iter().enumerate() {
-        let all = count(trace);
-        prefixes.push(if limit == 0 || all <= limit {
-            (trace.clone(), all)
+        let upto = count_upto(trace, if limit == 0 { u64::MAX } else { limit });
+        prefixes.push(if limit == 0 || upto <= limit {
+            (trace.clone(), upto)
         } else {
             let p = tmp.join(format!("{i}.cctrace"));
             let n = write_prefix(trace, &p, limit);
