@@ -170,6 +170,7 @@ impl System {
                 ],
                 tally: Tally::default(),
                 burst_start: Tally::default(),
+                saved: None,
                 idle_kernel_milli: 0,
                 idle_milli: 0,
                 counters: counters.clone(),

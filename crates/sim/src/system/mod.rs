@@ -150,6 +150,8 @@ struct Core {
     tally: Tally,
     /// The tally when the running thread's counts were last saved.
     burst_start: Tally,
+    /// The running thread and the clock at that save (`save_counts`; None before the first).
+    saved: Option<(Option<usize>, u64)>,
 
     // The PMU: counters (multiplexed) and the data-address sampler.
     counters: CounterSet,
