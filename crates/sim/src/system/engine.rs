@@ -502,7 +502,9 @@ impl System {
             th.pos += 1;
             taken += 1;
             // This record's lookups come after the run's on its class's L1 TLB and cache.
-            runs[class].apply(class, asid, c, &mut chips[c.chip], timing, paths);
+            if runs[class].counted() {
+                runs[class].apply(class, asid, c, &mut chips[c.chip], timing, paths);
+            }
             let Some(pfn) = c.tlb_translate(asid, r.addr >> page_shift, r.kind) else {
                 walk = Some(*r);
                 break;
@@ -539,7 +541,9 @@ impl System {
                 // controller reads the core's clock. A run goes on after it only where its
                 // line is still the first level's last hit (`holds_last_hit`).
                 let other = 1 - class;
-                runs[other].apply(other, asid, c, &mut chips[c.chip], timing, paths);
+                if runs[other].counted() {
+                    runs[other].apply(other, asid, c, &mut chips[c.chip], timing, paths);
+                }
                 let (served, remote, delay) = chip_access(chips, coherence, controllers, c, &part);
                 for (k, run) in runs.iter_mut().enumerate() {
                     if run.vline != u64::MAX && !chips[c.chip].holds_last_hit(c.local, k, run.pline)
@@ -557,7 +561,9 @@ impl System {
             c.clock_milli += spent;
         }
         for (class, run) in runs.iter_mut().enumerate() {
-            run.apply(class, asid, c, &mut chips[c.chip], timing, paths);
+            if run.counted() {
+                run.apply(class, asid, c, &mut chips[c.chip], timing, paths);
+            }
         }
         (taken, walk)
     }
@@ -806,11 +812,17 @@ impl LineRun {
         instructions: 0,
     };
 
-    /// Apply the counted records as that many TLB hits, first-level hits and charges, each
-    /// the sum of theirs one at a time, and count from zero again (the run stays). Nothing
-    /// counted (most data records end a run that has not begun) is settled in line, without
-    /// the call.
+    /// Whether records are counted, not yet applied. The burst loop asks before `apply`: most
+    /// data records end a run that has not begun, and settling that in line saves the call.
     #[inline(always)]
+    fn counted(&self) -> bool {
+        self.per_kind != [0; 4]
+    }
+
+    /// Apply the counted records (`counted`) as that many TLB hits, first-level hits and
+    /// charges, each the sum of theirs one at a time, and count from zero again (the run
+    /// stays).
+    #[inline(never)]
     fn apply(
         &mut self,
         class: usize,
@@ -821,24 +833,7 @@ impl LineRun {
         paths: &[Vec<u8>; 2],
     ) {
         let n: u64 = self.per_kind.iter().sum();
-        if n != 0 {
-            self.apply_counted(n, class, asid, c, chip, timing, paths);
-        }
-    }
-
-    /// `apply` of `n > 0` counted records.
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn apply_counted(
-        &mut self,
-        n: u64,
-        class: usize,
-        asid: u32,
-        c: &mut Core,
-        chip: &mut Hierarchy,
-        timing: &Timing,
-        paths: &[Vec<u8>; 2],
-    ) {
+        debug_assert!(n > 0, "apply of an empty run");
         let l1 = if class == 1 { L1I } else { L1D };
         c.tlbs[l1].repeat_hits(asid, self.vpn, n);
         chip.repeat_first_hits(c.local, class, self.pline, &self.per_kind, self.privileged);
