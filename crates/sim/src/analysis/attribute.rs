@@ -13,8 +13,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
-use crate::cache::prefetch::PrefetcherKind;
-use crate::cache::{Hierarchy, Inclusion, ReplacementKind, Serves};
+use crate::cache::Hierarchy;
 use crate::error::TraceError;
 use crate::trace::{pipelined_with, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
 
@@ -130,33 +129,6 @@ pub struct Attribution {
     pub unknown_pc: u64,
 }
 
-/// The level that serves an ifetch on the line of the previous ifetch, when `h` makes every
-/// such fetch a first-level hit that changes nothing any later reference sees; `None` when it
-/// may not.
-///
-/// Why it holds under these conditions: after a fetch of a line (not spanning two), the
-/// instruction path's first level holds it as its set's most recent line. On one core, only
-/// instruction fetches visit that cache when it serves instructions alone; a data access fills
-/// and evicts only on the data path and the levels below, and a non-inclusive hierarchy sends
-/// no back-invalidation up. With no prefetcher nothing else fills it. So the next fetch of the
-/// same line hits there, and under LRU a hit on the most recent line leaves the order as it
-/// was: simulating it changes only counters, which attribution does not read. Most of a
-/// captured program's references are such fetches (79% of the annotate benchmark's), so
-/// attribution counts them without handing them to the hierarchy.
-pub fn repeated_fetch_level(h: &Hierarchy) -> Option<usize> {
-    let c = h.config();
-    let prefetching = h.prefetch_enabled()
-        && c.levels
-            .iter()
-            .any(|l| l.prefetcher != PrefetcherKind::None);
-    if c.cores != 1 || c.inclusion != Inclusion::NonInclusive || prefetching {
-        return None;
-    }
-    let first = c.levels.iter().position(|l| l.serves != Serves::Data)?;
-    let l1 = &c.levels[first];
-    (l1.serves == Serves::Instruction && l1.policy == ReplacementKind::Lru).then_some(first)
-}
-
 /// Tally one record served at `slot`: under its PC, and (data only: class 2 is an instruction
 /// fetch) under its 4 KiB page, counting data references whose PC is unknown (0).
 #[inline(always)]
@@ -176,13 +148,68 @@ fn tally_one(
     }
 }
 
+/// The records of one class (data or instructions) that attribution has counted as
+/// first-level hits on the line the first level of their path served last, not yet handed to
+/// the hierarchy (`apply`), as the system engine's `LineRun`.
+#[derive(Clone, Copy)]
+struct LineRun {
+    /// The line (`u64::MAX`: no run), the thread whose core's first level holds it, and the
+    /// tally slot of that level.
+    line: u64,
+    thread: u32,
+    slot: usize,
+    per_kind: [u64; 4],
+    privileged: u64,
+}
+
+impl LineRun {
+    const NONE: LineRun = LineRun {
+        line: u64::MAX,
+        thread: 0,
+        slot: 0,
+        per_kind: [0; 4],
+        privileged: 0,
+    };
+
+    /// Hand the counted records to the hierarchy as that many first-level hits
+    /// (`Hierarchy::repeat_first_hits`: counters, replacement state, reuse and dirty bits as
+    /// one at a time), and count from zero again (the run stays).
+    #[inline]
+    fn apply(&mut self, h: &mut Hierarchy, class: usize) {
+        if self.per_kind != [0; 4] {
+            h.repeat_first_hits(
+                self.thread,
+                class,
+                self.line,
+                &self.per_kind,
+                self.privileged,
+            );
+            self.per_kind = [0; 4];
+            self.privileged = 0;
+        }
+    }
+}
+
 /// Run every record of `src` (which must give PCs: `block_pcs`) through `h` and tally where
 /// each was served. The source decodes its next block on a helper thread while this one
 /// simulates and tallies the previous (`trace::pipelined_with`: blocks arrive in order, so the
-/// tallies are those of a serial run). Fetches of the line the previous fetch fetched are
-/// counted as first-level hits without the hierarchy when `repeated_fetch_level` says that is
-/// exact. `on_block` is called after each block with the source's progress; an error it
-/// returns stops the run (Ctrl-C).
+/// tallies are those of a serial run). `on_block` is called after each block with the source's
+/// progress; an error it returns stops the run (Ctrl-C).
+///
+/// Most of a captured program's references repeat the line their class's previous reference
+/// touched (fetches of one line with data references between them: 79% of the annotate
+/// benchmark's records). After a first-level hit (`Hierarchy::access_first_hit`), the records
+/// of its class that stay on its line are only counted (`LineRun`) and handed to the hierarchy
+/// together (`repeat_first_hits`) before the next record of that class, as the system engine
+/// does. That is exact on every hierarchy: where the two classes' first levels are distinct
+/// caches (`first_levels_split`) a first-level hit of the other class changes nothing the run
+/// depends on, and where they are one cache the other class's run is applied first; an access
+/// that misses the first level (which may fill, evict, back-invalidate or prefetch) comes
+/// after both runs are applied, and a run goes on after it only where its line is still the
+/// first level's last hit in its slot (`holds_last_hit`). The lean engine keeps no last hit,
+/// so attribution switches it off on `h` (`set_lean_engine(false)`, left so) and runs on the
+/// general path, whose first-level hit (`access_first_hit`) serves most of the records it
+/// still sees.
 pub fn attribute<E: Send + From<TraceError>>(
     h: &mut Hierarchy,
     levels: usize,
@@ -196,17 +223,20 @@ pub fn attribute<E: Send + From<TraceError>>(
             (s as usize).min(levels)
         }
     };
-    let repeat_level = repeated_fetch_level(h);
+    h.set_lean_engine(false);
+    let cores = h.config().cores.max(1) as u32;
+    // A core's thread `c` is on core `c` (`thread % cores`).
+    let split = (0..cores).all(|c| h.first_levels_split(c));
+    // Whether a write joins a run: where it would be a first-level hit (write-back).
+    let writes_join: Vec<[bool; 2]> = (0..cores)
+        .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
+        .collect();
     let line_shift = h.config().line_size.trailing_zeros();
-    // The line of the latest fetch, when it did not span two (none yet: no line matches).
-    let mut last_fetch_line = u64::MAX;
+    let line_mask = h.config().line_size as u64 - 1;
+    let mut runs = [LineRun::NONE; 2];
     let (mut pcs, mut pages) = (Tally::new(levels + 1), Tally::new(levels + 1));
-    let mut served = Vec::with_capacity(BLOCK_RECORDS);
-    // The records the hierarchy simulates, and per record whether it was left out.
-    let mut simulated = Vec::with_capacity(BLOCK_RECORDS);
-    let mut repeated = Vec::with_capacity(BLOCK_RECORDS);
     let (mut records, mut unknown) = (0u64, 0u64);
-    pipelined_with(
+    let result = pipelined_with(
         || {
             (
                 Vec::<Record>::with_capacity(BLOCK_RECORDS),
@@ -221,45 +251,53 @@ pub fn attribute<E: Send + From<TraceError>>(
             Ok(Some(src.progress()))
         },
         |(buf, block_pcs), progress| {
-            served.clear();
-            let Some(first_level) = repeat_level else {
-                h.run_block_served(buf, &mut served);
-                for ((rec, &s), &pc) in buf.iter().zip(&served).zip(block_pcs) {
-                    tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, slot(s));
-                }
-                records += buf.len() as u64;
-                return on_block(progress);
-            };
-            simulated.clear();
-            repeated.clear();
-            for rec in buf.iter() {
-                let line = rec.addr >> line_shift;
-                let end = rec.addr.saturating_add(rec.size.max(1) as u64 - 1) >> line_shift;
-                let fetch = rec.kind == Kind::IFetch;
-                let repeat = fetch && line == last_fetch_line && end == line;
-                if fetch {
-                    last_fetch_line = if end == line { line } else { u64::MAX };
-                }
-                if !repeat {
-                    simulated.push(*rec);
-                }
-                repeated.push(repeat);
-            }
-            h.run_block_served(&simulated, &mut served);
-            let mut next = served.iter();
-            for ((rec, &repeat), &pc) in buf.iter().zip(&repeated).zip(block_pcs) {
-                let s = if repeat {
-                    first_level
+            for (rec, &pc) in buf.iter().zip(block_pcs.iter()) {
+                let k = rec.kind.is_instruction() as usize;
+                let run = &mut runs[k];
+                let s = if rec.addr >> line_shift == run.line
+                    && rec.thread == run.thread
+                    && (rec.addr & line_mask) + rec.size.max(1) as u64 <= line_mask + 1
+                    && (!rec.kind.is_write() || writes_join[(rec.thread % cores) as usize][k])
+                {
+                    run.per_kind[rec.kind as usize] += 1;
+                    run.privileged += rec.privileged as u64;
+                    run.slot
                 } else {
-                    // One served level per simulated record, in order.
-                    next.next().map_or(levels, |&s| slot(s))
+                    // This record's access comes after the runs' (both, where the two
+                    // classes share their first level).
+                    runs[k].apply(h, k);
+                    if !split {
+                        runs[1 - k].apply(h, 1 - k);
+                    }
+                    if let Some(served) = h.access_first_hit(rec) {
+                        runs[k] = LineRun {
+                            line: rec.addr >> line_shift,
+                            thread: rec.thread,
+                            slot: slot(served),
+                            ..LineRun::NONE
+                        };
+                        slot(served)
+                    } else {
+                        runs[1 - k].apply(h, 1 - k);
+                        let served = h.access(rec);
+                        for (c, run) in runs.iter_mut().enumerate() {
+                            if run.line != u64::MAX && !h.holds_last_hit(run.thread, c, run.line) {
+                                *run = LineRun::NONE;
+                            }
+                        }
+                        slot(served)
+                    }
                 };
                 tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, s);
             }
             records += buf.len() as u64;
             on_block(progress)
         },
-    )?;
+    );
+    for (k, run) in runs.iter_mut().enumerate() {
+        run.apply(h, k);
+    }
+    result?;
     Ok(Attribution {
         pcs,
         pages,
@@ -279,26 +317,43 @@ mod tests {
 
     /// A program-like trace with PCs: fetches run on through a 4 KiB code region (1 to 15
     /// bytes per instruction, so some span two lines) with a jump now and then, a data access
-    /// after about a third of them, some of them to the code's own lines; some PCs unknown.
+    /// after about a third of them (a load, store or modify; some of them to the code's own
+    /// lines, some followed by a second on the same line), some PCs unknown; two threads taking
+    /// turns at the jumps, one of them privileged now and then.
     fn program_like(n: usize) -> (Vec<Record>, Vec<u64>) {
-        let (mut x, mut pc) = (7u64, 0x40_0000u64);
+        let (mut x, mut pc, mut thread, mut privileged) = (7u64, 0x40_0000u64, 0u32, false);
         let (mut recs, mut pcs) = (Vec::new(), Vec::new());
+        let push = |recs: &mut Vec<Record>, kind, addr, size, thread, privileged| {
+            let mut r = Record::new(kind, addr, size);
+            r.thread = thread;
+            r.privileged = privileged;
+            recs.push(r);
+        };
         while recs.len() < n {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let size = 1 + (x >> 60) as u16 % 15;
-            recs.push(Record::new(Kind::IFetch, pc, size));
+            push(&mut recs, Kind::IFetch, pc, size, thread, privileged);
             pcs.push(pc);
             if x % 3 == 0 {
-                let kind = if x & 8 == 0 { Kind::Load } else { Kind::Store };
+                let kind =
+                    [Kind::Load, Kind::Store, Kind::Load, Kind::Modify][(x >> 3) as usize % 4];
                 let addr = if x % 7 == 0 {
                     0x40_0000 + (x >> 20) % 4096
                 } else {
                     0x1000_0000 + (x >> 40) % (64 << 10)
                 };
-                recs.push(Record::new(kind, addr, 8));
+                push(&mut recs, kind, addr, 8, thread, privileged);
                 pcs.push(if x % 97 == 0 { 0 } else { pc });
+                if x % 5 == 0 {
+                    push(&mut recs, Kind::Load, addr ^ 8, 4, thread, privileged);
+                    pcs.push(pc);
+                }
+            }
+            if x % 23 == 0 && x % 4 == 0 {
+                thread ^= 1;
+                privileged = x % 3 == 1;
             }
             pc = if x % 23 == 0 {
                 0x40_0000 + (x >> 32) % 4096
@@ -311,8 +366,9 @@ mod tests {
 
     /// Attribution on `hierarchy` (TOML levels) equals a record-by-record replay counted in a
     /// plain map (`access` on a fresh hierarchy, every record), over several blocks (the
-    /// helper thread's hand-offs); and repeated fetches are left out exactly when expected.
-    fn attribution_equals_a_record_by_record_count(hierarchy: &str, leaves_out: Option<usize>) {
+    /// helper thread's hand-offs), and leaves the hierarchy's own statistics as that replay
+    /// does (every record reached it, runs of repeats as their sums).
+    fn attribution_equals_a_record_by_record_count(hierarchy: &str) {
         let config = SimulationConfig::from_toml(hierarchy).unwrap();
         let (recs, pcs) = program_like(2 * BLOCK_RECORDS + 1234);
         let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
@@ -321,7 +377,6 @@ mod tests {
 
         let levels = config.hierarchy.levels.len();
         let mut h = Hierarchy::new(&config.hierarchy).unwrap();
-        assert_eq!(repeated_fetch_level(&h), leaves_out);
         let mut src = TraceReader::new(Cursor::new(bytes)).unwrap();
         let mut blocks = 0;
         let a = attribute::<TraceError>(&mut h, levels, &mut src, |_| {
@@ -363,6 +418,7 @@ mod tests {
         assert_eq!(flat(&a.pcs), by_pc);
         assert_eq!(flat(&a.pages), by_page);
         assert_eq!(a.unknown_pc, unknown);
+        assert_eq!(h.stats(), brute.stats());
         // Not vacuous: unknown PCs, and fetches served by the first level, a lower one and
         // memory.
         assert!(unknown > 0);
@@ -379,34 +435,78 @@ mod tests {
         [[hierarchy.levels]]\nname = \"D1\"\nsize = \"1KiB\"\nways = 2\nserves = \"data\"\n\
         [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n";
 
-    /// Split first levels, non-inclusive, LRU, no prefetcher: repeated fetches are left out.
-    #[test]
-    fn pipelined_attribution_equals_a_record_by_record_count() {
-        let toml =
-            format!("[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n{SPLIT_L1}");
-        attribution_equals_a_record_by_record_count(&toml, Some(0));
+    fn split(head: &str, edit: impl Fn(&str) -> String) -> String {
+        format!("[hierarchy]\nline_size = 64\n{head}\n{}", edit(SPLIT_L1))
     }
 
-    /// An inclusive last level back-invalidates the instruction cache when data evicts a code
-    /// line from it, a unified first level sees data in between, a prefetcher fills on its own:
-    /// each simulates every fetch (and stays exact).
+    /// Split first levels, non-inclusive, LRU, no prefetcher (the lean engine's shape, which
+    /// attribution leaves for the general path).
     #[test]
-    fn repeated_fetches_are_simulated_where_a_data_access_can_evict_them() {
-        let inclusive =
-            format!("[hierarchy]\nline_size = 64\ninclusion = \"inclusive\"\n{SPLIT_L1}");
-        attribution_equals_a_record_by_record_count(&inclusive, None);
-        let prefetching = format!(
-            "[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n{}",
-            SPLIT_L1.replacen(
-                "serves = \"instruction\"",
-                "serves = \"instruction\"\nprefetcher = \"next-line\"",
-                1
-            )
-        );
-        attribution_equals_a_record_by_record_count(&prefetching, None);
-        let unified = "[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n\
+    fn pipelined_attribution_equals_a_record_by_record_count() {
+        attribution_equals_a_record_by_record_count(&split(
+            "inclusion = \"non-inclusive\"",
+            str::to_string,
+        ));
+    }
+
+    /// Where a repeat of a line is not left alone between two references of its class: an
+    /// inclusive last level back-invalidates the instruction cache when data evicts a code line
+    /// from it; a unified first level sees data in between; a prefetcher fills on its own (and
+    /// its tagged lines set it off on their first hit); a write-through first level sends
+    /// stores on; first levels that are not LRU; two cores (two threads) sharing the last
+    /// level. Runs stay exact on each.
+    #[test]
+    fn attribution_is_exact_where_other_references_can_evict_a_repeated_line() {
+        let configs = [
+            split("inclusion = \"inclusive\"", str::to_string),
+            split("inclusion = \"exclusive\"", str::to_string),
+            split("inclusion = \"non-inclusive\"", |l| {
+                l.replacen(
+                    "serves = \"instruction\"",
+                    "serves = \"instruction\"\nprefetcher = \"next-line\"",
+                    1,
+                )
+                .replacen(
+                    "serves = \"data\"",
+                    "serves = \"data\"\nprefetcher = \"stride\"",
+                    1,
+                )
+            }),
+            split("inclusion = \"inclusive\"", |l| {
+                l.replacen(
+                    "serves = \"data\"",
+                    "serves = \"data\"\nprefetcher = \"next-line\"",
+                    1,
+                )
+            }),
+            split("inclusion = \"non-inclusive\"", |l| {
+                l.replacen(
+                    "serves = \"data\"",
+                    "serves = \"data\"\nwrite_policy = \"write-through\"",
+                    1,
+                )
+                .replacen(
+                    "serves = \"instruction\"",
+                    "serves = \"instruction\"\npolicy = \"tree-plru\"",
+                    1,
+                )
+            }),
+            split("inclusion = \"non-inclusive\"", |l| {
+                l.replace("ways = 2\n", "ways = 2\npolicy = \"srrip\"\n")
+            }),
+            split("cores = 2\ninclusion = \"inclusive\"", str::to_string),
+            "[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n\
              [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
-             [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n";
-        attribution_equals_a_record_by_record_count(unified, None);
+             [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
+                .to_string(),
+            "[hierarchy]\nline_size = 64\ninclusion = \"inclusive\"\n\
+             [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
+             prefetcher = \"next-line\"\n\
+             [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
+                .to_string(),
+        ];
+        for toml in configs {
+            attribution_equals_a_record_by_record_count(&toml);
+        }
     }
 }
