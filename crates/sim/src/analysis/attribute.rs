@@ -224,7 +224,7 @@ pub fn attribute<E: Send + From<TraceError>>(
         }
     };
     h.set_lean_engine(false);
-    let cores = h.config().cores.max(1) as u32;
+    let cores = h.config().cores.max(1);
     // A core's thread `c` is on core `c` (`thread % cores`).
     let split = (0..cores).all(|c| h.first_levels_split(c));
     // Whether a write joins a run: where it would be a first-level hit (write-back).
