@@ -250,6 +250,18 @@ impl Controller {
         self.stats.reads += reads;
         self.stats.writes += writes;
     }
+
+    /// Write-backs of `lines` lines issued at `at` that the issuing core waits for (the
+    /// kernel clearing a page): the queueing delay of the last, milli-cycles.
+    #[inline]
+    pub fn write_backs(&mut self, at: u64, lines: u64) -> u64 {
+        let mut delay = 0;
+        for _ in 0..lines {
+            delay = delay.max(self.take(at));
+        }
+        self.stats.writes += lines;
+        delay
+    }
 }
 
 #[cfg(test)]

@@ -92,6 +92,8 @@ pub struct AddressSpace {
     /// Table frame -> its entries.
     tables: BTreeMap<Pfn, Box<[Pte]>>,
     mapped_pages: u64,
+    /// Table frames allocated since the kernel last took them (to be zeroed: `take_new_tables`).
+    new_tables: Vec<Pfn>,
 }
 
 impl AddressSpace {
@@ -110,6 +112,7 @@ impl AddressSpace {
             root: 0,
             tables: BTreeMap::new(),
             mapped_pages: 0,
+            new_tables: Vec::new(),
         };
         s.root = s.new_table(memory, 0)?;
         Ok(s)
@@ -135,6 +138,12 @@ impl AddressSpace {
         self.tables.len()
     }
 
+    /// The table frames allocated since the last call: a kernel zeroes a table page before
+    /// it links it in (Linux allocates them with `__GFP_ZERO`).
+    pub fn take_new_tables(&mut self) -> Vec<Pfn> {
+        std::mem::take(&mut self.new_tables)
+    }
+
     /// Pages mapped (present or awaiting recolor).
     pub fn mapped_pages(&self) -> u64 {
         self.mapped_pages
@@ -153,6 +162,7 @@ impl AddressSpace {
             pfn,
             vec![Pte::default(); ENTRIES as usize].into_boxed_slice(),
         );
+        self.new_tables.push(pfn);
         Ok(pfn)
     }
 

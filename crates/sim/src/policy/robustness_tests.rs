@@ -141,24 +141,24 @@ fn what_sharing_costs_under_linux(name: &str, text: &str) -> f64 {
     worst
 }
 
-/// The rotations split into two kinds, checked here rather than assumed. Where the stream and
-/// the 1 MiB program share chip 0 and the 256 KiB program and the stream-beside-a-table share
-/// chip 1 (rotations 0 and 2) sharing costs no role more than 1 - `NO_HARM` (measured 0.994-1.03
-/// x alone: everything fits its chip's 1.875 MiB L2 beside its neighbour, or streams): nothing
-/// to gain. Where the two streaming roles share a chip (rotations 1 and 3) the stream costs the
-/// table beside it 2.4-2.9% (0.971-0.976 x alone): something to gain, which the pollute buffer claims.
-/// On all four, `mrc-partition` as it is today (it affords no profiling window in runs this
-/// short, docs/azimi.md "Doing no harm") stays at or above `NO_HARM` x linux for every process
-/// and in sum on every seed. rocs, global-pollute and coloris: the ignored tests below.
+/// What sharing costs on the rotations, checked here rather than assumed: on every rotation
+/// the 1 MiB program or the 256 KiB table beside a stream loses 3.4-4.2% (seed 1: 0.958-0.966
+/// x alone), the stream pushing it from the chip's 1.875 MiB L2 to the L3; the others stay
+/// within 1 - `NO_HARM` (0.999-1.000). Before new pages were cleared (`clear_page`), a
+/// quarter-length run's compulsory misses to memory diluted that loss below 1% where the
+/// stream and the 1 MiB program share chip 0 (rotations 0 and 2); cleared lines are
+/// established in the caches without a memory read, so the L2 sharing shows on all four.
+/// Something to gain everywhere, then; `mrc-partition` as it is today (it affords no profiling
+/// window in runs this short, docs/azimi.md "Doing no harm") still stays at or above `NO_HARM`
+/// x linux for every process and in sum on every seed. rocs, global-pollute and coloris: the
+/// ignored tests below.
 #[test]
 fn mrc_partition_does_no_harm_on_the_rotated_power5_mixes() {
-    for (k, (name, text)) in ROTATED_MIX4.into_iter().enumerate() {
+    for (name, text) in ROTATED_MIX4 {
         let worst = what_sharing_costs_under_linux(name, text);
-        let streams_share_a_chip = k % 2 == 1;
-        assert_eq!(
+        assert!(
             worst < NO_HARM,
-            streams_share_a_chip,
-            "{name}: sharing costs a role {worst:.4} x its IPC alone"
+            "{name}: sharing costs no role more than {NO_HARM} ({worst:.4} x its IPC alone)"
         );
     }
     let mut failures = Vec::new();

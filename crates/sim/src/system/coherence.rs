@@ -81,6 +81,17 @@ impl Coherence {
         false
     }
 
+    /// Chip `chip` is about to take the line of `addr` without reading it (the kernel zeroing
+    /// a frame, `clear_page`): every other chip's copy is invalidated and the line is no
+    /// longer shared. No cache serves anything, so no remote access is counted.
+    pub fn claim(&mut self, chips: &mut [Hierarchy], chip: usize, addr: u64) {
+        if chips.len() == 1 {
+            return;
+        }
+        self.shared.remove(&(addr >> self.line_shift));
+        self.invalidate(chips, addr, !(1u32 << chip));
+    }
+
     fn invalidate(&mut self, chips: &mut [Hierarchy], addr: u64, mask: u32) {
         for (i, h) in chips.iter_mut().enumerate() {
             if mask & (1 << i) != 0 {

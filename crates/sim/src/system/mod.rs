@@ -33,6 +33,7 @@ per-page LLC profile, when asked), `report.rs` (the report and its invariants), 
 */
 mod address_check;
 mod build;
+mod clear_page;
 mod coherence;
 mod config;
 pub mod detect;

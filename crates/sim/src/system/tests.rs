@@ -100,7 +100,11 @@ fn a_stream_inflates_a_co_runners_page_walks() {
     let (a, s) = (per_walk(&alone), per_walk(&shared));
     eprintln!("cycles per page walk: alone {a:.1}, beside a stream {s:.1}");
     assert!(process(&alone, "walker").tlb_misses > 200_000);
-    assert!(s > 1.2 * a, "{s} vs {a}");
+    // Alone, the walker's own faults clear each new page through the 1 MiB LLC
+    // (`clear_page`: 64 lines a fault, 16 k faults), evicting its page-table lines too, so
+    // the stream adds a smaller share than when faults cost the caches nothing (62.9 vs 69.2
+    // cycles, 1.10 x, where it was over 1.2 x).
+    assert!(s > 1.05 * a, "{s} vs {a}");
 }
 
 #[test]
@@ -1147,10 +1151,13 @@ fn queued_memory_saturates_at_the_peak_and_latency_grows_with_load() {
         m4.peak_gbps
     );
     assert!((m4.peak_gbps - 19.2).abs() < 1e-9);
-    // One core with 10 misses in flight: 10 lines per 128-cycle latency, 10.6 GB/s at 2.13 GHz
-    // unloaded, about half the peak.
+    // The streams touch fresh memory: each fault clears its page through the caches
+    // (`clear_page`), so the lines moved are the write-backs of the zeroed lines the clears
+    // evict, and the clearing core waits for them. One core clears at about half the peak.
     assert!(m1.achieved_gbps > 0.4 * m1.peak_gbps && m1.achieved_gbps < m1.peak_gbps);
-    // Four: the demand (42 GB/s unloaded) is twice the peak; the controller gives the peak.
+    assert!(m1.writes > 10 * m1.reads, "{m1:?}");
+    // Four: their demand is over twice the peak; the controller gives the peak, and the reads
+    // there are (the walks') wait behind the write-backs.
     assert!(
         m4.achieved_gbps <= m4.peak_gbps * 1.001,
         "{}",
@@ -1172,14 +1179,13 @@ fn queued_memory_saturates_at_the_peak_and_latency_grows_with_load() {
     assert_eq!(f.mean_queue_cycles, 0.0);
     assert_eq!(process(&fixed, "s0").stalls.bandwidth, 0.0);
     assert!(f.achieved_gbps > 1.5 * f.peak_gbps, "{}", f.achieved_gbps);
-    // The same accesses and nearly the same misses either way: time differs.
+    // The same accesses and nearly the same traffic either way: time differs.
     // (The cores interleave differently, so the shared LLC and the page tables' placement
     // differ slightly.)
-    let f0 = process(&fixed, "s0").llc_misses;
+    let lines = |m: &report::MemoryReport| m.reads + m.writes;
     assert!(
-        f0.abs_diff(p.llc_misses) * 1000 < p.llc_misses,
-        "{f0} vs {}",
-        p.llc_misses
+        lines(f).abs_diff(lines(m4)) * 100 < lines(m4),
+        "{f:?} vs {m4:?}"
     );
 }
 
@@ -1272,8 +1278,12 @@ fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
             }
         }
         let a = batched_equals_stepped(&text, preset);
+        // Every line these workloads touch is cleared at its fault (`clear_page`), so memory
+        // sees the walks' reads and the zeroed lines' write-backs. On `power5` each chip's
+        // 36 MiB L3 holds all of it and the controllers move nothing; on the others the
+        // write-backs saturate the controller and the reads queue behind them.
         assert!(
-            a.memory[0].mean_queue_cycles > 0.0,
+            preset == "power5" || a.memory[0].mean_queue_cycles > 0.0,
             "{preset}: the controller queued"
         );
     }

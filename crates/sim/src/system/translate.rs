@@ -117,6 +117,7 @@ impl System {
                 .memory
                 .alloc_block(HUGE_ORDER, Owner::Space(asid))
                 .map_err(|e| oom(&e))?;
+            self.clear_frames(core, pid, block, ENTRIES, block + (vpn - base));
             let p = &mut self.processes[pid];
             p.space
                 .as_mut()
@@ -130,6 +131,7 @@ impl System {
             }
             p.frames += ENTRIES;
             p.huge_pages += 1;
+            self.clear_new_tables(core, pid);
             return Ok(Translation {
                 pfn: block + (vpn - base),
                 huge: true,
@@ -170,6 +172,7 @@ impl System {
             };
             sys.memory.alloc(&req, Owner::Space(asid))
         })?;
+        self.clear_frames(core, pid, pfn, 1, pfn);
         self.memory.stamp(pfn, page_checksum(asid, vpn));
         let p = &mut self.processes[pid];
         p.space
@@ -180,6 +183,7 @@ impl System {
         let color = self.memory.color_of(pfn) as usize;
         p.frames += 1;
         p.pages_per_color[color] += 1;
+        self.clear_new_tables(core, pid);
         Ok(Translation { pfn, huge: false })
     }
 
