@@ -168,6 +168,9 @@ struct Unit {
     mapped: u64,
     best: f64,
     best_n: u64,
+    /// The last targeting window (`Waiting`): a unit is profiled only when two in a row are
+    /// targeted and its phase held between them.
+    last_window: Option<Acc>,
     /// The current measurement's per-tick IPCs.
     tick_ipcs: Vec<f64>,
     /// Ticks the current search's baseline was measured over.
@@ -484,6 +487,7 @@ impl PolluteEngine {
             mapped: 0,
             best: 0.0,
             best_n: 0,
+            last_window: None,
             tick_ipcs: Vec::new(),
             baseline_ticks: 0,
             noise_ss: 0.0,

@@ -20,7 +20,15 @@ impl PolluteEngine {
             Stage::Warmup(left) => {
                 let left = left.saturating_sub(interval.elapsed);
                 let unit = &mut self.units[u];
-                unit.acc = Acc::default();
+                // The warm-up's windows of `measure_cycles`: its last is the one the first
+                // targeting window is compared with (a phase must hold over two, below).
+                add(&mut unit.acc, &interval);
+                if unit.acc.elapsed >= cfg.measure_cycles {
+                    unit.last_window = Some(std::mem::take(&mut unit.acc));
+                }
+                if left == 0 {
+                    unit.acc = Acc::default();
+                }
                 unit.stage = if left == 0 {
                     Stage::Waiting
                 } else {
@@ -40,7 +48,27 @@ impl PolluteEngine {
                     return;
                 }
                 let window = std::mem::take(&mut unit.acc);
-                if targeted(&window, &cfg) {
+                let hit = targeted(&window, &cfg);
+                // ... in a stable phase: the window before was targeted too and the LLC MPKI
+                // did not change between them by more than a phase change (`phase_threshold`,
+                // ROCS 5.1's coarse phases). ROCS profiles "after the first 4 billion cycles, in
+                // order to avoid application initialization" (6.2) and its programs "exhibit
+                // stable IPC after initialization" (6.1); the profile stands for "the current
+                // application phase" (5.1). A cold start is no phase: a program that fits a
+                // 4 MiB LLC still misses at 200+ MPKI after the warm-up while its lines are
+                // first fetched, its MPKI falling by a third every 2 M cycles, and was
+                // profiled and searched for nothing (0.955x linux).
+                let previous = unit
+                    .last_window
+                    .replace(window)
+                    .filter(|w| hit && targeted(w, &cfg));
+                let stable = previous.is_some_and(|w| {
+                    relative_change(
+                        w.metric(PhaseMetric::LlcMpki),
+                        window.metric(PhaseMetric::LlcMpki),
+                    ) <= cfg.phase_threshold
+                });
+                if hit && stable {
                     // Targeted (ROCS 5.1): profiled. The buffer's colors leave normal use only
                     // when a search is about to map pages (below): a profile that finds nothing
                     // to search moves no co-runner's pages (a fitting co-runner lost 4% to pages
@@ -110,13 +138,15 @@ impl PolluteEngine {
                     self.finish_search(k, u);
                 } else if size <= cfg.min_pages {
                     self.finish_search(k, u);
-                } else if unit.profile.values().all(|&(n, m)| n == m) {
-                    // No sampled reference hit in a cache, so every page sits at miss rate 1 and
-                    // the stack (ROCS 5.2: pages by miss rate) has no order: nothing is reused that
-                    // the buffer could protect (a pure stream). The search would only move pages
-                    // (it cost a pure stream 10%): leave it.
+                } else if let Some(why) = unordered_stack(&unit.profile, cfg.significance) {
+                    // The stack (ROCS 5.2: pages by miss rate) has no order for Algorithm 1 to
+                    // walk: no sampled reference hit (a pure stream: the search cost it 10%), or
+                    // no page's miss rate differs from the others' beyond sampling noise (a
+                    // uniform program larger than the LLC: every page misses alike, ROCS 3.2.1's
+                    // mcf "does not contain a significant proportion of pages with high L2 miss
+                    // rate"). The search would only move pages and lose its steps: leave it.
                     if let Some(log) = unit.searches.last_mut() {
-                        log.skipped = Some("no sampled reference hit: nothing reused to protect");
+                        log.skipped = Some(why);
                     }
                     self.finish_search(k, u);
                 } else {
@@ -260,16 +290,7 @@ impl PolluteEngine {
                         }
                     }
                     Some(r) => {
-                        let change = if r == 0.0 {
-                            if m == 0.0 {
-                                0.0
-                            } else {
-                                f64::INFINITY
-                            }
-                        } else {
-                            (m - r).abs() / r
-                        };
-                        if change > cfg.phase_threshold {
+                        if relative_change(r, m) > cfg.phase_threshold {
                             // A coarse-grain phase change (ROCS 5.1): profile again.
                             unit.phase_changes += 1;
                             self.unmap_to(k, u, 0);
@@ -424,10 +445,59 @@ impl PolluteEngine {
     }
 }
 
+/// `|m - r| / r`: how far a window's metric `m` moved from the reference `r` (infinite from 0).
+fn relative_change(r: f64, m: f64) -> f64 {
+    if r == 0.0 {
+        if m == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        (m - r).abs() / r
+    }
+}
+
 /// Whether a unit's window calls for profiling (ROCS 5.1, Table 2): its LLC miss rate above
 /// `target_miss_rate` and its LLC misses per kilo-instruction at least `min_llc_mpki`.
 pub(super) fn targeted(w: &Acc, cfg: &PolluteConfig) -> bool {
     let rate = ratio(w.llc_misses, w.llc_accesses);
     let mpki = 1000.0 * ratio(w.llc_misses, w.instructions);
     w.llc_accesses > 0 && rate > cfg.target_miss_rate && mpki >= cfg.min_llc_mpki
+}
+
+/// Why a profile's miss-rate stack has no order to search, if it has none (ROCS 5.2 walks the
+/// pages from the highest sampled miss rate down; the buffer pays for pages that miss on every
+/// access, ROCS 3.2.2's streams). `None`: the stack's top holds more pages than chance would.
+///
+/// If every page missed at the pooled rate `p`, a page sampled `n` times would have missed on
+/// every sample with probability `p^n`, so the count of such pages would have mean `sum p^n`
+/// and variance `sum p^n (1 - p^n)`. Pages that miss more than others (a stream's) put more
+/// pages there (`E[p^n] > E[p]^n` for `n >= 2`); a program whose pages all miss alike (a uniform
+/// array larger than the LLC) does not, although with one or two samples a page its stack
+/// still looks ordered by chance. The stack is searched only when the count exceeds its mean by
+/// more than `significance` standard deviations (the bar a search step must clear).
+pub(super) fn unordered_stack(
+    profile: &BTreeMap<(usize, u64), (u32, u32)>,
+    significance: f64,
+) -> Option<&'static str> {
+    let (n, m) = profile
+        .values()
+        .fold((0u64, 0u64), |(n, m), &(a, b)| (n + a as u64, m + b as u64));
+    if n == m {
+        return Some("no sampled reference hit: nothing reused to protect");
+    }
+    let p = ratio(m, n);
+    let (mut observed, mut mean, mut var) = (0.0, 0.0, 0.0);
+    for &(n, m) in profile.values() {
+        let all = p.powi(n as i32);
+        observed += (m == n) as u32 as f64;
+        mean += all;
+        var += all * (1.0 - all);
+    }
+    if var > 0.0 && (observed - mean) / var.sqrt() > significance {
+        None
+    } else {
+        Some("no more pages missed on every sample than if all missed alike")
+    }
 }
