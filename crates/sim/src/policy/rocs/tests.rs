@@ -560,11 +560,12 @@ fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_emp
     // search must move nobody's pages).
     assert!(r.e.allowed_for(PID).is_full());
     assert!(r.k.moves.is_empty());
-    // A profile with hits: the search begins, the buffer's colors leave normal use and the
-    // page already on them moves off.
+    // A profile with hits and an ordered stack (pages 0-3 missed on every sample, 4-7 on one
+    // of four): the search begins, the buffer's colors leave normal use and the page already
+    // on them moves off.
     for v in 0..8u64 {
         for i in 0..4u64 {
-            r.e.sample(&line_sample(v, i, i < 2));
+            r.e.sample(&line_sample(v, i, i < if v < 4 { 4 } else { 1 }));
         }
     }
     r.tick(1.0);
