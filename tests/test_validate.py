@@ -50,6 +50,8 @@ def test_calibrated_machine_turns_ns_into_cycles_and_names_every_source(tmp_path
     # cycles = round(ns x GHz), by hand: 1.9 x 2 = 3.8 -> 4, DRAM 100 x 2 = 200, faults 500 x 2.
     assert t["dram_latency"] == 200
     assert t["fault_cycles"] == 1000
+    # The measured first touch holds the real clear: the model does not charge its own on top.
+    assert t["fault_cycles_include_clear"] is True
     data = [lv["name"] for lv in table["hierarchy"]["levels"] if lv.get("serves", "unified") != "instruction"]
     by_name = dict(zip([lv["name"] for lv in table["hierarchy"]["levels"]], t["level_latency"]))
     assert by_name[data[0]] == 4

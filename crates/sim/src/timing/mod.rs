@@ -55,6 +55,13 @@ pub struct TimingConfig {
     pub walk_factor: f64,
     #[serde(default)]
     pub fault_cycles: u64,
+    /// `fault_cycles` was measured on a real machine as the whole cost of a first touch, the
+    /// kernel's zeroing of the page included (`cachecolor calibrate`): the model's clear
+    /// (`clear_page`) still stores through the caches and sends its write-backs to memory, but
+    /// its time is not charged again on top. Default false: `fault_cycles` is the fault path's
+    /// own work and the clear is charged as modelled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fault_cycles_include_clear: bool,
     #[serde(default)]
     pub copy_cycles_per_page: u64,
     #[serde(default)]
@@ -307,6 +314,7 @@ mod tests {
             mlp: 2.0,
             walk_factor: 1.0,
             fault_cycles: 1000,
+            fault_cycles_include_clear: false,
             copy_cycles_per_page: 2000,
             shootdown_cycles: 500,
             interrupt_cycles: 300,
