@@ -718,8 +718,9 @@ impl Policy for PolluteEngine {
         }
         Some(if r.units.iter().all(|u| u.profiles == 0) {
             format!(
-                "{name} targeted no process (no LLC miss rate above target_miss_rate over a \
-                 tick): nothing was sampled or moved"
+                "{name} targeted no process (no two measure_cycles windows in a row with the LLC \
+                 miss rate above target_miss_rate, LLC MPKI at least min_llc_mpki and the MPKI \
+                 within phase_threshold): nothing was sampled or moved"
             )
         } else {
             format!(

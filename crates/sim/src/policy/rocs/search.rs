@@ -138,15 +138,16 @@ impl PolluteEngine {
                     self.finish_search(k, u);
                 } else if size <= cfg.min_pages {
                     self.finish_search(k, u);
-                } else if let Some(why) = unordered_stack(&unit.profile, cfg.significance) {
-                    // The stack (ROCS 5.2: pages by miss rate) has no order for Algorithm 1 to
-                    // walk: no sampled reference hit (a pure stream: the search cost it 10%), or
-                    // no page's miss rate differs from the others' beyond sampling noise (a
-                    // uniform program larger than the LLC: every page misses alike, ROCS 3.2.1's
-                    // mcf "does not contain a significant proportion of pages with high L2 miss
-                    // rate"). The search would only move pages and lose its steps: leave it.
+                } else if unit.profile.values().all(|&(n, m)| n == m) {
+                    // No sampled reference hit in a cache, so every page sits at miss rate 1 and
+                    // the stack (ROCS 5.2: pages by miss rate) has no order: nothing is reused that
+                    // the buffer could protect (a pure stream: the search cost it 10%). Leave it.
+                    // A stack whose pages miss alike but not always is still searched: ROCS's
+                    // swim gains from a buffer over pages that all miss (its page-table lines stay
+                    // in the L2, section 6.4), and a test of the stack's order from one or two
+                    // samples a page skipped a stream beside a victim too (docs/rocs.md).
                     if let Some(log) = unit.searches.last_mut() {
-                        log.skipped = Some(why);
+                        log.skipped = Some("no sampled reference hit: nothing reused to protect");
                     }
                     self.finish_search(k, u);
                 } else {
@@ -464,40 +465,4 @@ pub(super) fn targeted(w: &Acc, cfg: &PolluteConfig) -> bool {
     let rate = ratio(w.llc_misses, w.llc_accesses);
     let mpki = 1000.0 * ratio(w.llc_misses, w.instructions);
     w.llc_accesses > 0 && rate > cfg.target_miss_rate && mpki >= cfg.min_llc_mpki
-}
-
-/// Why a profile's miss-rate stack has no order to search, if it has none (ROCS 5.2 walks the
-/// pages from the highest sampled miss rate down; the buffer pays for pages that miss on every
-/// access, ROCS 3.2.2's streams). `None`: the stack's top holds more pages than chance would.
-///
-/// If every page missed at the pooled rate `p`, a page sampled `n` times would have missed on
-/// every sample with probability `p^n`, so the count of such pages would have mean `sum p^n`
-/// and variance `sum p^n (1 - p^n)`. Pages that miss more than others (a stream's) put more
-/// pages there (`E[p^n] > E[p]^n` for `n >= 2`); a program whose pages all miss alike (a uniform
-/// array larger than the LLC) does not, although with one or two samples a page its stack
-/// still looks ordered by chance. The stack is searched only when the count exceeds its mean by
-/// more than `significance` standard deviations (the bar a search step must clear).
-pub(super) fn unordered_stack(
-    profile: &BTreeMap<(usize, u64), (u32, u32)>,
-    significance: f64,
-) -> Option<&'static str> {
-    let (n, m) = profile
-        .values()
-        .fold((0u64, 0u64), |(n, m), &(a, b)| (n + a as u64, m + b as u64));
-    if n == m {
-        return Some("no sampled reference hit: nothing reused to protect");
-    }
-    let p = ratio(m, n);
-    let (mut observed, mut mean, mut var) = (0.0, 0.0, 0.0);
-    for &(n, m) in profile.values() {
-        let all = p.powi(n as i32);
-        observed += (m == n) as u32 as f64;
-        mean += all;
-        var += all * (1.0 - all);
-    }
-    if var > 0.0 && (observed - mean) / var.sqrt() > significance {
-        None
-    } else {
-        Some("no more pages missed on every sample than if all missed alike")
-    }
 }

@@ -1007,46 +1007,6 @@ fn global_pollute_buffer_takes_the_streams_pages_before_a_victims_tied_at_the_sa
     );
 }
 
-/// Regression (a uniform program larger than the LLC, alone: 0.96x linux): every page misses
-/// at the same rate, yet with one or two samples a page the stack looked ordered (pages seen
-/// once at a miss above pages seen once at a hit) and the search walked it, moving pages and
-/// losing its steps. The stack is searched only when more pages missed on every sample than a
-/// single miss rate would give. Checked against the closed form: two samples a page at the
-/// binomial's exact frequencies for p = 1/2 put a quarter of the pages at 2/2, the mean
-/// exactly (z = 0); a stream's pages at 2/2 beside a reused array's at 3/6 (pooled p = 5/8)
-/// put 100 there against a mean of 100 (5/8)^2 + 100 (5/8)^6 = 45.0 and a standard deviation
-/// of 5.4 (z = 10).
-#[test]
-fn pollute_search_skipped_where_every_page_misses_alike() {
-    let mut profile = BTreeMap::new();
-    // Two samples a page at miss rate 1/2: a quarter of the pages 0 misses, half 1, a quarter 2.
-    for v in 0..400u64 {
-        let misses = match v % 4 {
-            0 => 0,
-            3 => 2,
-            _ => 1,
-        };
-        profile.insert((PID, v), (2u32, misses));
-    }
-    assert_eq!(
-        search::unordered_stack(&profile, 2.0),
-        Some("no more pages missed on every sample than if all missed alike")
-    );
-    // A stream's pages (2 of 2 missed) beside a reused array's (3 of 6).
-    let mut mixed = BTreeMap::new();
-    for v in 0..100u64 {
-        mixed.insert((PID, v), (2u32, 2u32));
-        mixed.insert((PID, 1000 + v), (6, 3));
-    }
-    assert_eq!(search::unordered_stack(&mixed, 2.0), None);
-    // Every sampled reference missed: the skip the pure stream already had.
-    let stream: BTreeMap<_, _> = (0..50u64).map(|v| ((PID, v), (1u32, 1u32))).collect();
-    assert_eq!(
-        search::unordered_stack(&stream, 2.0),
-        Some("no sampled reference hit: nothing reused to protect")
-    );
-}
-
 /// Regression (a program that just fits a 4 MiB LLC: 0.955x linux): after the warm-up its
 /// lines were still being fetched for the first time (LLC MPKI 200+, falling by a third every
 /// window) and it was targeted on that cold start. A unit is profiled only once two windows in
