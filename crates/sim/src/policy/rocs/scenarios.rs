@@ -338,9 +338,25 @@ fn bad_pollute_settings_are_named_errors() {
 
 /// ROCS 5.1: a workload whose second phase changes behaviour fires the coarse phase detector,
 /// which restores the buffer and profiles again; the steady art.toml never fires it.
+///
+/// A coarse-grain phase (ROCS 5.1) lasts long enough to be detected and profiled: the detector
+/// compares windows of `phase_cycles` (20 M here), so it fires up to two windows into the new
+/// phase, and the profile takes `profile_cycles` (20 M) more. phases.toml's second phase, 4 M
+/// references at IPC 0.29 (about 28 M cycles), is shorter than that: the profile after the
+/// change ended 16 M cycles before the run (the search it began was cut by the exit, "run
+/// longer") and, once targeting waits for a second window (the first search 2 M cycles later),
+/// after it. The second phase here runs 12 M references (about 84 M cycles).
 #[test]
 fn phases_rocs_detects_the_phase_change_and_profiles_again() {
-    let text = include_str!("../../../../../examples/rocs/phases.toml");
+    let base = include_str!("../../../../../examples/rocs/phases.toml");
+    let text = &base.replace(
+        "base = 0x100400000, references = 4_000_000",
+        "base = 0x100400000, references = 12_000_000",
+    );
+    assert_ne!(
+        text, base,
+        "phases.toml's second phase moved; update this test"
+    );
     let r = run(text, "rocs");
     let u = &r.policy_report["units"][0];
     let searches = u["searches"].as_array().unwrap();
