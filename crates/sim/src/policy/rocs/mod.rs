@@ -171,10 +171,12 @@ struct Unit {
     /// The last targeting window (`Waiting`): a unit is profiled only when two in a row are
     /// targeted and its phase held between them.
     last_window: Option<Acc>,
-    /// The current measurement's per-tick IPCs.
-    tick_ipcs: Vec<f64>,
-    /// Ticks the current search's baseline was measured over.
-    baseline_ticks: u32,
+    /// The current measurement's window under way (`measure_cycles` of it, whatever the tick).
+    window: Acc,
+    /// The IPCs of the current measurement's whole windows of `measure_cycles`.
+    window_ipcs: Vec<f64>,
+    /// Windows of `measure_cycles` the current search's baseline was measured over.
+    baseline_windows: u32,
     /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
     noise_ss: f64,
     noise_df: u32,
@@ -223,11 +225,15 @@ impl Unit {
             .sum()
     }
 
-    /// Pool the current measurement's per-tick IPCs into the search's noise; the pooled
-    /// per-tick standard deviation (the spread of the measurement's own ticks is the noise a step
-    /// must rise above).
+    /// Pool the current measurement's window IPCs into the search's noise; the pooled
+    /// standard deviation of a window of `measure_cycles` (the spread of the measurement's own
+    /// windows is the noise a step must rise above). Windows, not ticks: a tick's IPC scatters
+    /// more the shorter the tick, and a noise counted in ticks made the search's decisions move
+    /// with `[scheduler] tick` (three 2 M-cycle ticks or six 1 M-cycle ones behind the same
+    /// baseline, a step of one tick or of two).
     fn pool_noise(&mut self) -> f64 {
-        let ipcs = std::mem::take(&mut self.tick_ipcs);
+        self.window = Acc::default();
+        let ipcs = std::mem::take(&mut self.window_ipcs);
         if ipcs.len() > 1 {
             let mean = ipcs.iter().sum::<f64>() / ipcs.len() as f64;
             self.noise_ss += ipcs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
@@ -488,8 +494,9 @@ impl PolluteEngine {
             best: 0.0,
             best_n: 0,
             last_window: None,
-            tick_ipcs: Vec::new(),
-            baseline_ticks: 0,
+            window: Acc::default(),
+            window_ipcs: Vec::new(),
+            baseline_windows: 0,
             noise_ss: 0.0,
             noise_df: 0,
             gained: false,

@@ -87,8 +87,9 @@ pub struct SearchLog {
     pub step_pages: u64,
     /// IPC with nothing mapped.
     pub baseline_ipc: f64,
-    /// Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own
-    /// ticks when `measure_cycles` spans more than one), relative to the baseline IPC.
+    /// IPC standard deviation of a window of `measure_cycles` over the baseline's windows
+    /// (pooled with every step's own when a step spans more than one), relative to the
+    /// baseline IPC.
     pub noise: f64,
     pub steps: Vec<Step>,
     /// Cycles the unit's page moves had cost when the search ended (all searches so far), and

@@ -122,7 +122,8 @@ impl PolluteEngine {
                 });
                 unit.mapped = 0;
                 unit.best_n = 0;
-                unit.tick_ipcs.clear();
+                unit.window_ipcs.clear();
+                unit.window = Acc::default();
                 unit.noise_ss = 0.0;
                 unit.noise_df = 0;
                 unit.gained = false;
@@ -170,11 +171,17 @@ impl PolluteEngine {
                     return;
                 }
                 add(&mut unit.acc, &interval);
-                unit.tick_ipcs.push(interval.ipc());
+                // The measurement's windows of `measure_cycles` (a window closes at the first
+                // tick that completes it), whose spread is the noise.
+                add(&mut unit.window, &interval);
+                if unit.window.elapsed >= cfg.measure_cycles {
+                    let w = std::mem::take(&mut unit.window);
+                    unit.window_ipcs.push(w.ipc());
+                }
                 let baseline = matches!(stage, Stage::Baseline { .. });
                 // Measured over cycles, not ticks; under a significance bar the baseline spans
-                // at least 3 ticks so its spread has two degrees of freedom (`baseline_cycles`).
-                let (want, min_ticks) = if baseline {
+                // at least 3 windows so its spread has two degrees of freedom (`baseline_cycles`).
+                let (want, min_windows) = if baseline {
                     (
                         cfg.baseline_cycles,
                         if cfg.significance > 0.0 { 3 } else { 1 },
@@ -182,18 +189,19 @@ impl PolluteEngine {
                 } else {
                     (cfg.measure_cycles, 1)
                 };
-                if unit.acc.elapsed < want || unit.acc.ticks < min_ticks {
+                if unit.acc.elapsed < want || unit.window_ipcs.len() < min_windows {
                     return;
                 }
                 let perf = unit.acc.ipc();
                 let ticks = unit.acc.ticks;
+                let windows = unit.window_ipcs.len() as u32;
                 unit.acc = Acc::default();
                 let sd = unit.pool_noise();
                 let live_cycles = unit.live_cycles();
                 let log = unit.searches.last_mut().expect("a search runs");
                 let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
                 if baseline {
-                    unit.baseline_ticks = ticks;
+                    unit.baseline_windows = windows;
                     log.baseline_ipc = perf;
                     unit.best = perf;
                     unit.best_n = 0;
@@ -204,8 +212,8 @@ impl PolluteEngine {
                     // the best (ties keep the fewer pages, the minimal set). Against the
                     // baseline, not the best so far: a gain that grows step by step (swim's
                     // page walks) is many small steps, none significant over its neighbour.
-                    let base_n = unit.baseline_ticks.max(1) as f64;
-                    let se = sd * (1.0 / ticks as f64 + 1.0 / base_n).sqrt();
+                    let base_n = unit.baseline_windows.max(1) as f64;
+                    let se = sd * (1.0 / windows as f64 + 1.0 / base_n).sqrt();
                     let significant = perf - log.baseline_ipc > cfg.significance * se;
                     let better = significant && perf > unit.best;
                     log.steps.push(Step {
