@@ -31,8 +31,10 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
   throttled to at most one interrupt per `throttle_cycles` (5 K, ROCS 5.1) *of its own*: the
   period on its core is `ceil(throttle_cycles * events / cycles)` of its process's last interval
   (events and cycles summed over the process's threads), re-set at every context switch and
-  tick. The prefetcher is off while profiling (ROCS 3.2.3) unless `profile_prefetch` (the Figure
-  8 variant); the simulated machine switches prefetchers per chip only, so this one costs
+  tick, and raised at once when 16 samples on a core come in less than half the cycles the
+  throttle allows them (a stale period lasted a whole tick: the profile moved with the tick).
+  The prefetcher is off while profiling (ROCS 3.2.3) unless `profile_prefetch` (the Figure 8
+  variant); the simulated machine switches prefetchers per chip only, so this one costs
   co-runners too (docs/rocs.md). A sample is a miss when its source is memory or another chip, a
   hit when a cache level served it.
 - **Miss-rate stack** (ROCS 5.2): the unit's sampled small pages ordered by sampled miss rate,
@@ -313,6 +315,8 @@ pub struct PolluteEngine {
     running: BTreeMap<usize, usize>,
     /// core -> the sampling period programmed there (None: off).
     core_period: BTreeMap<usize, Option<u64>>,
+    /// core -> (the period, the cycle its current throttle window began, samples in it).
+    throttle_window: BTreeMap<usize, (u64, u64, u64)>,
     prefetch_off: bool,
     samples: u64,
     samples_used: u64,
@@ -377,6 +381,7 @@ impl PolluteEngine {
             rate: BTreeMap::new(),
             running: BTreeMap::new(),
             core_period: BTreeMap::new(),
+            throttle_window: BTreeMap::new(),
             prefetch_off: false,
             samples: 0,
             samples_used: 0,
@@ -626,6 +631,51 @@ impl PolluteEngine {
         Some(((self.cfg.throttle_cycles as f64 * rate).ceil() as u64).max(1))
     }
 
+    /// The throttle as it acts between ticks (ROCS 5.1: at most one interrupt per
+    /// `throttle_cycles`): the period set at a tick or switch comes from the process's event
+    /// rate over its last interval, which a change of behaviour makes stale. A stream whose
+    /// first pass was served by the lines the kernel's clear stored had almost no LLC accesses,
+    /// so its profile began at period 1 on its second pass and every access interrupted for a
+    /// whole tick: the longer the tick, the more of the profile went to its first pages (2 M
+    /// tick: 2,947 samples on 187 pages; 1 M: 2,019 on 301), and the search moved with the
+    /// tick. When `THROTTLE_SAMPLES` samples on a core come in less than half the cycles the
+    /// throttle allows them, the period grows at once by the measured excess.
+    fn throttle(&mut self, k: &mut dyn Kernel, s: &Sample) {
+        const THROTTLE_SAMPLES: u64 = 16;
+        let core = s.core as usize;
+        let Some(Some(period)) = self.core_period.get(&core).copied() else {
+            return;
+        };
+        let w = self
+            .throttle_window
+            .entry(core)
+            .or_insert((period, s.cycle, 0));
+        if w.0 != period {
+            *w = (period, s.cycle, 0);
+        }
+        w.2 += 1;
+        if w.2 <= THROTTLE_SAMPLES {
+            return;
+        }
+        let span = s.cycle.saturating_sub(w.1).max(1);
+        *w = (period, s.cycle, 0);
+        let allowed = THROTTLE_SAMPLES * self.cfg.throttle_cycles;
+        if span.saturating_mul(2) >= allowed {
+            return;
+        }
+        let period = (period as f64 * allowed as f64 / span as f64).ceil() as u64;
+        k.set_sampling(
+            Some(core),
+            Some(SamplingConfig {
+                event: self.event,
+                period,
+                cost_cycles: self.cfg.sample_cost_cycles,
+                pollute_l1_lines: self.cfg.handler_lines,
+            }),
+        );
+        self.core_period.insert(core, Some(period));
+    }
+
     /// Program `core`'s sampler for the process running there (off if none or untargeted).
     fn program_core(&mut self, k: &mut dyn Kernel, core: usize) {
         let period = self
@@ -710,8 +760,9 @@ impl Policy for PolluteEngine {
     fn scheduled(&mut self, k: &mut dyn Kernel, e: &SchedEvent) {
         PolluteEngine::scheduled(self, k, e);
     }
-    fn sample(&mut self, _k: &mut dyn Kernel, s: &Sample) {
+    fn sample(&mut self, k: &mut dyn Kernel, s: &Sample) {
         PolluteEngine::sample(self, s);
+        self.throttle(k, s);
     }
     fn report(&self) -> serde_json::Value {
         PolluteEngine::report(self, self.scope.policy_name())
