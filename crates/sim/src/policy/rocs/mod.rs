@@ -179,6 +179,9 @@ struct Unit {
     window_ipcs: Vec<f64>,
     /// Windows of `measure_cycles` the current search's baseline was measured over.
     baseline_windows: u32,
+    /// LLC MPKI of the current baseline's windows: a baseline whose windows move one way, the
+    /// last beyond `phase_threshold` of the first, measured a phase change, not a phase (ROCS 5.1).
+    baseline_mpkis: Vec<f64>,
     /// Sum of squared deviations and degrees of freedom behind the search's noise estimate.
     noise_ss: f64,
     noise_df: u32,
@@ -502,6 +505,7 @@ impl PolluteEngine {
             window: Acc::default(),
             window_ipcs: Vec::new(),
             baseline_windows: 0,
+            baseline_mpkis: Vec::new(),
             noise_ss: 0.0,
             noise_df: 0,
             gained: false,

@@ -174,11 +174,14 @@ impl PolluteEngine {
                 // The measurement's windows of `measure_cycles` (a window closes at the first
                 // tick that completes it), whose spread is the noise.
                 add(&mut unit.window, &interval);
+                let baseline = matches!(stage, Stage::Baseline { .. });
                 if unit.window.elapsed >= cfg.measure_cycles {
                     let w = std::mem::take(&mut unit.window);
                     unit.window_ipcs.push(w.ipc());
+                    if baseline {
+                        unit.baseline_mpkis.push(w.metric(PhaseMetric::LlcMpki));
+                    }
                 }
-                let baseline = matches!(stage, Stage::Baseline { .. });
                 // Measured over cycles, not ticks; under a significance bar the baseline spans
                 // at least 3 windows so its spread has two degrees of freedom (`baseline_cycles`).
                 let (want, min_windows) = if baseline {
@@ -191,6 +194,24 @@ impl PolluteEngine {
                 };
                 if unit.acc.elapsed < want || unit.window_ipcs.len() < min_windows {
                     return;
+                }
+                if baseline {
+                    let m = std::mem::take(&mut unit.baseline_mpkis);
+                    let one_way =
+                        m.windows(2).all(|p| p[1] >= p[0]) || m.windows(2).all(|p| p[1] <= p[0]);
+                    if m.len() > 1
+                        && one_way
+                        && relative_change(m[0], m[m.len() - 1]) > cfg.phase_threshold
+                    {
+                        // The baseline's windows move one way across a phase change (ROCS 5.1's
+                        // coarse phases): their spread is the change, not the phase's noise,
+                        // and their mean no configuration's IPC. Measure the baseline again.
+                        // (A phased program's swings up and down are its noise: kept.)
+                        unit.acc = Acc::default();
+                        unit.window = Acc::default();
+                        unit.window_ipcs.clear();
+                        return;
+                    }
                 }
                 let perf = unit.acc.ipc();
                 let ticks = unit.acc.ticks;
