@@ -164,6 +164,15 @@ def test_capture_of_a_program_writing_binary_to_stdout(tmp_path):
     assert "error" not in s and s["records"] > 0, s
 
 
+def test_no_suite_program_writes_its_output_to_a_device_glpsol_unlinked_dev_null():
+    # Bug: glpk-mcf ran `glpsol ... -o /dev/null`; glpsol removes its output file before writing
+    # it, so every capture as root deleted the host's /dev/null (the next `> /dev/null` made it a
+    # regular file). User-mode programs run on the host: their outputs go to the input directory.
+    for w in wl.SUITE:
+        if w.capture == "user":
+            assert not [a for a in w.command if a.startswith("/dev/")], (w.name, w.command)
+
+
 def test_cli_rejects_unknown_program():
     r = subprocess.run([sys.executable, "-m", "cachecolor", "workloads", "build", "nosuch"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("cachecolor: error: unknown workload 'nosuch'"), r.stderr
