@@ -1031,3 +1031,33 @@ fn rocs_does_not_target_a_cold_start_whose_misses_are_still_falling() {
     r.tick_with(1.0, 390); // within 25% of the window before: a phase
     assert_eq!(profiles(&r), 1, "targeted once the misses hold");
 }
+
+/// Regression (global-pollute put the sensitive program's pages in the buffer): its baseline
+/// was measured while it recovered from a stream's first pass (IPC 0.028 -> 0.033 across the
+/// baseline's windows), so every step "beat" a baseline that was a phase change, not a phase.
+/// A baseline whose windows' LLC MPKI move one way beyond `phase_threshold` is measured again
+/// (ROCS 5.1's coarse phases); a phased program's swings up and down are its noise and kept.
+#[test]
+fn rocs_baseline_measured_across_a_phase_change_is_measured_again() {
+    let three_windows = PolluteConfig {
+        baseline_cycles: 3_000_000,
+        ..cfg()
+    };
+    // LLC MPKI 1.8, 1.2, 0.8 (falling by a third each window) at IPC 0.5, then a steady 0.5.
+    let mut r = Rig::new(three_windows.clone(), 4);
+    for misses in [900, 600, 400] {
+        r.tick_with(0.5, misses);
+    }
+    assert!(matches!(r.e.units[0].stage, Stage::Baseline { .. }));
+    for _ in 0..3 {
+        r.tick_with(1.0, 500);
+    }
+    assert_eq!(r.search()["baseline_ipc"], 1.0);
+
+    // Down and up again: the phase's own spread, one baseline over it.
+    let mut r = Rig::new(three_windows, 4);
+    for misses in [900, 400, 900] {
+        r.tick_with(0.5, misses);
+    }
+    assert_eq!(r.search()["baseline_ipc"], 0.5);
+}
