@@ -171,9 +171,13 @@ workload = { seed = 3, phases = [{ pattern = "mix", references = 30000, size = 8
     [ranking] = _corun_ranking(config, out, lps)
     n = len(ranking)
     assert 0 < n <= 40
-    # exact ranking: every page of the stream misses every time, so the stream's pages lead
-    stream = {v for v, _, _ in ranking if 0x100000000 >> 12 <= v < (0x100000000 + 65536) >> 12}
-    assert len(stream) == 16 and {v for v, _, _ in ranking[: len(stream)]} == stream
+    # ROCS's shape: the stream's pages miss far more often than the reused array's. Not every
+    # time: a new page's lines are cleared through the caches on its fault (clear_page), so the
+    # stream's first pass hits.
+    stream = [r for v, r, _ in ranking if 0x100000000 >> 12 <= v < (0x100000000 + 65536) >> 12]
+    reused = [r for v, r, _ in ranking if v >= 0x200000000 >> 12]
+    assert len(stream) == 16 and len(reused) == 10
+    assert sum(stream) / len(stream) > 3 * sum(reused) / len(reused), ranking
     linux = simulate_system(config, policy="linux", seed=1).to_dict()["processes"]
     [o] = run_oracles(lps, out, ["pollute"], steps=n, executor="serial", progress=False)
     assert prefix_sizes(n, n) == list(range(n + 1))
