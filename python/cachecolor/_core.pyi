@@ -613,8 +613,8 @@ class RocsSearch(TypedDict):
     # Cycles the unit's page moves had cost when the search ended (all searches so far), and the
     # unit's cycles by then: the budget's two sides.
     move_cycles: int
-    # Per-tick IPC standard deviation over the baseline ticks (pooled with every step's own ticks
-    # when `measure_cycles` spans more than one), relative to the baseline IPC.
+    # IPC standard deviation of a window of `measure_cycles` over the baseline's windows (pooled
+    # with every step's own when a step spans more than one), relative to the baseline IPC.
     noise: float
     # `(pid, vpn)` of the chosen pages, top of the stack first; `None` as `chosen`.
     pages: Optional[list[tuple[int, int]]]
