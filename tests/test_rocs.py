@@ -171,11 +171,17 @@ def test_report_runs_best_offline_only_when_asked(tmp_path):
 
 
 def test_a_skipped_search_says_why_in_table3_and_draws_no_ipc(tmp_path, monkeypatch):
-    """Regression: swim (seed 1) skips its search ("no sampled reference hit"); Table 3 gave
-    0 pollute pages with no word, and the search plot drew its unmeasured baseline as IPC 0."""
+    """Regression: swim (seed 1) skipped its search ("no sampled reference hit"); Table 3 gave
+    0 pollute pages with no word, and the search plot drew its unmeasured baseline as IPC 0.
+    swim's own search runs now (its first passes over new pages hit the lines their clear left);
+    its streams alone, with no reused part, sample no hit (seed 2; seed 1 samples one)."""
     from cachecolor import reports as report
 
-    runs = report.run_matrix([ROOT / "examples" / "rocs" / "swim.toml"], ["rocs"], seeds=[1])
+    swim = (ROOT / "examples" / "rocs" / "swim.toml").read_text()
+    uniform = next(line for line in swim.splitlines() if 'pattern = "uniform"' in line)
+    streams = tmp_path / "swim-streams.toml"
+    streams.write_text(swim.replace(uniform + "\n", "").replace("weight = 0.2375", "weight = 0.25"))
+    runs = report.run_matrix([streams], ["rocs"], seeds=[2])
     s = runs[0].result.policy_report["units"][0]["searches"][0]
     assert s["skipped"] and s["baseline_ipc"] == 0.0
     t3 = report_rocs.table3(runs)
