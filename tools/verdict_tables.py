@@ -84,6 +84,9 @@ SETS = [
     # A gain outside every oracle's search: thread placement (Azimi et al. case study 3), which
     # no static color or pollute oracle can reach: the row `above_oracle` exists for.
     VerdictSet("dynamic", ["examples/azimi/sharing.toml"], ["linux", "thread-cluster"], 3, 4, "out/verdicts-dynamic"),
+    # Azimi et al.'s co-run pair (a cache-sensitive program beside a stream on a shared 1 MiB
+    # cache, Table 1's twolf + equake shape): the partition its curves choose, against the oracles.
+    VerdictSet("corun", ["examples/azimi/corun.toml"], ["linux", "mrc-partition"], 2, 4, "out/verdicts-corun"),
     # The matrix's kinds, one config each where the matrix has several of a kind (the programs
     # that fit, a stream beside a reused table, a phased program, a two-process shared cache, a
     # streamer beside a sensitive program, a sliced LLC, threads sharing across chips); the
@@ -128,6 +131,7 @@ SETS = [
 #: the "no harm where there is nothing to gain" bar (every process >= 0.99x linux) reads.
 VIEWS = [
     ("fresh", "docs/rocs.md", "rocs-fresh", ["rocs", "global-pollute"]),
+    ("corun", "docs/azimi.md", "mrc-partition-corun", ["mrc-partition"]),
     ("fresh", "docs/azimi.md", "mrc-partition-fresh", ["mrc-partition"]),
     ("fresh", "docs/coloris.md", "coloris-fresh", ["coloris"]),
 ]
