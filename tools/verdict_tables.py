@@ -314,8 +314,8 @@ def render_view(s: VerdictSet, policies: list[str]) -> str:
              "Worst process / linux: the lowest IPC of a process against the same process under linux on the same "
              "seed, over processes and seeds; sum / linux: the processes' summed IPC against linux's, the lowest seed. "
              + _measured_line(s), "",
-             "| config | policy | verdict | headroom | best oracle | share | control | worst process / linux | sum / linux (min) "
-             f"| >= {NO_HARM} |", "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
+             "| config | policy | verdict | headroom | best oracle | achieved | share | control | worst process / linux "
+             f"| sum / linux (min) | >= {NO_HARM} |", "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
     below, nothing = [], 0
     for r in v.itertuples():
         g = pr[(pr.config == r.config) & (pr.policy == r.policy)]
@@ -326,7 +326,7 @@ def render_view(s: VerdictSet, policies: list[str]) -> str:
             if not ok:
                 below.append(f"{r.policy} on `{r.config}` ({worst:.3f})")
         share = _f(r.share) if r.headroom > r.noise else "-"
-        lines.append(f"| {r.config} | {r.policy} | {r.verdict} | {_f(r.headroom)} | {r.best_oracle} | {share} | {_f(r.control)} "
+        lines.append(f"| {r.config} | {r.policy} | {r.verdict} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {share} | {_f(r.control)} "
                      f"| {worst:.3f} | {total:.3f} | {'yes' if ok else 'no'} |")
     lines += ["", f"Where the verdict is `nothing to gain`, {len(below)} of {nothing} cells are below {NO_HARM}x linux for some "
               "process" + (f": {', '.join(below)}." if below else ".")]
