@@ -112,4 +112,4 @@ def test_a_policys_view_reads_every_process_against_linux_on_the_same_seed(tmp_p
     assert got[("rocs+control", 1)] == (0.5, 0.5)
     text = v.render_view(v.VerdictSet("s", [], [], 2, 4, "s"), ["rocs"])
     assert "| m | rocs | nothing to gain |" in text and "| 0.950 | 1.000 | no |" in text, text
-    assert "1 of 1 cells are below 0.99x linux for some process: rocs on `m` (0.950)." in text, text
+    assert "nothing to gain (the headroom within the noise), 1 of 1 cells are below 0.99x linux for some process: rocs on `m` (0.950)." in text, text

@@ -303,7 +303,7 @@ def process_ratios(out: Path, points_dir: str = "") -> Any:
 
 def render_view(s: VerdictSet, policies: list[str]) -> str:
     """``s``'s verdicts for ``policies`` beside each process's IPC against linux's, and the cells
-    below the no-harm bar where the verdict is ``nothing to gain``."""
+    below the no-harm bar where there is nothing to gain (the headroom within the noise)."""
     import pandas as pd
 
     out = ROOT / s.out
@@ -321,15 +321,15 @@ def render_view(s: VerdictSet, policies: list[str]) -> str:
         g = pr[(pr.config == r.config) & (pr.policy == r.policy)]
         worst, total = (float(g.worst.min()), float(g["sum"].min())) if len(g) else (math.nan, math.nan)
         ok = worst >= NO_HARM
-        if r.verdict == "nothing to gain":
+        if not r.headroom > r.noise:  # nothing to gain: the verdicts `nothing to gain` and `harm`, or a side effect there
             nothing += 1
             if not ok:
                 below.append(f"{r.policy} on `{r.config}` ({worst:.3f})")
         share = _f(r.share) if r.headroom > r.noise else "-"
         lines.append(f"| {r.config} | {r.policy} | {r.verdict} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {share} | {_f(r.control)} "
                      f"| {worst:.3f} | {total:.3f} | {'yes' if ok else 'no'} |")
-    lines += ["", f"Where the verdict is `nothing to gain`, {len(below)} of {nothing} cells are below {NO_HARM}x linux for some "
-              "process" + (f": {', '.join(below)}." if below else ".")]
+    lines += ["", f"Where there is nothing to gain (the headroom within the noise), {len(below)} of {nothing} cells are below "
+              f"{NO_HARM}x linux for some process" + (f": {', '.join(below)}." if below else ".")]
     return "\n".join(lines)
 
 
@@ -424,7 +424,8 @@ def main(argv: list[str]) -> int:
     have = [s for s in SETS if (ROOT / s.out / "verdicts.csv").exists()]
     if have:
         made_of = f"From the sets {', '.join(s.name for s in have)}" + ("" if len(have) == len(SETS) else
-                  f" (not run yet: {', '.join(s.name for s in SETS if s not in have)})") + "."
+                  f" (without {', '.join(s.name for s in SETS if s not in have)}: no report in its --out folder here; "
+                  "its block says what it was measured on)") + "."
         new = splice(new, "verdicts-claims", PAGE, made_of + "\n\n" + render_claims(have))
     if args.check:
         # The cost lines are measurements of the machine the runs were made on, not results.
