@@ -24,6 +24,7 @@ def _blocks():
     v = _tool("verdict_tables")
     out = [(b.page, b.name) for b in h.HEADLINES]
     out += [(v.PAGE, f"verdicts-{s.name}") for s in v.SETS] + [(v.PAGE, "verdicts-claims")]
+    out += [(page, block) for _, page, block, _ in v.VIEWS]
     return out
 
 
@@ -34,9 +35,9 @@ def test_every_generated_block_is_in_its_page_once_and_holds_a_table(page, name)
     assert text.count(start) == 1, f"{page}: {start} missing or repeated"
     body = text[text.index(start) + len(start): text.index("<!-- /headline-table -->", text.index(start))]
     rows = [line for line in body.splitlines() if line.startswith("|")]
-    if name.startswith("verdicts-") and _tool("verdict_tables").NOT_RUN in body:
+    if _tool("verdict_tables").NOT_RUN in body:
         # a verdict set not run yet: its block names the command that fills it, and holds no stale rows
-        assert "python tools/verdict_tables.py --only " + name.removeprefix("verdicts-") in body and not rows, body
+        assert "python tools/verdict_tables.py --only " in body and not rows, body
         return
     assert len(rows) >= 3, f"{page}: the {name} block has no generated table (run make docs-headlines / docs-verdicts)"
 
@@ -85,3 +86,30 @@ def test_the_claims_table_sorts_each_row_by_its_verdict(tmp_path, monkeypatch):
                         "| b (rocs: gain missed; oracle:pollute +0.050) "
                         "| no oracle:pollute headroom above the noise: c, e |")
     assert table[3] == "| no harm | mrc-partition | none | d (mrc-partition: harm) | none |"
+
+
+def test_a_policys_view_reads_every_process_against_linux_on_the_same_seed(tmp_path, monkeypatch):
+    """The no-harm bar is per process and per seed: a policy whose summed IPC matches linux but
+    whose one process loses 5% on one seed is below 0.99x, and is named."""
+    import pandas as pd
+
+    v = _tool("verdict_tables")
+    ipc = {  # (policy, seed, process) -> IPC
+        ("linux", 1, "a"): 1.0, ("linux", 1, "b"): 1.0, ("linux", 2, "a"): 2.0, ("linux", 2, "b"): 1.0,
+        ("rocs", 1, "a"): 1.0, ("rocs", 1, "b"): 1.0, ("rocs", 2, "a"): 1.9, ("rocs", 2, "b"): 1.1,
+        ("rocs+control", 1, "a"): 0.5, ("rocs+control", 1, "b"): 0.5, ("rocs+control", 2, "a"): 0.5, ("rocs+control", 2, "b"): 0.5,
+    }
+    (tmp_path / "s").mkdir()
+    pd.DataFrame([{"config": "m", "policy": p, "seed": sd, "process": pr, "ipc": x, "status": "ok"}
+                  for (p, sd, pr), x in ipc.items()]).to_csv(tmp_path / "s" / "results.csv", index=False)
+    pd.DataFrame([{"config": "m", "policy": "rocs", "verdict": "nothing to gain", "headroom": 0.0, "best_oracle": "oracle:pollute",
+                   "achieved": 0.0, "share": float("nan"), "control": -0.5, "noise": 0.01}]).to_csv(tmp_path / "s" / "verdicts.csv", index=False)
+    monkeypatch.setattr(v, "ROOT", tmp_path)
+    r = v.process_ratios(tmp_path / "s")
+    got = {(row.policy, row.seed): (round(row.worst, 6), round(row["sum"], 6)) for _, row in r.iterrows()}
+    assert got[("rocs", 1)] == (1.0, 1.0)
+    assert got[("rocs", 2)] == (0.95, 1.0)  # a: 1.9 / 2.0; the sum 3.0 / 3.0
+    assert got[("rocs+control", 1)] == (0.5, 0.5)
+    text = v.render_view(v.VerdictSet("s", [], [], 2, 4, "s"), ["rocs"])
+    assert "| m | rocs | nothing to gain |" in text and "| 0.950 | 1.000 | no |" in text, text
+    assert "nothing to gain (the headroom within the noise), 1 of 1 cells are below 0.99x linux for some process: rocs on `m` (0.950)." in text, text

@@ -84,6 +84,9 @@ SETS = [
     # A gain outside every oracle's search: thread placement (Azimi et al. case study 3), which
     # no static color or pollute oracle can reach: the row `above_oracle` exists for.
     VerdictSet("dynamic", ["examples/azimi/sharing.toml"], ["linux", "thread-cluster"], 3, 4, "out/verdicts-dynamic"),
+    # Azimi et al.'s co-run pair (a cache-sensitive program beside a stream on a shared 1 MiB
+    # cache, Table 1's twolf + equake shape): the partition its curves choose, against the oracles.
+    VerdictSet("corun", ["examples/azimi/corun.toml"], ["linux", "mrc-partition"], 2, 4, "out/verdicts-corun"),
     # The matrix's kinds, one config each where the matrix has several of a kind (the programs
     # that fit, a stream beside a reused table, a phased program, a two-process shared cache, a
     # streamer beside a sensitive program, a sliced LLC, threads sharing across chips); the
@@ -108,6 +111,11 @@ SETS = [
     VerdictSet("matrix-power5", [f"examples/robustness/{c}.toml" for c in (
         "mix4-power5", "mix4-power5-rot1", "mix4-power5-rot2", "mix4-power5-rot3")],
         ["linux", "rocs", "mrc-partition"], 3, 4, "out/robust-power5"),
+    # Sixteen configs written from the papers' workload classes and tuned to no policy
+    # (docs/rocs.md, "Fresh configs"): every policy of a pollute buffer or a coloring on the same
+    # runs, so the oracles are run once; 2 seeds (3 do not fit the hour on a shared 2-core machine).
+    VerdictSet("fresh", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples" / "fresh").glob("*.toml")),
+               ["linux", "rocs", "global-pollute", "coloris", "mrc-partition"], 2, 4, "out/fresh-oracle"),
     # The real-program suite: the two pairs whose programs were captured here (bzip2 and xz:
     # 1 B-instruction regions chosen by phase; sqlite: a 20 M-record region), the first 2 M
     # records of each, on the Xeon, the fresh placement and three aged ones.
@@ -117,6 +125,19 @@ SETS = [
     SuiteSet("suite-defaults", ["zstd+stream", "bzip2+spmv", "cc1+stencil", "sqlite+xz"], ["rocs", "mrc-partition", "coloris"], 3, 4,
              "out/suite-defaults-oracle", quads=("zstd+bzip2+stream+xz", "sqlite+cc1+spmv+stencil")),
 ]
+
+#: A set's rows for some of its policies, spliced into a policy's own page as well (block
+#: ``NAME`` there): the verdicts with each process's IPC against linux's on the same seed, which
+#: the "no harm where there is nothing to gain" bar (every process >= 0.99x linux) reads.
+VIEWS = [
+    ("fresh", "docs/rocs.md", "rocs-fresh", ["rocs", "global-pollute"]),
+    ("corun", "docs/azimi.md", "mrc-partition-corun", ["mrc-partition"]),
+    ("fresh", "docs/azimi.md", "mrc-partition-fresh", ["mrc-partition"]),
+    ("fresh", "docs/coloris.md", "coloris-fresh", ["coloris"]),
+]
+
+#: The bar a policy must meet for every process where the verdict is ``nothing to gain``.
+NO_HARM = 0.99
 
 #: Where each set's report records what it was measured on.
 MEASURED_ON = "measured-on.json"
@@ -265,6 +286,53 @@ def render_set(s: VerdictSet) -> str:
     return "\n".join(lines)
 
 
+def process_ratios(out: Path, points_dir: str = "") -> Any:
+    """Per config, policy and seed: the lowest process IPC against the same process's under
+    linux on the same seed (``worst``), and the processes' summed IPC against linux's (``sum``)."""
+    import pandas as pd
+
+    r = pd.read_csv(out / points_dir / "results.csv", usecols=["config", "policy", "seed", "process", "ipc", "status"])
+    r = r[r.status == "ok"]
+    lin = r[r.policy == "linux"].set_index(["config", "seed", "process"])["ipc"]
+    pol = r[r.policy != "linux"].copy()
+    pol["linux"] = [lin.get((c, s, p), math.nan) for c, s, p in zip(pol.config, pol.seed, pol.process)]
+    pol["ratio"] = pol.ipc / pol.linux
+    g = pol.groupby(["config", "policy", "seed"])
+    return pd.DataFrame({"worst": g["ratio"].min(), "sum": g["ipc"].sum() / g["linux"].sum()}).reset_index()
+
+
+def render_view(s: VerdictSet, policies: list[str]) -> str:
+    """``s``'s verdicts for ``policies`` beside each process's IPC against linux's, and the cells
+    below the no-harm bar where there is nothing to gain (the headroom within the noise)."""
+    import pandas as pd
+
+    out = ROOT / s.out
+    v = pd.read_csv(out / "verdicts.csv")
+    v = v[v.policy.isin(policies)]
+    pr = process_ratios(out, s.points_dir)
+    lines = [f"From `make docs-verdicts`' `{s.name}` set (docs/verdicts.md has its command, cost and oracles). "
+             "Worst process / linux: the lowest IPC of a process against the same process under linux on the same "
+             "seed, over processes and seeds; sum / linux: the processes' summed IPC against linux's, the lowest seed. "
+             + _measured_line(s), "",
+             "| config | policy | verdict | headroom | best oracle | achieved | share | control | worst process / linux "
+             f"| sum / linux (min) | >= {NO_HARM} |", "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    below, nothing = [], 0
+    for r in v.itertuples():
+        g = pr[(pr.config == r.config) & (pr.policy == r.policy)]
+        worst, total = (float(g.worst.min()), float(g["sum"].min())) if len(g) else (math.nan, math.nan)
+        ok = worst >= NO_HARM
+        if not r.headroom > r.noise:  # nothing to gain: the verdicts `nothing to gain` and `harm`, or a side effect there
+            nothing += 1
+            if not ok:
+                below.append(f"{r.policy} on `{r.config}` ({worst:.3f})")
+        share = _f(r.share) if r.headroom > r.noise else "-"
+        lines.append(f"| {r.config} | {r.policy} | {r.verdict} | {_f(r.headroom)} | {r.best_oracle} | {_f(r.achieved)} | {share} | {_f(r.control)} "
+                     f"| {worst:.3f} | {total:.3f} | {'yes' if ok else 'no'} |")
+    lines += ["", f"Where there is nothing to gain (the headroom within the noise), {len(below)} of {nothing} cells are below "
+              f"{NO_HARM}x linux for some process" + (f": {', '.join(below)}." if below else ".")]
+    return "\n".join(lines)
+
+
 #: What a set's block says while its report has not been made.
 NOT_RUN = "Not run for these tables"
 
@@ -345,20 +413,34 @@ def main(argv: list[str]) -> int:
     for s in chosen:
         made = (ROOT / s.out / "verdicts.csv").exists()
         new = splice(new, f"verdicts-{s.name}", PAGE, render_set(s) if made else render_unrun(s))
+    pages = {PAGE: new}
+    for set_name, page, block, policies in VIEWS:
+        s = next(x for x in chosen + SETS if x.name == set_name)
+        if s not in chosen:
+            continue
+        body = render_view(s, policies) if (ROOT / s.out / "verdicts.csv").exists() else render_unrun(s)
+        pages[page] = splice(pages.get(page) or (ROOT / page).read_text(), block, page, body)
+    new = pages.pop(PAGE)
     have = [s for s in SETS if (ROOT / s.out / "verdicts.csv").exists()]
     if have:
         made_of = f"From the sets {', '.join(s.name for s in have)}" + ("" if len(have) == len(SETS) else
-                  f" (not run yet: {', '.join(s.name for s in SETS if s not in have)})") + "."
+                  f" (without {', '.join(s.name for s in SETS if s not in have)}: no report in its --out folder here; "
+                  "its block says what it was measured on)") + "."
         new = splice(new, "verdicts-claims", PAGE, made_of + "\n\n" + render_claims(have))
     if args.check:
         # The cost lines are measurements of the machine the runs were made on, not results.
-        if _without_costs(new) != _without_costs(text):
-            print(f"{PAGE}: the verdict tables differ from the reports (run make docs-verdicts)", file=sys.stderr)
-            return 1
-        return 0
+        differ = [PAGE] if _without_costs(new) != _without_costs(text) else []
+        differ += [page for page, body in pages.items() if body != (ROOT / page).read_text()]
+        for page in differ:
+            print(f"{page}: the verdict tables differ from the reports (run make docs-verdicts)", file=sys.stderr)
+        return 1 if differ else 0
     if new != text:
         path.write_text(new)
         print(f"updated the verdict tables in {PAGE}")
+    for page, body in pages.items():
+        if body != (ROOT / page).read_text():
+            (ROOT / page).write_text(body)
+            print(f"updated the verdict tables in {page}")
     return 0
 
 
