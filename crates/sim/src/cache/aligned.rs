@@ -158,7 +158,10 @@ impl<T> DerefMut for Aligned<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         debug_assert!(self.start + self.len + self.pad <= self.buf.len());
         // SAFETY: as `deref`.
-        unsafe { self.buf.get_unchecked_mut(self.start..self.start + self.len) }
+        unsafe {
+            self.buf
+                .get_unchecked_mut(self.start..self.start + self.len)
+        }
     }
 }
 

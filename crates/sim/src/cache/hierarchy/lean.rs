@@ -29,8 +29,9 @@ use crate::geometry::CacheGeometry;
 use crate::trace::{Kind, Record};
 
 mod line;
+pub(crate) use line::scan;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use line::{scan, sse2_eq64_mask};
+pub(crate) use line::sse2_eq64_mask;
 use line::{access_line, host_prefetch, repeat_hits};
 
 /// How many records ahead the host prefetch looks. Far enough to cover a host memory miss
