@@ -339,6 +339,13 @@ fn config(cores: u32, inclusion: Inclusion, variant: u8) -> HierarchyConfig {
             levels.remove(0);
             levels[0].serves = Serves::Unified;
         }
+        // Wide sets: the tag scans compare 8 or 16 tags at a time and drop the bits past the
+        // set's ways; 12 ways (one 16-tag scan), 20 (two) and 64 (four, every bit kept).
+        7 => {
+            levels[2] = level("L2", 4 * 12 * 64, 12, Serves::Unified);
+            levels[3] = level("L3", 3 * 20 * 64, 20, Serves::Unified);
+        }
+        8 => levels[3] = level("L3", 64 * 64, 64, Serves::Unified),
         _ => {}
     }
     HierarchyConfig {
@@ -358,7 +365,7 @@ fn compare(cfg: &HierarchyConfig, recs: &[Record]) {
         && cfg
             .levels
             .iter()
-            .all(|l| l.write_policy == WritePolicy::WriteBack && l.write_allocate);
+            .all(|l| l.write_policy == WritePolicy::WriteBack && l.write_allocate && l.ways <= 16);
     assert_eq!(
         fast.blocks_use_lean_engine(),
         lean_shape,
@@ -469,17 +476,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn matches_reference_non_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_non_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..9) {
         compare(&config(cores, Inclusion::NonInclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_inclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..9) {
         compare(&config(cores, Inclusion::Inclusive, variant), &recs);
     }
 
     #[test]
-    fn matches_reference_exclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..7) {
+    fn matches_reference_exclusive(recs in privileged_trace(), cores in 1u32..3, variant in 0u8..9) {
         compare(&config(cores, Inclusion::Exclusive, variant), &recs);
     }
 }
@@ -832,7 +839,7 @@ proptest! {
             Just(Inclusion::Inclusive),
             Just(Inclusion::Exclusive)
         ],
-        variant in 0u8..7,
+        variant in 0u8..9,
         prefetch_level in 0usize..6,
         invalidate_every in 3usize..40,
         prefetch_window in (0usize..200, 0usize..60),

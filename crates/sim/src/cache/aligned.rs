@@ -70,6 +70,13 @@ impl<T: Copy> Aligned<T> {
         })
     }
 
+    /// A read-only pointer to the first element whose provenance also covers the padding
+    /// after the last one, which fixed-width scans may read.
+    #[inline(always)]
+    pub fn padded_ptr(&self) -> *const T {
+        self.buf.as_ptr().wrapping_add(self.start)
+    }
+
     /// A pointer to the first element whose provenance also covers the padding after the
     /// last one, which fixed-width scans may read.
     #[inline(always)]
@@ -137,14 +144,24 @@ impl<T> Deref for Aligned<T> {
     type Target = [T];
     #[inline(always)]
     fn deref(&self) -> &[T] {
-        &self.buf[self.start..self.start + self.len]
+        debug_assert!(self.start + self.len + self.pad <= self.buf.len());
+        // SAFETY: `try_new` and `clone` make `buf` hold `start + len + pad` elements (and never
+        // shrink it). Unchecked: every simulated cache lookup goes through here, and the
+        // range check cost about 2% of a whole-system run's host instructions (callgrind,
+        // docs/PERFORMANCE.md).
+        unsafe { self.buf.get_unchecked(self.start..self.start + self.len) }
     }
 }
 
 impl<T> DerefMut for Aligned<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.buf[self.start..self.start + self.len]
+        debug_assert!(self.start + self.len + self.pad <= self.buf.len());
+        // SAFETY: as `deref`.
+        unsafe {
+            self.buf
+                .get_unchecked_mut(self.start..self.start + self.len)
+        }
     }
 }
 

@@ -29,6 +29,7 @@ use crate::geometry::CacheGeometry;
 use crate::trace::{Kind, Record};
 
 mod line;
+pub(crate) use line::scan;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use line::sse2_eq64_mask;
 use line::{access_line, host_prefetch, repeat_hits};

@@ -20,7 +20,7 @@ impl Hierarchy {
     /// (callgrind on a captured `bzip2` trace on `xeon-e5506`, docs/PERFORMANCE.md).
     #[inline(always)]
     pub fn access_first_hit(&mut self, r: &Record) -> Option<u8> {
-        if self.last_stale || !self.first_hit_enabled || self.lean_ready() {
+        if self.last_stale || !self.first_hit_ready {
             return None;
         }
         let line = r.addr >> self.line_shift;

@@ -12,7 +12,7 @@ use super::*;
 /// SAFETY (caller): `W` tags from `tags` are inside the allocation (sets are followed by
 /// `SCAN_PAD` padding tags); `V` only where the CPU has AVX2.
 #[inline(always)]
-pub(super) unsafe fn scan<const W: usize, const V: bool>(tags: *const u64, value: u64) -> u32 {
+pub(crate) unsafe fn scan<const W: usize, const V: bool>(tags: *const u64, value: u64) -> u32 {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         // LLVM does not vectorise the scalar loop below into either of these.
