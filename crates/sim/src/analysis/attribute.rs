@@ -528,6 +528,29 @@ mod tests {
         );
     }
 
+    /// `attribute` used to switch the lean engine off on the caller's hierarchy and leave it
+    /// so: the caller's settings come back as they were, whichever they were.
+    #[test]
+    fn attribute_restores_the_callers_lean_engine_setting() {
+        let toml = split("inclusion = \"inclusive\"", str::to_string);
+        let config = SimulationConfig::from_toml(&toml).unwrap();
+        let (recs, pcs) = program_like(1000);
+        let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+        w.write_all_with_pcs(&recs, Some(&pcs)).unwrap();
+        let bytes = w.finish().unwrap();
+        for (lean, access_path) in [(true, false), (true, true), (false, false)] {
+            let mut h = Hierarchy::new(&config.hierarchy).unwrap();
+            h.set_lean_engine(lean);
+            h.set_lean_engine_on_access_path(access_path);
+            let before = (h.blocks_use_lean_engine(), h.uses_lean_engine());
+            let mut src = TraceReader::new(Cursor::new(bytes.clone())).unwrap();
+            attribute::<TraceError>(&mut h, 3, &mut src, |_| Ok(())).unwrap();
+            assert_eq!(h.lean_engine_on_access_path(), access_path);
+            assert_eq!((h.blocks_use_lean_engine(), h.uses_lean_engine()), before);
+            assert_eq!(before, (lean, lean && access_path));
+        }
+    }
+
     /// Where a repeat of a line is not left alone between two references of its class: an
     /// inclusive last level back-invalidates the instruction cache when data evicts a code line
     /// from it; a unified first level sees data in between (shared by two cores in one config,
