@@ -198,19 +198,37 @@ impl LineRun {
 ///
 /// Most of a captured program's references repeat the line their class's previous reference
 /// touched (fetches of one line with data references between them: 79% of the annotate
-/// benchmark's records). After a first-level hit (`Hierarchy::access_first_hit`), the records
-/// of its class that stay on its line are only counted (`LineRun`) and handed to the hierarchy
-/// together (`repeat_first_hits`) before the next record of that class, as the system engine
-/// does. That is exact on every hierarchy: where the two classes' first levels are distinct
-/// caches (`first_levels_split`) a first-level hit of the other class changes nothing the run
-/// depends on, and where they are one cache the other class's run is applied first; an access
-/// that misses the first level (which may fill, evict, back-invalidate or prefetch) comes
-/// after both runs are applied, and a run goes on after it only where its line is still the
-/// first level's last hit in its slot (`holds_last_hit`). The lean engine keeps no last hit,
-/// so attribution switches it off on `h` (`set_lean_engine(false)`, left so) and runs on the
-/// general path, whose first-level hit (`access_first_hit`) serves most of the records it
-/// still sees.
+/// benchmark's records). After an access that leaves its line as the first level's last hit
+/// (`holds_last_hit`: a first-level hit, `access_first_hit`, or a miss that filled it), the
+/// records of its class that stay on its line are only counted (`LineRun`) and handed to the
+/// hierarchy together (`repeat_first_hits`) before the next record of that class, as the
+/// system engine does. That is exact on every hierarchy: where the two classes' first levels
+/// are distinct caches (`first_levels_split`) a first-level hit of the other class changes
+/// nothing the run depends on, and where they are one cache the other class's run is applied
+/// first; an access that misses the first level (which may fill, evict, back-invalidate or
+/// prefetch) comes after both runs are applied, and a run goes on after it only where its line
+/// is still the first level's last hit in its slot.
+///
+/// Both engines keep the first level's last hit, so attribution runs on the lean engine
+/// wherever its configuration allows (every level LRU, write-back, no prefetcher running:
+/// the cachegrind-like config and the inclusive presets), taking its access path on every shape
+/// it handles (`set_lean_engine_on_access_path`: attribution has no timing a batched burst
+/// could move) and leaving the caller's setting as it found it; a caller's
+/// `set_lean_engine(false)` keeps it on the general path.
 pub fn attribute<E: Send + From<TraceError>>(
+    h: &mut Hierarchy,
+    levels: usize,
+    src: &mut (dyn RecordSource + Send),
+    on_block: impl FnMut(Progress) -> Result<(), E>,
+) -> Result<Attribution, E> {
+    let callers_access_path = h.lean_engine_on_access_path();
+    h.set_lean_engine_on_access_path(true);
+    let result = attribute_in(h, levels, src, on_block);
+    h.set_lean_engine_on_access_path(callers_access_path);
+    result
+}
+
+fn attribute_in<E: Send + From<TraceError>>(
     h: &mut Hierarchy,
     levels: usize,
     src: &mut (dyn RecordSource + Send),
@@ -223,13 +241,19 @@ pub fn attribute<E: Send + From<TraceError>>(
             (s as usize).min(levels)
         }
     };
-    h.set_lean_engine(false);
+    // The general path's first-level hit on its own (`access_first_hit`) declines on the lean
+    // engine, whose `access` serves a hit about as cheaply.
+    let lean = h.uses_lean_engine();
     let cores = h.config().cores.max(1);
     // A core's thread `c` is on core `c` (`thread % cores`).
     let split = (0..cores).all(|c| h.first_levels_split(c));
     // Whether a write joins a run: where it would be a first-level hit (write-back).
     let writes_join: Vec<[bool; 2]> = (0..cores)
         .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
+        .collect();
+    // The tally slot of a run's records: the first level of their core's path.
+    let first_slot: Vec<[usize; 2]> = (0..cores)
+        .map(|c| [0, 1].map(|k| h.first_level(c, k).map_or(levels, slot)))
         .collect();
     let line_shift = h.config().line_size.trailing_zeros();
     let line_mask = h.config().line_size as u64 - 1;
@@ -254,14 +278,23 @@ pub fn attribute<E: Send + From<TraceError>>(
             for (rec, &pc) in buf.iter().zip(block_pcs.iter()) {
                 let k = rec.kind.is_instruction() as usize;
                 let run = &mut runs[k];
-                let s = if rec.addr >> line_shift == run.line
+                let line = rec.addr >> line_shift;
+                let within_line = (rec.addr & line_mask) + rec.size.max(1) as u64 <= line_mask + 1;
+                let s = if line == run.line
                     && rec.thread == run.thread
-                    && (rec.addr & line_mask) + rec.size.max(1) as u64 <= line_mask + 1
+                    && within_line
                     && (!rec.kind.is_write() || writes_join[(rec.thread % cores) as usize][k])
                 {
                     run.per_kind[rec.kind as usize] += 1;
                     run.privileged += rec.privileged as u64;
-                    run.slot
+                    let s = run.slot;
+                    // One first level for both classes: the other class's counted records
+                    // came before this one, and which line its set saw last decides its
+                    // next victim, so they are handed over first.
+                    if !split {
+                        runs[1 - k].apply(h, 1 - k);
+                    }
+                    s
                 } else {
                     // This record's access comes after the runs' (both, where the two
                     // classes share their first level).
@@ -269,9 +302,10 @@ pub fn attribute<E: Send + From<TraceError>>(
                     if !split {
                         runs[1 - k].apply(h, 1 - k);
                     }
-                    if let Some(served) = h.access_first_hit(rec) {
+                    let hit = if lean { None } else { h.access_first_hit(rec) };
+                    if let Some(served) = hit {
                         runs[k] = LineRun {
-                            line: rec.addr >> line_shift,
+                            line,
                             thread: rec.thread,
                             slot: slot(served),
                             ..LineRun::NONE
@@ -280,10 +314,23 @@ pub fn attribute<E: Send + From<TraceError>>(
                     } else {
                         runs[1 - k].apply(h, 1 - k);
                         let served = h.access(rec);
-                        for (c, run) in runs.iter_mut().enumerate() {
-                            if run.line != u64::MAX && !h.holds_last_hit(run.thread, c, run.line) {
-                                *run = LineRun::NONE;
+                        // A run starts on the line this access left as the first level's last
+                        // hit, and the other class's goes on where its line still is.
+                        runs[k] = if within_line && h.holds_last_hit(rec.thread, k, line) {
+                            LineRun {
+                                line,
+                                thread: rec.thread,
+                                slot: first_slot[(rec.thread % cores) as usize][k],
+                                ..LineRun::NONE
                             }
+                        } else {
+                            LineRun::NONE
+                        };
+                        let other = &mut runs[1 - k];
+                        if other.line != u64::MAX
+                            && !h.holds_last_hit(other.thread, 1 - k, other.line)
+                        {
+                            *other = LineRun::NONE;
                         }
                         slot(served)
                     }
@@ -364,11 +411,33 @@ mod tests {
         (recs, pcs)
     }
 
+    /// The two tallies are equal; else a panic naming the first rows that differ.
+    fn assert_same(
+        got: &BTreeMap<(u64, u8, usize), u64>,
+        want: &BTreeMap<(u64, u8, usize), u64>,
+        what: &str,
+    ) {
+        let differ: Vec<_> = got
+            .keys()
+            .chain(want.keys())
+            .filter(|k| got.get(k) != want.get(k))
+            .take(6)
+            .map(|k| (k, got.get(k), want.get(k)))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{what}\n(key, class, slot), attributed, replayed: {differ:?}"
+        );
+    }
+
     /// Attribution on `hierarchy` (TOML levels) equals a record-by-record replay counted in a
-    /// plain map (`access` on a fresh hierarchy, every record), over several blocks (the
-    /// helper thread's hand-offs), and leaves the hierarchy's own statistics as that replay
-    /// does (every record reached it, runs of repeats as their sums).
-    fn attribution_equals_a_record_by_record_count(hierarchy: &str) {
+    /// plain map (`access` on a fresh hierarchy, every record, on the general path without its
+    /// first-level shortcut), over several blocks (the helper thread's hand-offs), and leaves
+    /// the hierarchy's own statistics as that replay does (every record reached it, runs of
+    /// repeats as their sums). Run on the lean engine where the config allows it (`lean`:
+    /// whether it must), and again on the general path; the caller's engine settings are left
+    /// as they were.
+    fn attribution_equals_a_record_by_record_count(hierarchy: &str, lean: bool) {
         let config = SimulationConfig::from_toml(hierarchy).unwrap();
         let (recs, pcs) = program_like(2 * BLOCK_RECORDS + 1234);
         let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
@@ -376,17 +445,9 @@ mod tests {
         let bytes = w.finish().unwrap();
 
         let levels = config.hierarchy.levels.len();
-        let mut h = Hierarchy::new(&config.hierarchy).unwrap();
-        let mut src = TraceReader::new(Cursor::new(bytes)).unwrap();
-        let mut blocks = 0;
-        let a = attribute::<TraceError>(&mut h, levels, &mut src, |_| {
-            blocks += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!((a.records, blocks), (recs.len() as u64, 3));
-
         let mut brute = Hierarchy::new(&config.hierarchy).unwrap();
+        brute.set_lean_engine(false);
+        brute.set_first_hit_path(false);
         let (mut by_pc, mut by_page) = (BTreeMap::new(), BTreeMap::new());
         let mut unknown = 0;
         for (r, &pc) in recs.iter().zip(&pcs) {
@@ -415,10 +476,28 @@ mod tests {
             }
             m
         };
-        assert_eq!(flat(&a.pcs), by_pc);
-        assert_eq!(flat(&a.pages), by_page);
-        assert_eq!(a.unknown_pc, unknown);
-        assert_eq!(h.stats(), brute.stats());
+        for on_lean in [true, false] {
+            let mut h = Hierarchy::new(&config.hierarchy).unwrap();
+            h.set_lean_engine(on_lean);
+            h.set_lean_engine_on_access_path(true);
+            assert_eq!(h.uses_lean_engine(), on_lean && lean, "{hierarchy}");
+            h.set_lean_engine_on_access_path(false);
+            let mut src = TraceReader::new(Cursor::new(bytes.clone())).unwrap();
+            let mut blocks = 0;
+            let a = attribute::<TraceError>(&mut h, levels, &mut src, |_| {
+                blocks += 1;
+                Ok(())
+            })
+            .unwrap();
+            let what = format!("lean engine {}: {hierarchy}", on_lean && lean);
+            assert_eq!((a.records, blocks), (recs.len() as u64, 3));
+            assert_eq!(h.stats(), brute.stats(), "{what}");
+            assert_same(&flat(&a.pcs), &by_pc, &what);
+            assert_same(&flat(&a.pages), &by_page, &what);
+            assert_eq!(a.unknown_pc, unknown);
+            assert!(!h.lean_engine_on_access_path(), "{what}");
+            assert_eq!(h.blocks_use_lean_engine(), on_lean && lean, "{what}");
+        }
         // Not vacuous: unknown PCs, and fetches served by the first level, a lower one and
         // memory.
         assert!(unknown > 0);
@@ -439,74 +518,127 @@ mod tests {
         format!("[hierarchy]\nline_size = 64\n{head}\n{}", edit(SPLIT_L1))
     }
 
-    /// Split first levels, non-inclusive, LRU, no prefetcher (the lean engine's shape, which
-    /// attribution leaves for the general path).
+    /// Split first levels, non-inclusive, LRU, no prefetcher (cachegrind's shape, on the lean
+    /// engine and on the general path).
     #[test]
     fn pipelined_attribution_equals_a_record_by_record_count() {
-        attribution_equals_a_record_by_record_count(&split(
-            "inclusion = \"non-inclusive\"",
-            str::to_string,
-        ));
+        attribution_equals_a_record_by_record_count(
+            &split("inclusion = \"non-inclusive\"", str::to_string),
+            true,
+        );
+    }
+
+    /// `attribute` used to switch the lean engine off on the caller's hierarchy and leave it
+    /// so: the caller's settings come back as they were, whichever they were.
+    #[test]
+    fn attribute_restores_the_callers_lean_engine_setting() {
+        let toml = split("inclusion = \"inclusive\"", str::to_string);
+        let config = SimulationConfig::from_toml(&toml).unwrap();
+        let (recs, pcs) = program_like(1000);
+        let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+        w.write_all_with_pcs(&recs, Some(&pcs)).unwrap();
+        let bytes = w.finish().unwrap();
+        for (lean, access_path) in [(true, false), (true, true), (false, false)] {
+            let mut h = Hierarchy::new(&config.hierarchy).unwrap();
+            h.set_lean_engine(lean);
+            h.set_lean_engine_on_access_path(access_path);
+            let before = (h.blocks_use_lean_engine(), h.uses_lean_engine());
+            let mut src = TraceReader::new(Cursor::new(bytes.clone())).unwrap();
+            attribute::<TraceError>(&mut h, 3, &mut src, |_| Ok(())).unwrap();
+            assert_eq!(h.lean_engine_on_access_path(), access_path);
+            assert_eq!((h.blocks_use_lean_engine(), h.uses_lean_engine()), before);
+            assert_eq!(before, (lean, lean && access_path));
+        }
     }
 
     /// Where a repeat of a line is not left alone between two references of its class: an
     /// inclusive last level back-invalidates the instruction cache when data evicts a code line
-    /// from it; a unified first level sees data in between; a prefetcher fills on its own (and
-    /// its tagged lines set it off on their first hit); a write-through first level sends
-    /// stores on; first levels that are not LRU; two cores (two threads) sharing the last
-    /// level. Runs stay exact on each.
+    /// from it; a unified first level sees data in between (shared by two cores in one config,
+    /// beside a last level whose set count is not a power of two); a prefetcher fills on its
+    /// own (and its tagged lines set it off on their first hit); a write-through first level
+    /// sends stores on; first levels that are not LRU; two cores (two threads) sharing the last
+    /// level. Runs stay exact on each, on the lean engine where it takes the config (`true`).
     #[test]
     fn attribution_is_exact_where_other_references_can_evict_a_repeated_line() {
         let configs = [
-            split("inclusion = \"inclusive\"", str::to_string),
-            split("inclusion = \"exclusive\"", str::to_string),
-            split("inclusion = \"non-inclusive\"", |l| {
-                l.replacen(
-                    "serves = \"instruction\"",
-                    "serves = \"instruction\"\nprefetcher = \"next-line\"",
-                    1,
-                )
-                .replacen(
-                    "serves = \"data\"",
-                    "serves = \"data\"\nprefetcher = \"stride\"",
-                    1,
-                )
-            }),
-            split("inclusion = \"inclusive\"", |l| {
-                l.replacen(
-                    "serves = \"data\"",
-                    "serves = \"data\"\nprefetcher = \"next-line\"",
-                    1,
-                )
-            }),
-            split("inclusion = \"non-inclusive\"", |l| {
-                l.replacen(
-                    "serves = \"data\"",
-                    "serves = \"data\"\nwrite_policy = \"write-through\"",
-                    1,
-                )
-                .replacen(
-                    "serves = \"instruction\"",
-                    "serves = \"instruction\"\npolicy = \"tree-plru\"",
-                    1,
-                )
-            }),
-            split("inclusion = \"non-inclusive\"", |l| {
-                l.replace("ways = 2\n", "ways = 2\npolicy = \"srrip\"\n")
-            }),
-            split("cores = 2\ninclusion = \"inclusive\"", str::to_string),
-            "[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n\
-             [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
-             [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
-                .to_string(),
-            "[hierarchy]\nline_size = 64\ninclusion = \"inclusive\"\n\
-             [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
-             prefetcher = \"next-line\"\n\
-             [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
-                .to_string(),
+            (split("inclusion = \"inclusive\"", str::to_string), true),
+            (split("inclusion = \"exclusive\"", str::to_string), false),
+            (
+                split("inclusion = \"non-inclusive\"", |l| {
+                    l.replacen(
+                        "serves = \"instruction\"",
+                        "serves = \"instruction\"\nprefetcher = \"next-line\"",
+                        1,
+                    )
+                    .replacen(
+                        "serves = \"data\"",
+                        "serves = \"data\"\nprefetcher = \"stride\"",
+                        1,
+                    )
+                }),
+                false,
+            ),
+            (
+                split("inclusion = \"inclusive\"", |l| {
+                    l.replacen(
+                        "serves = \"data\"",
+                        "serves = \"data\"\nprefetcher = \"next-line\"",
+                        1,
+                    )
+                }),
+                false,
+            ),
+            (
+                split("inclusion = \"non-inclusive\"", |l| {
+                    l.replacen(
+                        "serves = \"data\"",
+                        "serves = \"data\"\nwrite_policy = \"write-through\"",
+                        1,
+                    )
+                    .replacen(
+                        "serves = \"instruction\"",
+                        "serves = \"instruction\"\npolicy = \"tree-plru\"",
+                        1,
+                    )
+                }),
+                false,
+            ),
+            (
+                split("inclusion = \"non-inclusive\"", |l| {
+                    l.replace("ways = 2\n", "ways = 2\npolicy = \"srrip\"\n")
+                }),
+                false,
+            ),
+            (
+                split("cores = 2\ninclusion = \"inclusive\"", str::to_string),
+                true,
+            ),
+            (
+                "[hierarchy]\nline_size = 64\ninclusion = \"non-inclusive\"\n\
+                 [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
+                 [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
+                    .to_string(),
+                true,
+            ),
+            (
+                "[hierarchy]\nline_size = 64\ncores = 2\ninclusion = \"inclusive\"\n\
+                 [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
+                 shared = true\n\
+                 [[hierarchy.levels]]\nname = \"LL\"\nsize = \"12KiB\"\nways = 4\n"
+                    .to_string(),
+                true,
+            ),
+            (
+                "[hierarchy]\nline_size = 64\ninclusion = \"inclusive\"\n\
+                 [[hierarchy.levels]]\nname = \"L1\"\nsize = \"1KiB\"\nways = 2\n\
+                 prefetcher = \"next-line\"\n\
+                 [[hierarchy.levels]]\nname = \"LL\"\nsize = \"8KiB\"\nways = 4\n"
+                    .to_string(),
+                false,
+            ),
         ];
-        for toml in configs {
-            attribution_equals_a_record_by_record_count(&toml);
+        for (toml, lean) in configs {
+            attribution_equals_a_record_by_record_count(&toml, lean);
         }
     }
 }

@@ -335,6 +335,11 @@ impl Hierarchy {
         self.first_hit_ready = self.first_hit_enabled && !self.lean_ready();
     }
 
+    /// Whether `set_lean_engine_on_access_path` is on.
+    pub fn lean_engine_on_access_path(&self) -> bool {
+        self.lean_on_access_path
+    }
+
     /// The effective configuration (every default filled in).
     pub fn config(&self) -> &HierarchyConfig {
         &self.config

@@ -21,7 +21,7 @@ What it uses from the trace being known ahead (as `run_block` does):
 - a run of records on the line the previous record left in the first level is applied at once.
 */
 use super::super::replacement::move_to_front;
-use super::super::{flags, LeanParts, LineMeta, INVALID};
+use super::super::{flags, LeanParts, LineMeta, Slot, INVALID};
 use super::{Hierarchy, LastLine, MemoryStats, MAX_DEPTH, SERVED_BY_MEMORY};
 use crate::cache::prefetch_read;
 use crate::cache::stats::Counters;
@@ -32,7 +32,7 @@ mod line;
 pub(crate) use line::scan;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use line::sse2_eq64_mask;
-use line::{access_line, host_prefetch, repeat_hits};
+use line::{access_line, host_prefetch, repeat_hits, set_of};
 
 /// How many records ahead the host prefetch looks. Far enough to cover a host memory miss
 /// (~100-300 ns here) at ~10-30 ns per simulated reference, near enough that the prefetched
@@ -473,14 +473,29 @@ impl Hierarchy {
             self.unserved += lines;
             return SERVED_BY_MEMORY;
         }
-        let mut depth = 0;
+        let (mut slot, mut depth) = (0, 0);
         for line in first..=end {
             // SAFETY: the units point into this hierarchy's own arrays (`UnitCache`); every
             // index is a set of the unit's own geometry.
-            depth = unsafe {
-                access_line::<false>(units, path, &mut self.memory, line, r.kind, r.privileged).1
+            (slot, depth) = unsafe {
+                access_line::<false>(units, path, &mut self.memory, line, r.kind, r.privileged)
             };
         }
+        // The first level's last hit, as the general path keeps it (`holds_last_hit` reads
+        // it; `repeat_last_hit_lean` applies more hits to it): the record's last line, filled
+        // there if it missed (every level write-allocates).
+        let u = &units[path.units[0] as usize];
+        let set = set_of(u, end);
+        self.last[core][r.kind.is_instruction() as usize] = LastLine {
+            line: end,
+            slot: Slot {
+                set,
+                way: slot - set * u.ways,
+                index: slot,
+            },
+            touched: false,
+            epoch: 0,
+        };
         if depth == path.len as usize {
             SERVED_BY_MEMORY
         } else {
@@ -645,6 +660,48 @@ impl Hierarchy {
         self.lean_units.0 = Some(units);
         self.lean_units.1 = prefetch_lists;
         self.lean = Some(plan);
+    }
+}
+
+impl Hierarchy {
+    /// `repeat_first_hits` on the lean engine: `per_kind` more demand hits (`privileged` of
+    /// them privileged) on `line`, the first-level hit `access_lean` left in `last` for `core`
+    /// and `class`, if that slot still holds it and it is not a tagged prefetch. The line moves
+    /// to its set's front again: a no-op when nothing touched the set since, and this engine
+    /// keeps no epochs to tell. Returns false, changing nothing, when the slot no longer holds
+    /// the line.
+    pub(super) fn repeat_last_hit_lean(
+        &mut self,
+        core: usize,
+        class: usize,
+        line: u64,
+        per_kind: &[u64; 4],
+        privileged: u64,
+    ) -> bool {
+        let last = self.last[core][class];
+        let (Some(plan), Some(units)) = (self.lean.as_ref(), self.lean_units.0.as_deref()) else {
+            return false;
+        };
+        let path = &plan.paths[core][class];
+        if last.line != line || path.len == 0 {
+            return false;
+        }
+        let u = &units[path.units[0] as usize];
+        debug_assert!(last.slot.index < u.capacity && last.slot.way < u.ways);
+        // SAFETY: `last` holds a slot of this cache (left by `access_lean` or the general
+        // path, on the same arrays), and the units point into this hierarchy's own arrays.
+        unsafe {
+            if *u.lines.add(last.slot.index) != line
+                || (*u.meta.add(last.slot.index)).flags & flags::PREFETCHED != 0
+            {
+                return false;
+            }
+            let o = u.order.add(last.slot.set);
+            *o = move_to_front(*o, last.slot.way as u64);
+            repeat_hits(u, last.slot.index, per_kind);
+            (*u.counters).privileged.accesses += privileged;
+        }
+        true
     }
 }
 

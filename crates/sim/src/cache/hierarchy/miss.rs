@@ -79,9 +79,9 @@ impl Hierarchy {
     }
 
     /// `per_kind` more first-level hits (`privileged` of them privileged) on `line`, which the
-    /// last `access_first_hit` on the path of `thread`'s core of class `class` (0 data, 1
-    /// instructions) served, with nothing in the hierarchy changed since but first-level hits
-    /// on the other class's own first-level cache (`first_levels_split`): exactly what as many
+    /// first level of the path of `thread`'s core of class `class` (0 data, 1 instructions)
+    /// served last (an `access_first_hit`, or an `access` on either engine: the lean engine
+    /// keeps its last hit too) and still holds there (`holds_last_hit`): exactly what as many
     /// `access_first_hit` calls would do, in one step. A loop that holds a run of records on
     /// one line counts them and calls this once. Panics if the line is no longer where the
     /// last hit left it (the caller's promise was broken).
@@ -99,7 +99,11 @@ impl Hierarchy {
             return;
         }
         let core = self.core_of(thread);
-        let applied = self.hit_last_line(core, class, line, per_kind, privileged);
+        let applied = if self.lean_ready() {
+            self.repeat_last_hit_lean(core, class, line, per_kind, privileged)
+        } else {
+            self.hit_last_line(core, class, line, per_kind, privileged)
+        };
         assert!(
             applied,
             "repeat_first_hits: line {line:#x} is not the last first-level hit"
@@ -112,7 +116,7 @@ impl Hierarchy {
     /// class `class` served, in the slot it served it from, and not a tagged prefetch: then
     /// another access to it is a first-level hit that `repeat_first_hits` can apply, whatever
     /// else happened in the hierarchy since (`hit_last_line` touches the replacement state
-    /// again when something else did).
+    /// again when something else did; the lean engine's `repeat_last_hit_lean` always does).
     pub fn holds_last_hit(&self, thread: u32, class: usize, line: u64) -> bool {
         let core = self.core_of(thread);
         let last = &self.last[core][class];
@@ -123,6 +127,13 @@ impl Hierarchy {
         let h = path.get(0);
         let cache = &self.levels[h.level as usize].caches[h.instance as usize];
         cache.line_at(last.slot) == line && !cache.meta(last.slot).prefetched()
+    }
+
+    /// The level that serves first on the path of `thread`'s core of class `class` (0 data, 1
+    /// instructions), or `None` when no level serves that class.
+    pub fn first_level(&self, thread: u32, class: usize) -> Option<u8> {
+        let path = &self.paths[self.core_of(thread)][class];
+        (path.len > 0).then(|| path.get(0).level)
     }
 
     /// Whether a write that hits the first level of `thread`'s core's path of class `class`
