@@ -200,6 +200,28 @@ def test_evaluate_relative_out_and_subsets(tmp_path):
     cfg = json.loads((tmp_path / "rel" / "out" / "configs" / "xeon-e5506--xz+sort.json").read_text())
     assert [p["pin"] for p in cfg["processes"]] == [[0], [1]]
     assert cfg["processes"][0]["threads"][0]["trace"] == "../traces/xz-20000.cctrace"
+    # Both fake regions are shorter than the 20,000 records asked: said, and kept in run.json.
+    assert "warning: xz: its cached region holds 15,440 records" in r.stderr, r.stderr
+    assert set(json.loads((tmp_path / "rel" / "out" / "run.json").read_text())["short_windows"]) == {"xz", "sort"}
+
+
+def test_evaluate_short_window_is_named_not_silent(tmp_path):
+    """Bug: `--records` (or `--instructions`) beyond a program's cached region (the suite's are
+    20 M records) silently evaluated the whole region under the larger size's label."""
+    from cachecolor.evaluate import prefix_trace, short_window
+
+    n = 5000
+    src = tmp_path / "src.cctrace"
+    write_trace(src, {"addr": (64 * np.arange(n)).astype(np.uint64), "icount": np.full(n, 2, np.uint32)})
+    full = prefix_trace(src, tmp_path / "full.cctrace", 3000)
+    assert short_window("p", full, 3000) is None
+    short = prefix_trace(src, tmp_path / "short.cctrace", 8000)
+    note = short_window("p", short, 8000)
+    assert note is not None and "holds 5,000 records (10,000 instructions), fewer than the 8,000 records asked" in note
+    inside = prefix_trace(src, tmp_path / "i.cctrace", 1 << 62, instructions=9000)
+    assert short_window("p", inside, 1 << 62, instructions=9000) is None
+    beyond = prefix_trace(src, tmp_path / "b.cctrace", 1 << 62, instructions=12000)
+    assert "fewer than the 12,000 instructions asked" in short_window("p", beyond, 1 << 62, instructions=12000)
 
 
 def test_evaluate_runs_a_multithreaded_program_as_threads_on_cores(tmp_path, monkeypatch):

@@ -110,6 +110,28 @@ def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0, instruction
     return dest
 
 
+def short_window(name: str, trace: Path, records: int, instructions: Optional[int] = None) -> Optional[str]:
+    """One line when a window holds fewer records (or, fixed in instructions, fewer instructions)
+    than the evaluation asked for: its program's cached region ended first, so the run reads the
+    whole region, not the size the tables are labelled with. None when the window is full."""
+    p = window_counts_path(trace)
+    if not p.exists():
+        return None
+    doc = json.loads(p.read_text())
+    got_records, got_insns = int(doc["records"]), int(doc["instructions"])
+    if instructions is not None:
+        if got_insns >= instructions:
+            return None
+        asked = f"{instructions:,} instructions"
+    else:
+        if got_records >= records:
+            return None
+        asked = f"{records:,} records"
+    return (f"{name}: its cached region holds {got_records:,} records ({got_insns:,} instructions), fewer than the "
+            f"{asked} asked: the runs read all of it (`cachecolor workloads build {name} --instructions N` "
+            "captures a longer region)")
+
+
 def system_skip(w: Any, records: int, instructions: Optional[int] = None) -> int:
     """Records of a full-system workload's region the evaluation reads past: the region's last
     ``records`` records. Its capture cannot fast-forward, so the region starts at the exec and
@@ -409,6 +431,7 @@ def evaluate(args: argparse.Namespace) -> int:
     started = time.monotonic()
     traces: dict[str, Path] = {}
     thread_ids: dict[str, list[int]] = {}
+    short: dict[str, str] = {}  # programs whose region is shorter than the window asked
     for name in wanted:
         w = workloads.by_name(name)
         try:
@@ -419,6 +442,10 @@ def evaluate(args: argparse.Namespace) -> int:
             traces[name] = prefix_trace(workloads.wdir(w) / "trace.cctrace",
                                         out / "traces" / f"{name}-{size}{suffix}.cctrace", records, skip, instructions)
             thread_ids[name] = trace_threads(w, traces[name])
+            note = short_window(name, traces[name], records, instructions)
+            if note:
+                short[name] = note
+                print(f"warning: {note}", file=sys.stderr)
         except Exception as e:  # a program that cannot be had is reported and skipped
             print(f"{name}: SKIPPED: {e}", file=sys.stderr)
     gs = [g for g in chosen if all(p in traces for p in g.programs)]
@@ -475,7 +502,8 @@ def evaluate(args: argparse.Namespace) -> int:
           file=sys.stderr)
     _output.write_json(out / "run.json", {"runs": len(res.ran), "reused": len(res.reused), "failed": len(res.failed),
                                           "seconds": round(elapsed), "records": args.records, "instructions": instructions,
-                                          "seeds": args.seeds, "placements": which, "argv": sys.argv[1:]})
+                                          "seeds": args.seeds, "placements": which, "short_windows": short,
+                                          "argv": sys.argv[1:]})
     return 1 if res.failed else 0
 
 
@@ -540,7 +568,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quads", nargs="*", default=list(QUADS), metavar="A+B+C+D", help="4-program mixes")
     p.add_argument("--policies", nargs="*", default=list(POLICIES), help="policies besides linux (each with its control)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--records", type=int, default=RECORDS, help="records of each trace a run reads (its prefix)")
+    size.add_argument("--records", type=int, default=RECORDS, help="records of each trace a run reads (its prefix; a shorter region is read whole, with a warning)")
     size.add_argument("--instructions", type=int, help="instructions of each program's region a run reads, instead of --records")
     p.add_argument("--seeds", type=int, default=SEEDS, help="aged placements: seeds 1..N (0 only with --placements fresh)")
     p.add_argument("--placements", choices=("fresh", "aged", "all"), default="all",
