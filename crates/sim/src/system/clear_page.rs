@@ -121,7 +121,8 @@ impl System {
         } else {
             milli.max(drained).div_ceil(1000)
         };
-        self.charge_kernel(core, KernelPath::Fault, cycles, Some(pid));
+        // Part of the fault that asked for the frame: its time, not another fault.
+        self.charge_kernel_entries(core, KernelPath::Fault, cycles, Some(pid), 0);
     }
 }
 
@@ -221,6 +222,18 @@ workload = {{ seed = 7, phases = [{{ pattern = "sequential", references = 32768,
             "the clear is charged: {:?}",
             p.kernel.fault
         );
+    }
+
+    /// Regression: the clear's time was charged as an entry into the fault path of its own, so
+    /// the kernel counted each fault twice (and a fault that built a table three times) against
+    /// the process's faults. A fault is one entry, its clears part of its time.
+    #[test]
+    fn a_fault_is_one_kernel_entry_whatever_it_clears() {
+        for extra in ["", "fault_cycles_include_clear = true"] {
+            let r = one_pass(extra);
+            let p = &r.processes[0];
+            assert_eq!(p.kernel.fault.count, p.faults, "{extra}: {:?}", p.kernel);
+        }
     }
 
     /// Calibrated `fault_cycles` already held the real machine's clear (a first touch timed

@@ -313,7 +313,7 @@ impl System {
     }
 
     /// Charge `cycles` of kernel work on `path` to `core` (and its running thread, if any) and
-    /// to process `pid`'s account.
+    /// to process `pid`'s account: one more entry into `path`.
     pub(super) fn charge_kernel(
         &mut self,
         core: usize,
@@ -321,11 +321,24 @@ impl System {
         cycles: u64,
         pid: Option<usize>,
     ) {
+        self.charge_kernel_entries(core, path, cycles, pid, 1);
+    }
+
+    /// `charge_kernel` counting `entries` entries into `path`: 0 for work that is part of an
+    /// entry already counted (a fault's page clear is that fault's time, not another fault).
+    pub(super) fn charge_kernel_entries(
+        &mut self,
+        core: usize,
+        path: KernelPath,
+        cycles: u64,
+        pid: Option<usize>,
+        entries: u64,
+    ) {
         let milli = cycles * 1000;
         let c = &mut self.cores[core];
         c.clock_milli += milli;
         let k = &mut c.tally.kernel[path as usize];
-        k[0] += 1;
+        k[0] += entries;
         k[1] += milli;
         if c.current.is_some() {
             c.tally.breakdown.stalls[StallCause::Kernel as usize] += milli;
@@ -333,12 +346,12 @@ impl System {
             // Nobody to charge: keep it out of the next thread's counts.
             c.idle_kernel_milli += milli;
             let k = &mut c.burst_start.kernel[path as usize];
-            k[0] += 1;
+            k[0] += entries;
             k[1] += milli;
         }
         if let Some(pid) = pid {
             let k = &mut self.processes[pid].kernel[path as usize];
-            k[0] += 1;
+            k[0] += entries;
             k[1] += milli;
         }
     }
