@@ -132,6 +132,25 @@ def test_evaluate_prefix_of_a_trace_with_pcs_drops_them(tmp_path):
     assert "pc" not in back.columns and trace_info(dest)["version"] <= 2
 
 
+def test_evaluate_window_of_a_recaptured_trace_is_cut_again(tmp_path):
+    # Bug: a window was cut once per out directory and name, so after a program was re-captured
+    # (glpk-mcf and hmmer, their regions moved) `evaluate` ran the old region's window again.
+    import os
+
+    from cachecolor.evaluate import prefix_trace
+    from cachecolor.traces import read_trace
+
+    src = tmp_path / "src.cctrace"
+    write_trace(src, np.arange(1000, dtype=np.uint64) * 64)
+    dest = prefix_trace(src, tmp_path / "w.cctrace", 300)
+    cut = dest.stat().st_mtime_ns
+    assert prefix_trace(src, dest, 300).stat().st_mtime_ns == cut, "the same source: reused"
+    write_trace(src, np.arange(1000, dtype=np.uint64) * 128)
+    os.utime(src, ns=(cut + 10**9, cut + 10**9))
+    back = read_trace(prefix_trace(src, dest, 300))
+    assert (back["addr"].to_numpy() == np.arange(300) * 128).all()
+
+
 def _line_sweeps(path, records):
     """``records`` loads sweeping a 2 MiB array line by line, over and over (one instruction each)."""
     lines = (2 << 20) // 64

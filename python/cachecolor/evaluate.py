@@ -84,10 +84,14 @@ def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0, instruction
     record that brings the window to that many instructions) as a native trace at ``dest``
     (once), written by streaming (``_core.window_trace``): memory is one block whatever the
     window's length, and reading stops at its end. The window keeps every column the simulator
-    reads and no PCs (it reads none)."""
+    reads and no PCs (it reads none). A window cut from another file than ``src`` is now (the
+    program re-captured since: its size or modification time differ) is cut again."""
     from . import _core
 
-    if not (dest.exists() and window_counts_path(dest).exists()):
+    st = src.stat()
+    source = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    counts = window_counts_path(dest)
+    if not (dest.exists() and counts.exists() and json.loads(counts.read_text()).get("source") == source):
         dest.parent.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {"prefix_of": str(src), "skipped_records": int(skip)}
         # A full-system trace's prefix still holds kernel code: keep what says so (the
@@ -106,7 +110,7 @@ def prefix_trace(src: Path, dest: Path, records: int, skip: int = 0, instruction
         write_text(window_counts_path(dest), json.dumps({
             "records": int(written), "instructions": int(insns),
             "privileged_instruction_share": priv / insns if insns else 0.0,
-            "thread_records": {str(t): int(n) for t, n in threads.items()}}) + "\n")
+            "thread_records": {str(t): int(n) for t, n in threads.items()}, "source": source}) + "\n")
     return dest
 
 
