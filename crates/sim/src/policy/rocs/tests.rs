@@ -205,7 +205,8 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(cfg: PolluteConfig, pages: u64) -> Self {
+    /// PID's unit just created, over `pages` pages, before any tick.
+    fn created(cfg: PolluteConfig, pages: u64) -> Self {
         let m = machine();
         let colors = cfg.validate("policy.rocs", &m).unwrap();
         let mut r = Rig {
@@ -214,6 +215,11 @@ impl Rig {
             now: 0,
         };
         r.e.process_created(PID);
+        r
+    }
+
+    fn new(cfg: PolluteConfig, pages: u64) -> Self {
+        let mut r = Rig::created(cfg, pages);
         r.tick(1.0); // Warmup -> Waiting
                      // Miss rate 0.5 > 0.25 over two `measure_cycles` windows in a row (the
                      // first may be the warm-up's last), MPKI steady: Profiling.
@@ -529,16 +535,8 @@ fn an_llc_mpki_change_beyond_the_threshold_is_a_new_phase() {
 /// search keeps nothing in the buffer it goes back to normal use.
 #[test]
 fn rocs_pollute_color_is_taken_only_when_a_search_begins_and_given_back_when_empty() {
-    let m = machine();
-    let cfg = cfg();
-    let colors = cfg.validate("policy.rocs", &m).unwrap();
-    let mut r = Rig {
-        e: PolluteEngine::new(cfg, Scope::PerProcess, colors, &m),
-        k: FakeKernel::new(8, COLORS),
-        now: 0,
-    };
+    let mut r = Rig::created(cfg(), 8);
     r.k.pages[3].color = COLORS - 1; // on the pollute color before anything is targeted
-    r.e.process_created(PID);
     assert!(
         r.e.allowed_for(PID).is_full(),
         "every color before targeting"
@@ -748,15 +746,7 @@ fn rocs_restore_after_a_search_is_not_read_as_a_phase_change() {
 /// order; the search is skipped, nothing is moved, and the buffer's colors go back to normal use.
 #[test]
 fn rocs_skips_the_search_when_no_sampled_reference_hit() {
-    let m = machine();
-    let c = cfg();
-    let colors = c.validate("policy.rocs", &m).unwrap();
-    let mut r = Rig {
-        e: PolluteEngine::new(c, Scope::PerProcess, colors, &m),
-        k: FakeKernel::new(8, COLORS),
-        now: 0,
-    };
-    r.e.process_created(PID);
+    let mut r = Rig::created(cfg(), 8);
     r.tick(1.0);
     r.tick(1.0); // targeted: profiling (the buffer's colors stay in use until a search begins)
     assert!(!r.e.reserved());
@@ -1014,15 +1004,7 @@ fn global_pollute_buffer_takes_the_streams_pages_before_a_victims_tied_at_the_sa
 /// coarse phase; 6.1, 6.2: profiles are taken after initialization, in a stable phase).
 #[test]
 fn rocs_does_not_target_a_cold_start_whose_misses_are_still_falling() {
-    let m = machine();
-    let c = cfg();
-    let colors = c.validate("policy.rocs", &m).unwrap();
-    let mut r = Rig {
-        e: PolluteEngine::new(c, Scope::PerProcess, colors, &m),
-        k: FakeKernel::new(8, COLORS),
-        now: 0,
-    };
-    r.e.process_created(PID);
+    let mut r = Rig::created(cfg(), 8);
     let profiles = |r: &Rig| r.e.report("rocs")["units"][0]["profiles"].as_u64().unwrap();
     r.tick_with(1.0, 900); // the warm-up's window
     r.tick_with(1.0, 600); // miss rate 0.6 > 0.25, but a third below the window before
