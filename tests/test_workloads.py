@@ -179,6 +179,34 @@ def test_cli_rejects_unknown_program():
     assert r.stderr.count("\n") == 1
 
 
+def test_default_region_of_a_user_mode_program_is_a_billion_instructions(tmp_path, monkeypatch):
+    """The suite's default region is the papers' scale: every user-mode program is captured for
+    REGION_INSTRUCTIONS (1 B) instructions from its start, not a record count; a full-system
+    program keeps its record cap. ``build`` with neither ``records`` nor ``instructions`` asks
+    the capture for the program's own length in the right unit."""
+    assert wl.REGION_INSTRUCTIONS >= 1_000_000_000
+    for w in wl.SUITE:
+        assert w.length == (wl.REGION_INSTRUCTIONS if w.capture == "user" else w.length), w.name
+    asked: dict = {}
+
+    def fake_capture(argv, out, **kw):
+        asked.update(kw)
+        raise RuntimeError("stop before capturing")
+
+    monkeypatch.setattr(wl, "capture_clean", fake_capture)
+    w = wl.Workload("ok", "test", ("coreutils",), ("true",), lambda d: None, "", 0, wl.REGION_INSTRUCTIONS)
+    with pytest.raises(RuntimeError, match="stop before"):
+        wl.build(w, skip=0, root=tmp_path)
+    assert asked["instructions"] == wl.REGION_INSTRUCTIONS and asked["records"] is None, asked
+    asked.clear()
+    with pytest.raises(RuntimeError, match="stop before"):
+        wl.build(w, skip=0, records=5000, root=tmp_path)  # a region asked in records stays one
+    assert asked["records"] == 5000 and asked["instructions"] is None, asked
+    listed = subprocess.run([sys.executable, "-m", "cachecolor", "workloads", "list", "xz", "find"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "1,000,000,000 instructions" in listed and "40,000,000 records" in listed, listed
+
+
 def test_cli_list_names_every_program():
     r = subprocess.run([sys.executable, "-m", "cachecolor", "workloads", "list"], capture_output=True, text=True, check=True)
     for w in wl.SUITE:
