@@ -8,9 +8,11 @@ Contract:
   reads -- generated here, deterministically, from a fixed seed -- and its capture region.
 - A region is the papers' kind (ROCS section 6.2 profiled after skipping 4 billion cycles of
   initialisation): fast-forward ``skip`` instructions (the QEMU plugin's ``skip=`` argument: the
-  whole program, all threads, counted per executed block, so within one block of it), then capture ``records`` records
-  (instruction fetches, loads and stores; the program is killed there). The trace's exact
-  instruction count is measured and stored, not assumed.
+  whole program, all threads, counted per executed block, so within one block of it), chosen
+  by phase (``choose_region``), then capture ``length`` instructions (``REGION_INSTRUCTIONS``,
+  1 B, by default; instruction fetches, loads and stores; the program is killed there, or
+  the region ends at its exit). The trace's exact instruction and record counts are measured
+  and stored, not assumed.
 - Traces live in a cache outside git: ``$CACHECOLOR_CACHE/workloads/NAME/`` (default
   ``~/.cache/cachecolor``): ``input/`` (generated), ``trace.cctrace`` and ``meta.json`` (command,
   package versions, region, record counts and the trace hash). A trace is rebuilt when missing
