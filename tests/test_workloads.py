@@ -207,6 +207,23 @@ def test_default_region_of_a_user_mode_program_is_a_billion_instructions(tmp_pat
     assert "1,000,000,000 instructions" in listed and "40,000,000 records" in listed, listed
 
 
+def test_suite_table_does_not_show_a_stale_characterization_as_the_new_traces(tmp_path, monkeypatch):
+    """A re-captured region (a new records hash) leaves the old characterization's IPC and MPKI
+    out of the suite table instead of printing them beside the new trace's record counts."""
+    w = wl.Workload("ok", "test", ("coreutils",), ("true",), lambda d: None, "", 0, wl.REGION_INSTRUCTIONS)
+    monkeypatch.setattr(wl, "SUITE", (w,))
+    d = wl.wdir(w, tmp_path)
+    d.mkdir(parents=True)
+    meta = {"name": "ok", "packages": {"coreutils": "9"}, "records": 10, "instructions": 8, "records_hash": "a" * 64,
+            "capture_seconds": 1.0, "reproducible": True, "skip": 0, "instructions_requested": 8}
+    (d / "meta.json").write_text(json.dumps(meta))
+    char = {"ipc": 1.234, "llc_mpki": 5.678, "footprint_bytes": 1 << 20, "records_hash": "b" * 64}
+    (d / "characterization.json").write_text(json.dumps(char))
+    assert "1.234" not in wl.suite_table(tmp_path) and "not characterized" in wl.suite_table(tmp_path)
+    (d / "characterization.json").write_text(json.dumps(dict(char, records_hash="a" * 64)))
+    assert "1.234" in wl.suite_table(tmp_path) and "5.68" in wl.suite_table(tmp_path)
+
+
 def test_cli_list_names_every_program():
     r = subprocess.run([sys.executable, "-m", "cachecolor", "workloads", "list"], capture_output=True, text=True, check=True)
     for w in wl.SUITE:

@@ -1,8 +1,9 @@
 """The convergence table and plot of docs/workloads.md: one evaluation per window size (the same
 programs, machines, placements and policies; `cachecolor evaluate --instructions N`), read
 from each run's evaluation.csv, and per program, machine and policy the speedup over linux and
-linux's IPC at each size (and the verdict, for an evaluation run with --oracle): where a
-verdict stabilises.
+linux's IPC at each size (and the verdict with the oracles' headroom, for an evaluation run
+with --oracle): where a verdict stabilises. Several CSVs may be given for one size (programs
+alone and mixes evaluated apart).
 
     python tools/convergence.py OUT.png 20000000=out/conv/evaluation-20000000.csv ...
 
@@ -30,10 +31,10 @@ def table(f: pd.DataFrame) -> pd.DataFrame:
     """Per group, machine, policy and window size: the mean speedup over the group's processes
     (fresh placement and aged mean together when both ran) and linux's IPC."""
     if "verdict" not in f.columns:  # an evaluation without --oracle has none
-        f = f.assign(verdict="")
+        f = f.assign(verdict="", headroom=float("nan"))
     per = f.groupby(["group", "machine", "policy", "instructions"], sort=False).agg(
         speedup=("speedup", "mean"), ipc=("ipc", "mean"), mpki=("llc_mpki", "mean"),
-        recolored=("recolored", "sum"), verdict=("verdict", "first")).reset_index()
+        recolored=("recolored", "sum"), verdict=("verdict", "first"), headroom=("headroom", "first")).reset_index()
     per["verdict"] = per["verdict"].fillna("")
     return per
 
@@ -50,7 +51,7 @@ def markdown(per: pd.DataFrame) -> str:
         cells = []
         for s in sizes:
             r = d[d.instructions == s]
-            v = "" if r.empty or not r.verdict.iloc[0] else f": **{r.verdict.iloc[0]}**"
+            v = "" if r.empty or not r.verdict.iloc[0] else f": **{r.verdict.iloc[0]}** (headroom {r.headroom.iloc[0]:+.3f})"
             cells.append("not run" if r.empty else f"{r.speedup.iloc[0]:.3f} ({r.ipc.iloc[0]:.3f}, {r.mpki.iloc[0]:.2f}){v}")
         lines.append(f"| {g} | {m} | {pol} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -1210,6 +1210,8 @@ def characterize(w: Workload, *, root: Optional[Path] = None, machine: str = CHA
         "mrc": {"method": curve.method, "sizes_bytes": [int(x) * curve.unit_bytes for x in curve.sizes],
                 "miss_rate": [float(x) for x in curve.miss_rate]},
         "pages_histogram": [int(x) for x in prof.histogram(bins=10)["pages"]],
+        # Which trace these figures are of: a re-captured region makes them stale.
+        "records_hash": meta.get("records_hash"),
     }
     _output.write_json(d / "characterization.json", ch)
     if plot_dir is not None:
@@ -1249,6 +1251,14 @@ def region_text(m: dict[str, Any]) -> str:
     return f"{start} / {length}"
 
 
+def characterization(w: Workload, meta: dict[str, Any], root: Optional[Path] = None) -> dict[str, Any]:
+    """``w``'s characterization if it is of the trace ``meta`` describes, else ``{}`` (a
+    re-captured region leaves the old figures stale: they are not shown as the new trace's)."""
+    cp = wdir(w, root) / "characterization.json"
+    c = json.loads(cp.read_text()) if cp.exists() else {}
+    return c if c and c.get("records_hash") == meta.get("records_hash") else {}
+
+
 def suite_table(root: Optional[Path] = None) -> str:
     """The docs/workloads.md suite table (Markdown) of what is built and characterized."""
     from .tables import pipe_table
@@ -1262,8 +1272,7 @@ def suite_table(root: Optional[Path] = None) -> str:
         if m is None:
             rows.append([w.name, w.cls, w.stands_in or "-", ", ".join(w.packages), w.input_desc, "", "not built"] + [""] * 7)
             continue
-        cp = wdir(w, root) / "characterization.json"
-        c = json.loads(cp.read_text()) if cp.exists() else {}
+        c = characterization(w, m, root)
         pk = ", ".join(f"{p} {v}" for p, v in m["packages"].items())
         fp = f"{c['footprint_bytes'] / 2**20:.2f} MiB" if c else ""
         system = m.get("capture") == "system"
@@ -1271,7 +1280,7 @@ def suite_table(root: Optional[Path] = None) -> str:
         priv = f"{100 * m.get('privileged_instruction_share', 0.0):.1f}%"
         why = "" if m.get("reproducible") else (" (not reproducible: plain full-system capture)" if system else " (threads)")
         rows.append([w.name, w.cls, w.stands_in or "-", pk, w.input_desc, region_text(m), f"{m['records']:,}",
-                     f"{m['instructions']:,}", f"{c.get('ipc', float('nan')):.3f}", f"{c.get('llc_mpki', float('nan')):.2f}",
+                     f"{m['instructions']:,}", f"{c['ipc']:.3f}" if c else "not characterized", f"{c['llc_mpki']:.2f}" if c else "",
                      priv, fp, f"`{m.get('records_hash', '?')[:12]}`{why}", str(m["capture_seconds"])])
     return pipe_table(head, rows, numeric) + "\n"
 
