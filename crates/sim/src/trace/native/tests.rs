@@ -227,3 +227,50 @@ fn reader_is_fused_after_error_and_end() {
     let e1 = r.next_block(&mut buf).unwrap_err();
     assert_eq!(r.next_block(&mut buf).unwrap_err(), e1);
 }
+
+/// Every record and PC of a reader's raw blocks (`next_raw_block`, `RawBlock::for_each`).
+fn visit_file(bytes: &[u8]) -> Result<(Vec<Record>, Vec<u64>), TraceError> {
+    let mut r = TraceReader::new(bytes).unwrap();
+    let (mut records, mut pcs, mut block) = (Vec::new(), Vec::new(), RawBlock::new());
+    while r.next_raw_block(&mut block)? {
+        let before = records.len();
+        block.for_each(|rec, pc| {
+            records.push(*rec);
+            pcs.push(pc);
+        });
+        assert_eq!(records.len() - before, block.len());
+    }
+    Ok((records, pcs))
+}
+
+/// Visiting a raw block's columns gives the records and PCs `next_block` decodes, escaped
+/// sizes and icounts, thread changes, syscall identities and privileged records included,
+/// across blocks, with and without a PC column; a corrupt block fails with `next_block`'s
+/// error, and the reader stays failed.
+#[test]
+fn raw_blocks_visit_the_records_next_block_decodes() {
+    let records = sample(BLOCK_RECORDS + 333);
+    assert!(records.iter().any(|r| r.size >= 255 && r.icount >= 255));
+    assert!(records.iter().any(|r| r.syscall != 0 && r.thread != 0));
+    let pcs = sample_pcs(&records);
+    let mut w = TraceWriter::with_pcs(Vec::new(), "").unwrap();
+    w.write_all_with_pcs(&records, Some(&pcs)).unwrap();
+    let bytes = w.finish().unwrap();
+    assert_eq!(visit_file(&bytes).unwrap(), (records.clone(), pcs));
+    let plain = encode_file(&records, "");
+    let (got, zero) = visit_file(&plain).unwrap();
+    assert_eq!(got, records);
+    assert!(zero.iter().all(|&pc| pc == 0));
+
+    let mut bad = encode_file(&sample(100), "");
+    bad[FILE_HEADER_FIXED + 8 + BLOCK_HEADER_BYTES + 3] ^= 0x10;
+    let e = visit_file(&bad).unwrap_err();
+    let Error::Trace(want) = decode_file(&bad).unwrap_err() else {
+        panic!("not a trace error")
+    };
+    assert_eq!(e, want);
+    let mut r = TraceReader::new(&bad[..]).unwrap();
+    let mut block = RawBlock::new();
+    assert_eq!(r.next_raw_block(&mut block).unwrap_err(), e);
+    assert_eq!(r.next_raw_block(&mut block).unwrap_err(), e);
+}
