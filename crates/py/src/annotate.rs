@@ -2,7 +2,7 @@
 //! native trace with PCs, its tallies handed back as little-endian arrays.
 use std::path::PathBuf;
 
-use cachecolor_sim::analysis::attribute::attribute_native;
+use cachecolor_sim::analysis::attribute::attribute;
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::trace::native::TraceReader;
 use pyo3::prelude::*;
@@ -43,7 +43,7 @@ pub fn attribute_trace<'py>(
                     r.version()
                 )));
             }
-            let a = attribute_native(&mut h, levels, &mut r, |p| report(progress, p))?;
+            let a = attribute(&mut h, levels, &mut r, |p| report(progress, p))?;
             Ok((a.pcs, a.pages, a.levels, a.records, a.unknown_pc))
         })
     })?;

@@ -4,14 +4,11 @@
 //! - **decode**: the trace read block by block (`TraceReader::next_block`: zstd, checksums,
 //!   the column decode, the PC column);
 //! - **hierarchy**: decode, then every record through the hierarchy (`run_block_served`);
-//! - **attribute**: all of `analysis::attribute` (the hierarchy and the tallies) on decoded
-//!   records;
-//! - **native**: the same on raw blocks (`analysis::attribute_native`, what `annotate` runs:
-//!   the columns decoded record by record into the attribution).
+//! - **attribute**: all of `analysis::attribute` (the hierarchy and the tallies).
 //!
 //! `cargo run --release -p cachecolor-sim --example attribute_speed -- CONFIG.toml TRACE`;
-//! `ONLY=decode|hierarchy|attribute|native` runs one side alone (for a profiler).
-use cachecolor_sim::analysis::attribute::{attribute, attribute_native};
+//! `ONLY=decode|hierarchy|attribute` runs one side alone (for a profiler).
+use cachecolor_sim::analysis::attribute::attribute;
 use cachecolor_sim::cache::Hierarchy;
 use cachecolor_sim::config::SimulationConfig;
 use cachecolor_sim::error::TraceError;
@@ -50,11 +47,6 @@ fn side(name: &str, config: &SimulationConfig, trace: &Path) -> u64 {
                 n += served.len() as u64;
             }
         }
-        "native" => {
-            let a = attribute_native::<_, TraceError>(&mut h, levels, &mut r, |_| Ok(()))
-                .expect("attribute");
-            n = a.records + a.pcs.counts.iter().sum::<u64>() % 2;
-        }
         _ => {
             let a = attribute::<TraceError>(&mut h, levels, &mut r, |_| Ok(())).expect("attribute");
             n = a.records + a.pcs.counts.iter().sum::<u64>() % 2;
@@ -75,12 +67,7 @@ fn main() {
         .unwrap_or(3);
     let sides: Vec<String> = match std::env::var("ONLY") {
         Ok(s) => vec![s],
-        Err(_) => vec![
-            "decode".into(),
-            "hierarchy".into(),
-            "attribute".into(),
-            "native".into(),
-        ],
+        Err(_) => vec!["decode".into(), "hierarchy".into(), "attribute".into()],
     };
     let mut best = vec![f64::INFINITY; sides.len()];
     let mut records = 0;

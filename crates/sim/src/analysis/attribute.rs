@@ -15,9 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::cache::Hierarchy;
 use crate::error::TraceError;
-use crate::trace::native::{RawBlock, TraceReader};
 use crate::trace::{pipelined_with, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
-use std::io::Read;
 
 /// The class of a reference in the tallies, as cachegrind splits them: 0 data read (load),
 /// 1 data write (store, and modify, which cachegrind counts as one write access), 2 ifetch.
@@ -196,8 +194,7 @@ impl LineRun {
 /// each was served. The source decodes its next block on a helper thread while this one
 /// simulates and tallies the previous (`trace::pipelined_with`: blocks arrive in order, so the
 /// tallies are those of a serial run). `on_block` is called after each block with the source's
-/// progress; an error it returns stops the run (Ctrl-C). A native trace goes faster through
-/// `attribute_native`, the same tallies without the decoded records.
+/// progress; an error it returns stops the run (Ctrl-C).
 ///
 /// Most of a captured program's references repeat the line their class's previous reference
 /// touched (fetches of one line with data references between them: 79% of the annotate
@@ -222,225 +219,139 @@ pub fn attribute<E: Send + From<TraceError>>(
     h: &mut Hierarchy,
     levels: usize,
     src: &mut (dyn RecordSource + Send),
-    mut on_block: impl FnMut(Progress) -> Result<(), E>,
+    on_block: impl FnMut(Progress) -> Result<(), E>,
 ) -> Result<Attribution, E> {
-    with_lean_access_path(h, |h| {
-        let mut a = Attributor::new(h, levels);
-        let result = pipelined_with(
-            || {
-                (
-                    Vec::<Record>::with_capacity(BLOCK_RECORDS),
-                    Vec::<u64>::with_capacity(BLOCK_RECORDS),
-                )
-            },
-            |(buf, block_pcs)| -> Result<Option<Progress>, E> {
-                if !src.next_block(buf)? {
-                    return Ok(None);
-                }
-                src.take_block_pcs(block_pcs);
-                Ok(Some(src.progress()))
-            },
-            |(buf, block_pcs), progress| {
-                for (rec, &pc) in buf.iter().zip(block_pcs.iter()) {
-                    a.step(h, rec, pc);
-                }
-                a.records += buf.len() as u64;
-                on_block(progress)
-            },
-        );
-        a.finish(h, result)
-    })
-}
-
-/// `attribute` on a native trace with PCs, read a block at a time on the helper thread
-/// (zstd, checksum, the columns checked: `TraceReader::next_raw_block`) and decoded on this
-/// one record by record into the attribution (`RawBlock::for_each`), so no record or PC is
-/// written to memory and read back: the same tallies and hierarchy as `attribute`'s.
-pub fn attribute_native<R: Read + Send, E: Send + From<TraceError>>(
-    h: &mut Hierarchy,
-    levels: usize,
-    src: &mut TraceReader<R>,
-    mut on_block: impl FnMut(Progress) -> Result<(), E>,
-) -> Result<Attribution, E> {
-    with_lean_access_path(h, |h| {
-        let mut a = Attributor::new(h, levels);
-        let result = pipelined_with(
-            RawBlock::new,
-            |block| -> Result<Option<Progress>, E> {
-                if !src.next_raw_block(block)? {
-                    return Ok(None);
-                }
-                Ok(Some(src.progress()))
-            },
-            |block, progress| {
-                block.for_each(|rec, pc| a.step(h, rec, pc));
-                a.records += block.len() as u64;
-                on_block(progress)
-            },
-        );
-        a.finish(h, result)
-    })
-}
-
-/// Run `f` with the lean engine on `h`'s access path, and give the caller's setting back.
-fn with_lean_access_path<T>(h: &mut Hierarchy, f: impl FnOnce(&mut Hierarchy) -> T) -> T {
     let callers_access_path = h.lean_engine_on_access_path();
     h.set_lean_engine_on_access_path(true);
-    let result = f(h);
+    let result = attribute_in(h, levels, src, on_block);
     h.set_lean_engine_on_access_path(callers_access_path);
     result
 }
 
-/// Attribution's state between records: the hierarchy's shape as the runs need it, the two
-/// classes' runs, and the tallies.
-struct Attributor {
+fn attribute_in<E: Send + From<TraceError>>(
+    h: &mut Hierarchy,
     levels: usize,
-    /// The general path's first-level hit on its own (`access_first_hit`) declines on the lean
-    /// engine, whose `access` serves a hit about as cheaply.
-    lean: bool,
-    cores: u32,
-    /// Whether every core's two classes have distinct first levels.
-    split: bool,
-    /// Whether a write joins a run: where it would be a first-level hit (write-back).
-    writes_join: Vec<[bool; 2]>,
-    /// The tally slot of a run's records: the first level of their core's path.
-    first_slot: Vec<[usize; 2]>,
-    line_shift: u32,
-    line_mask: u64,
-    runs: [LineRun; 2],
-    pcs: Tally,
-    pages: Tally,
-    records: u64,
-    unknown: u64,
-}
-
-impl Attributor {
-    fn new(h: &Hierarchy, levels: usize) -> Self {
-        let cores = h.config().cores.max(1);
-        let slot = |s: u8| Self::slot_of(levels, s);
-        Attributor {
-            levels,
-            lean: h.uses_lean_engine(),
-            cores: cores as u32,
-            // A core's thread `c` is on core `c` (`thread % cores`).
-            split: (0..cores).all(|c| h.first_levels_split(c)),
-            writes_join: (0..cores)
-                .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
-                .collect(),
-            first_slot: (0..cores)
-                .map(|c| [0, 1].map(|k| h.first_level(c, k).map_or(levels, slot)))
-                .collect(),
-            line_shift: h.config().line_size.trailing_zeros(),
-            line_mask: h.config().line_size as u64 - 1,
-            runs: [LineRun::NONE; 2],
-            pcs: Tally::new(levels + 1),
-            pages: Tally::new(levels + 1),
-            records: 0,
-            unknown: 0,
-        }
-    }
-
-    #[inline(always)]
-    fn slot_of(levels: usize, s: u8) -> usize {
+    src: &mut (dyn RecordSource + Send),
+    mut on_block: impl FnMut(Progress) -> Result<(), E>,
+) -> Result<Attribution, E> {
+    let slot = |s: u8| {
         if s == SERVED_BY_MEMORY {
             levels
         } else {
             (s as usize).min(levels)
         }
-    }
-
-    /// Attribute one record: counted into its class's run where it repeats the run's line,
-    /// else (after the runs it must follow are handed over) accessed, and tallied.
-    #[inline(always)]
-    fn step(&mut self, h: &mut Hierarchy, rec: &Record, pc: u64) {
-        let (levels, cores, split) = (self.levels, self.cores, self.split);
-        let k = rec.kind.is_instruction() as usize;
-        let line = rec.addr >> self.line_shift;
-        let within_line =
-            (rec.addr & self.line_mask) + rec.size.max(1) as u64 <= self.line_mask + 1;
-        let run = &mut self.runs[k];
-        let s = if line == run.line
-            && rec.thread == run.thread
-            && within_line
-            && (!rec.kind.is_write() || self.writes_join[(rec.thread % cores) as usize][k])
-        {
-            run.per_kind[rec.kind as usize] += 1;
-            run.privileged += rec.privileged as u64;
-            let s = run.slot;
-            // One first level for both classes: the other class's counted records came
-            // before this one, and which line its set saw last decides its next victim, so
-            // they are handed over first.
-            if !split {
-                self.runs[1 - k].apply(h, 1 - k);
+    };
+    // The general path's first-level hit on its own (`access_first_hit`) declines on the lean
+    // engine, whose `access` serves a hit about as cheaply.
+    let lean = h.uses_lean_engine();
+    let cores = h.config().cores.max(1);
+    // A core's thread `c` is on core `c` (`thread % cores`).
+    let split = (0..cores).all(|c| h.first_levels_split(c));
+    // Whether a write joins a run: where it would be a first-level hit (write-back).
+    let writes_join: Vec<[bool; 2]> = (0..cores)
+        .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
+        .collect();
+    // The tally slot of a run's records: the first level of their core's path.
+    let first_slot: Vec<[usize; 2]> = (0..cores)
+        .map(|c| [0, 1].map(|k| h.first_level(c, k).map_or(levels, slot)))
+        .collect();
+    let line_shift = h.config().line_size.trailing_zeros();
+    let line_mask = h.config().line_size as u64 - 1;
+    let mut runs = [LineRun::NONE; 2];
+    let (mut pcs, mut pages) = (Tally::new(levels + 1), Tally::new(levels + 1));
+    let (mut records, mut unknown) = (0u64, 0u64);
+    let result = pipelined_with(
+        || {
+            (
+                Vec::<Record>::with_capacity(BLOCK_RECORDS),
+                Vec::<u64>::with_capacity(BLOCK_RECORDS),
+            )
+        },
+        |(buf, block_pcs)| -> Result<Option<Progress>, E> {
+            if !src.next_block(buf)? {
+                return Ok(None);
             }
-            s
-        } else {
-            // This record's access comes after the runs' (both, where the two classes share
-            // their first level).
-            self.runs[k].apply(h, k);
-            if !split {
-                self.runs[1 - k].apply(h, 1 - k);
-            }
-            let hit = if self.lean {
-                None
-            } else {
-                h.access_first_hit(rec)
-            };
-            if let Some(served) = hit {
-                let s = Self::slot_of(levels, served);
-                self.runs[k] = LineRun {
-                    line,
-                    thread: rec.thread,
-                    slot: s,
-                    ..LineRun::NONE
-                };
-                s
-            } else {
-                self.runs[1 - k].apply(h, 1 - k);
-                let served = h.access(rec);
-                // A run starts on the line this access left as the first level's last hit,
-                // and the other class's goes on where its line still is.
-                self.runs[k] = if within_line && h.holds_last_hit(rec.thread, k, line) {
-                    LineRun {
-                        line,
-                        thread: rec.thread,
-                        slot: self.first_slot[(rec.thread % cores) as usize][k],
-                        ..LineRun::NONE
+            src.take_block_pcs(block_pcs);
+            Ok(Some(src.progress()))
+        },
+        |(buf, block_pcs), progress| {
+            for (rec, &pc) in buf.iter().zip(block_pcs.iter()) {
+                let k = rec.kind.is_instruction() as usize;
+                let run = &mut runs[k];
+                let line = rec.addr >> line_shift;
+                let within_line = (rec.addr & line_mask) + rec.size.max(1) as u64 <= line_mask + 1;
+                let s = if line == run.line
+                    && rec.thread == run.thread
+                    && within_line
+                    && (!rec.kind.is_write() || writes_join[(rec.thread % cores) as usize][k])
+                {
+                    run.per_kind[rec.kind as usize] += 1;
+                    run.privileged += rec.privileged as u64;
+                    let s = run.slot;
+                    // One first level for both classes: the other class's counted records
+                    // came before this one, and which line its set saw last decides its
+                    // next victim, so they are handed over first.
+                    if !split {
+                        runs[1 - k].apply(h, 1 - k);
                     }
+                    s
                 } else {
-                    LineRun::NONE
+                    // This record's access comes after the runs' (both, where the two
+                    // classes share their first level).
+                    runs[k].apply(h, k);
+                    if !split {
+                        runs[1 - k].apply(h, 1 - k);
+                    }
+                    let hit = if lean { None } else { h.access_first_hit(rec) };
+                    if let Some(served) = hit {
+                        runs[k] = LineRun {
+                            line,
+                            thread: rec.thread,
+                            slot: slot(served),
+                            ..LineRun::NONE
+                        };
+                        slot(served)
+                    } else {
+                        runs[1 - k].apply(h, 1 - k);
+                        let served = h.access(rec);
+                        // A run starts on the line this access left as the first level's last
+                        // hit, and the other class's goes on where its line still is.
+                        runs[k] = if within_line && h.holds_last_hit(rec.thread, k, line) {
+                            LineRun {
+                                line,
+                                thread: rec.thread,
+                                slot: first_slot[(rec.thread % cores) as usize][k],
+                                ..LineRun::NONE
+                            }
+                        } else {
+                            LineRun::NONE
+                        };
+                        let other = &mut runs[1 - k];
+                        if other.line != u64::MAX
+                            && !h.holds_last_hit(other.thread, 1 - k, other.line)
+                        {
+                            *other = LineRun::NONE;
+                        }
+                        slot(served)
+                    }
                 };
-                let other = &mut self.runs[1 - k];
-                if other.line != u64::MAX && !h.holds_last_hit(other.thread, 1 - k, other.line) {
-                    *other = LineRun::NONE;
-                }
-                Self::slot_of(levels, served)
+                tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, s);
             }
-        };
-        tally_one(
-            &mut self.pcs,
-            &mut self.pages,
-            &mut self.unknown,
-            rec,
-            pc,
-            s,
-        );
+            records += buf.len() as u64;
+            on_block(progress)
+        },
+    );
+    for (k, run) in runs.iter_mut().enumerate() {
+        run.apply(h, k);
     }
-
-    /// Hand the runs' last records to the hierarchy, then the tallies (or the run's error).
-    fn finish<E>(mut self, h: &mut Hierarchy, result: Result<(), E>) -> Result<Attribution, E> {
-        for (k, run) in self.runs.iter_mut().enumerate() {
-            run.apply(h, k);
-        }
-        result?;
-        Ok(Attribution {
-            pcs: self.pcs,
-            pages: self.pages,
-            levels: self.levels,
-            records: self.records,
-            unknown_pc: self.unknown,
-        })
-    }
+    result?;
+    Ok(Attribution {
+        pcs,
+        pages,
+        levels,
+        records,
+        unknown_pc: unknown,
+    })
 }
 
 #[cfg(test)]
@@ -524,9 +435,8 @@ mod tests {
     /// first-level shortcut), over several blocks (the helper thread's hand-offs), and leaves
     /// the hierarchy's own statistics as that replay does (every record reached it, runs of
     /// repeats as their sums). Run on the lean engine where the config allows it (`lean`:
-    /// whether it must), both from decoded records (`attribute`) and from raw blocks
-    /// (`attribute_native`), and again on the general path; the caller's engine settings are
-    /// left as they were.
+    /// whether it must), and again on the general path; the caller's engine settings are left
+    /// as they were.
     fn attribution_equals_a_record_by_record_count(hierarchy: &str, lean: bool) {
         let config = SimulationConfig::from_toml(hierarchy).unwrap();
         let (recs, pcs) = program_like(2 * BLOCK_RECORDS + 1234);
@@ -566,7 +476,7 @@ mod tests {
             }
             m
         };
-        for (on_lean, native) in [(true, true), (true, false), (false, true)] {
+        for on_lean in [true, false] {
             let mut h = Hierarchy::new(&config.hierarchy).unwrap();
             h.set_lean_engine(on_lean);
             h.set_lean_engine_on_access_path(true);
@@ -574,20 +484,12 @@ mod tests {
             h.set_lean_engine_on_access_path(false);
             let mut src = TraceReader::new(Cursor::new(bytes.clone())).unwrap();
             let mut blocks = 0;
-            let count = |_| {
+            let a = attribute::<TraceError>(&mut h, levels, &mut src, |_| {
                 blocks += 1;
                 Ok(())
-            };
-            let a = if native {
-                attribute_native::<_, TraceError>(&mut h, levels, &mut src, count)
-            } else {
-                attribute::<TraceError>(&mut h, levels, &mut src, count)
-            }
+            })
             .unwrap();
-            let what = format!(
-                "lean engine {}, raw blocks {native}: {hierarchy}",
-                on_lean && lean
-            );
+            let what = format!("lean engine {}: {hierarchy}", on_lean && lean);
             assert_eq!((a.records, blocks), (recs.len() as u64, 3));
             assert_eq!(h.stats(), brute.stats(), "{what}");
             assert_same(&flat(&a.pcs), &by_pc, &what);

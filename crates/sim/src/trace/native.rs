@@ -55,10 +55,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 use super::{Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
 use crate::error::{Error, TraceError};
 
-mod block;
 mod reader;
-use block::Layout;
-pub use block::RawBlock;
 pub use reader::TraceReader;
 
 /// The first 8 bytes of every native trace.
@@ -259,31 +256,102 @@ fn decode(
     out: &mut Vec<Record>,
     mut pcs: Option<&mut Vec<u64>>,
 ) -> Result<(), String> {
+    debug_assert!(raw.len() >= raw_len + 8);
     out.clear();
     if let Some(p) = pcs.as_deref_mut() {
         p.clear();
     }
-    // Pass 1: validate, so pass 2 stays inside every column.
-    let layout = Layout::check(raw, raw_len, n, version, pcs.is_some())?;
-    let (tags, offsets, sizes, icounts) = (
-        layout.tags(raw),
-        layout.offsets(raw),
-        layout.sizes(raw),
-        layout.icounts(raw),
-    );
-    let (n_size_esc, n_icount_esc) = (layout.n_size_esc, layout.n_icount_esc);
-    let (n_threads, n_syscalls) = (layout.n_threads, layout.n_syscalls);
-    let (size_esc, icount_esc) = (layout.size_escapes(raw), layout.icount_escapes(raw));
-    let (threads, syscalls) = (layout.threads(raw), layout.syscalls(raw));
+    if raw_len < DIRECTORY_BYTES + 4 * n {
+        return Err(format!("{raw_len} bytes cannot hold {n} records"));
+    }
+    let dir = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap()) as usize;
+    let (addr_len, n_size_esc, n_icount_esc, n_threads) = (dir(0), dir(1), dir(2), dir(3));
+    let fixed_end = DIRECTORY_BYTES + 4 * n;
+    // Records carrying a syscall identity (tag bit 7): a u32 each in the last column.
+    let n_syscalls: usize = raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
+        .chunks(255)
+        .map(|c| c.iter().fold(0u8, |k, &t| k + (t >> 7)) as usize)
+        .sum();
+    if version < 2 && n_syscalls > 0 {
+        return Err("a record has the reserved tag bit set".to_string());
+    }
+    // Records whose PC is in the PC column: every one but the ifetches (kind 2).
+    let n_pcs = if pcs.is_some() {
+        raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
+            .iter()
+            .filter(|&&t| t & 3 != Kind::IFetch as u8)
+            .count()
+    } else {
+        0
+    };
+    let expected = fixed_end as u64
+        + addr_len as u64
+        + 2 * n_size_esc as u64
+        + 4 * n_icount_esc as u64
+        + 4 * n_threads as u64
+        + 4 * n_syscalls as u64
+        + 8 * n_pcs as u64;
+    if expected != raw_len as u64 {
+        return Err(format!(
+            "column directory describes {expected} bytes but the block holds {raw_len}"
+        ));
+    }
+    let tags = &raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n];
+    let offsets = &raw[DIRECTORY_BYTES + n..DIRECTORY_BYTES + 2 * n];
+    let sizes = &raw[DIRECTORY_BYTES + 2 * n..DIRECTORY_BYTES + 3 * n];
+    let icounts = &raw[DIRECTORY_BYTES + 3 * n..fixed_end];
+    let addr_end = fixed_end + addr_len;
+    let size_esc = &raw[addr_end..addr_end + 2 * n_size_esc];
+    let icount_end = addr_end + 2 * n_size_esc + 4 * n_icount_esc;
+    let icount_esc = &raw[addr_end + 2 * n_size_esc..icount_end];
+    let threads_end = icount_end + 4 * n_threads;
+    let threads = &raw[icount_end..threads_end];
+    let syscalls_end = raw_len - 8 * n_pcs;
+    let syscalls = &raw[threads_end..syscalls_end];
+
+    // Pass 1: validate, so pass 2 stays inside every column. Written as narrow reductions over
+    // chunks so the compiler vectorises them: width = class, except class 7 is 8 bytes wide.
+    let (mut widths, mut new_threads) = (0usize, 0usize);
+    for chunk in tags.chunks(4096) {
+        // u16 lanes cannot overflow: at most 4096 x 8.
+        let (mut class_sum, mut wide, mut changes) = (0u16, 0u16, 0u16);
+        for &tag in chunk {
+            let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as u16;
+            class_sum += class;
+            wide += (class == 7) as u16;
+            changes += ((tag & TAG_NEW_THREAD) != 0) as u16;
+        }
+        widths += class_sum as usize + wide as usize;
+        new_threads += changes as usize;
+    }
+    let escaped = |col: &[u8]| -> usize {
+        col.chunks(255)
+            .map(|c| c.iter().fold(0u8, |n, &b| n + (b == ESCAPE) as u8) as usize)
+            .sum()
+    };
+    // The spec: `offset = addr & 63`. A byte of 64-255 would OR into the line bits and decode a
+    // different address than was written, so it is corruption.
+    if offsets.iter().fold(0u8, |m, &o| m | o) > OFFSET_MASK as u8 {
+        return Err("an offset byte is above 63 (the byte within a 64-byte line)".to_string());
+    }
+    if widths != addr_len
+        || new_threads != n_threads
+        || escaped(sizes) != n_size_esc
+        || escaped(icounts) != n_icount_esc
+    {
+        return Err("column lengths do not match the records that use them".to_string());
+    }
 
     // Pass 2: the common case, kept small enough to live in registers: escaped sizes and
     // icounts come out as 255 and threads as 0 here, and are patched by pass 3 if present.
     // The PCs (version 3) are decoded in the same pass, from the address just decoded, so the
     // records are not read back.
-    let addr = layout.addresses(raw);
+    let addr = &raw[fixed_end..addr_end + 8];
     match pcs {
         Some(pcs) => {
-            let column = layout.pc_column(raw);
+            // The PC column and the 8 bytes of padding after it: a load at the column's end
+            // (made for an ifetch, whose value is not used) stays in bounds.
+            let column = &raw[syscalls_end..raw_len + 8];
             decode_records::<true>(tags, offsets, sizes, icounts, addr, column, out, pcs);
         }
         None => decode_records::<false>(

@@ -279,47 +279,6 @@ impl<R: Read> TraceReader<R> {
     /// Read the next block (or the end marker) into `buf`.
     fn read_block(&mut self, buf: &mut Vec<Record>) -> Result<bool, TraceError> {
         let at = self.offset;
-        let Some((n, raw_len)) = self.read_payload()? else {
-            return Ok(false);
-        };
-        decode(&self.raw, raw_len, n, self.version, buf, self.pcs.as_mut())
-            .map_err(|msg| self.malformed(at, msg))?;
-        self.blocks += 1;
-        self.records += n as u64;
-        Ok(true)
-    }
-
-    /// Read the next block (or the end marker) into `block`, its columns checked, not decoded.
-    fn read_raw_block(&mut self, block: &mut RawBlock) -> Result<bool, TraceError> {
-        let at = self.offset;
-        let Some((n, raw_len)) = self.read_payload()? else {
-            return Ok(false);
-        };
-        let pcs = self.pcs.is_some();
-        let layout = Layout::check(&self.raw, raw_len, n, self.version, pcs)
-            .map_err(|msg| self.malformed(at, msg))?;
-        std::mem::swap(&mut self.raw, &mut block.raw);
-        block.layout = layout;
-        block.pcs = pcs;
-        self.blocks += 1;
-        self.records += n as u64;
-        Ok(true)
-    }
-
-    /// The error of a block at byte `at` whose columns do not check.
-    fn malformed(&self, at: u64, msg: String) -> TraceError {
-        let index = self.blocks;
-        TraceError::at(
-            at,
-            format!("block {index} at byte {at} is malformed: {msg}: the file is corrupt"),
-        )
-    }
-
-    /// Read the next block's header and payload, check its checksum and decompress it into
-    /// `self.raw` followed by 8 zero bytes: its record count and raw length, or None at the
-    /// end marker (checked: its count, nothing after it).
-    fn read_payload(&mut self) -> Result<Option<(usize, usize)>, TraceError> {
-        let at = self.offset;
         let mut header = [0u8; BLOCK_HEADER_BYTES];
         let got = read_full(&mut self.r, &mut header)
             .map_err(|e| TraceError::at(at, format!("read error: {e}")))?;
@@ -405,7 +364,7 @@ impl<R: Read> TraceReader<R> {
                     ),
                 ));
             }
-            return Ok(None);
+            return Ok(false);
         }
 
         let index = self.blocks;
@@ -467,31 +426,11 @@ impl<R: Read> TraceReader<R> {
             )));
         }
         self.raw.extend_from_slice(&[0u8; 8]);
-        Ok(Some((n, raw_len)))
-    }
-
-    /// Read the next block into `block` without decoding it (`RawBlock::for_each` visits its
-    /// records): false at the end. Errors as `next_block`'s, and the reader stays failed
-    /// after one; `next_block` and this may be mixed.
-    pub fn next_raw_block(&mut self, block: &mut RawBlock) -> Result<bool, TraceError> {
-        block.layout = Layout::default();
-        match &self.state {
-            State::Done => return Ok(false),
-            State::Failed(e) => return Err(e.clone()),
-            State::Reading => {}
-        }
-        match self.read_raw_block(block) {
-            Ok(true) => Ok(true),
-            Ok(false) => {
-                self.state = State::Done;
-                Ok(false)
-            }
-            Err(e) => {
-                block.layout = Layout::default();
-                self.state = State::Failed(e.clone());
-                Err(e)
-            }
-        }
+        decode(&self.raw, raw_len, n, self.version, buf, self.pcs.as_mut())
+            .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
+        self.blocks += 1;
+        self.records += n as u64;
+        Ok(true)
     }
 }
 
