@@ -63,15 +63,23 @@ def plot(per: pd.DataFrame, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.6), gridspec_kw={"width_ratios": [3, 2]})
+    # One colour per (group, policy); its control the same colour, dashed and hollow (it often
+    # lies on its policy's line).
+    keys = list(dict.fromkeys((g, pol.removesuffix("+control"), m) for (g, m, pol) in
+                              per.groupby(["group", "machine", "policy"], sort=False).groups if pol != "linux"))
+    palette = plt.get_cmap("tab20").colors
+    colour = {k: palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20] for i, k in enumerate(keys)}
     for (g, m, pol), d in per.groupby(["group", "machine", "policy"], sort=False):
         d = d.sort_values("instructions")
-        if pol.endswith("+control"):  # dashed, hollow: it often lies on its policy's line
-            a.plot(d.instructions, d.speedup, ls="--", marker="s", mfc="none", ms=9, label=f"{g} {pol} ({m})")
-        elif pol != "linux":
-            a.plot(d.instructions, d.speedup, marker="o", label=f"{g} {pol} ({m})")
-        else:
+        if pol == "linux":
             b.plot(d.instructions, d.ipc, marker="o", label=f"{g} ({m})")
+            continue
+        c = colour[(g, pol.removesuffix("+control"), m)]
+        if pol.endswith("+control"):
+            a.plot(d.instructions, d.speedup, ls="--", marker="s", mfc="none", ms=9, color=c, label=f"{g} {pol} ({m})")
+        else:
+            a.plot(d.instructions, d.speedup, marker="o", color=c, label=f"{g} {pol} ({m})")
     a.axhline(1.0, color="grey", lw=0.8)
     sizes = sorted(per.instructions.unique())
     for ax in (a, b):
@@ -79,9 +87,10 @@ def plot(per: pd.DataFrame, out: Path) -> None:
         ax.set_xticks(sizes, [_size(x) for x in sizes])
         ax.minorticks_off()
         ax.set_xlabel("window (instructions of the region)")
-        ax.legend(fontsize=7)
+    a.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    b.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     a.set_ylabel("speedup over linux (same placement)")
-    a.set_title("verdicts against window size")
+    a.set_title("each policy and its control against window size")
     b.set_ylabel("linux IPC")
     b.set_title("the baseline against window size")
     fig.tight_layout()
