@@ -628,7 +628,7 @@ def system_speed(repeats: int) -> str:
 #: each alone on core 0, and those together as a mix on cores 0-3.
 REAL_TRACES = ("bzip2", "cc1", "sqlite", "zstd", "spmv", "xz", "stencil", "matmul", "sort-mt")
 REAL_PROGRAMS = 4
-REAL_RECORDS = 20_000_000  # each trace's first records (--records); the suite's regions are 20 M
+REAL_RECORDS = 20_000_000  # each trace's first records (--records): a prefix of each 1 B-instruction region
 REAL_MIX = 4  # programs in the mix, one per core
 #: The paper presets measured: an inclusive L3 on one chip, and two chips with an exclusive L3,
 #: a write-through L1D and sliced caches.

@@ -25,8 +25,10 @@ def add_parser(sub: Any) -> None:
             wc.add_argument("--skip", type=int, metavar="N",
                             help="instructions to fast-forward (default: chosen by phase, or the program's fixed skip)")
             size = wc.add_mutually_exclusive_group()
-            size.add_argument("--records", type=int, metavar="N", help="records to capture (default: the program's)")
-            size.add_argument("--instructions", type=int, metavar="N", help="capture a region of N instructions instead")
+            size.add_argument("--records", type=int, metavar="N",
+                              help="capture a region of N records (default: the program's length: 1 B instructions in user mode, "
+                              "a record cap in full system)")
+            size.add_argument("--instructions", type=int, metavar="N", help="capture a region of N instructions (user mode only)")
         if wname == "characterize":
             wc.add_argument("--plots", metavar="DIR", help="write one plot per program (NAME.png) here")
             wc.add_argument("--markdown", metavar="DOC", help="rewrite the suite table between <!-- suite-table --> markers in DOC")
