@@ -537,6 +537,12 @@ def _mincost_flow(path: Path, nodes: int, arcs: int, seed: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+#: A user-mode program's default region: a billion instructions from its phase-chosen start
+#: (the papers' runs are billions of instructions; a window of the first N of them is
+#: `cachecolor evaluate --instructions N`).
+REGION_INSTRUCTIONS = 1_000_000_000
+
+
 @dataclass(frozen=True)
 class Workload:
     """One program of the suite."""
@@ -551,8 +557,8 @@ class Workload:
     # The region's length: instructions for a user-mode capture (the papers measure regions of
     # instructions and cycles: ROCS section 6.2 profiles after 4 billion cycles, COLORIS runs
     # whole programs), records for a full-system one (it cannot fast-forward and ends at a
-    # record cap or the program's exit).
-    length: int
+    # record cap or the program's exit, so it always gives its own).
+    length: int = REGION_INSTRUCTIONS
     threads: int = 1
     os_intensive: bool = False  # the Nellans study's programs: their cost is in the kernel
     note: str = ""
@@ -583,94 +589,90 @@ def _py(script: str) -> tuple[str, ...]:
 
 
 M = 1_000_000
-#: A user-mode program's default region: a billion instructions from its phase-chosen start
-#: (the papers' runs are billions of instructions; a window of the first N of them is
-#: `cachecolor evaluate --instructions N`).
-REGION_INSTRUCTIONS = 1_000 * M
 SUITE: tuple[Workload, ...] = (
     Workload("stream", "streaming over large arrays", ("python3", "python3-numpy"),
              _py("stream.py"), _files(stream_py=_NUMPY_STREAM),
-             "NumPy triad over 3 x 32 MB arrays", 450 * M, REGION_INSTRUCTIONS),
+             "NumPy triad over 3 x 32 MB arrays", 450 * M),
     Workload("matmul", "dense linear algebra", ("python3", "python3-numpy", "libblas3"),
              _py("matmul.py"), _files(matmul_py=_NUMPY_MATMUL),
-             "384 x 384 dgemm, repeated", 450 * M, REGION_INSTRUCTIONS),
+             "384 x 384 dgemm, repeated", 450 * M),
     Workload("stencil", "stencil", ("python3", "python3-numpy"),
              _py("stencil.py"), _files(stencil_py=_NUMPY_STENCIL),
-             "5-point Jacobi, 1024 x 1024 doubles", 450 * M, REGION_INSTRUCTIONS),
+             "5-point Jacobi, 1024 x 1024 doubles", 450 * M),
     Workload("spmv", "sparse / pointer-chasing", ("python3", "python3-scipy", "python3-numpy"),
              _py("spmv.py"), _files(spmv_py=_SCIPY_SPMV),
-             "CSR 400k x 400k, 4.8 M nonzeros, random columns", 700 * M, REGION_INSTRUCTIONS),
+             "CSR 400k x 400k, 4.8 M nonzeros, random columns", 700 * M),
     Workload("xz", "compression", ("xz-utils",), ("xz", "-6", "-c", "-T1", "corpus.txt"),
-             lambda d: _corpus(d / "corpus.txt", 16 << 20, 1), "16 MiB generated text", 50 * M, REGION_INSTRUCTIONS),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 1), "16 MiB generated text", 50 * M),
     Workload("zstd", "compression", ("zstd",), ("zstd", "-19", "-c", "-T1", "corpus.txt"),
-             lambda d: _corpus(d / "corpus.txt", 16 << 20, 2), "16 MiB generated text", 50 * M, REGION_INSTRUCTIONS),
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 2), "16 MiB generated text", 50 * M),
     Workload("bzip2", "compression", ("bzip2",), ("bzip2", "-9", "-c", "corpus.txt"),
-             lambda d: _corpus(d / "corpus.txt", 16 << 20, 3), "16 MiB generated text", 50 * M, REGION_INSTRUCTIONS,
+             lambda d: _corpus(d / "corpus.txt", 16 << 20, 3), "16 MiB generated text", 50 * M,
              stands_in="401.bzip2 (COLORIS Table 1: 961 s alone)"),
     Workload("sqlite", "database", ("sqlite3",), ("sqlite3", ":memory:", ".read queries.sql"),
              lambda d: _sql(d / "queries.sql", 100_000, 100_000, 4),
-             "100k-row table, 2 indexes, 100k queries (50% point, 30% range, 20% join)", 400 * M, REGION_INSTRUCTIONS),
+             "100k-row table, 2 indexes, 100k queries (50% point, 30% range, 20% join)", 400 * M),
     Workload("python", "interpreter", ("python3",), _py("work.py"),
-             lambda d: _python_script(d / "work.py", 5), "generated script: BST, dicts, strings", 300 * M, REGION_INSTRUCTIONS),
+             lambda d: _python_script(d / "work.py", 5), "generated script: BST, dicts, strings", 300 * M),
     Workload("cc1", "compiler", ("gcc", "cpp-12", "gcc-12"),
              ("/usr/lib/gcc/x86_64-linux-gnu/12/cc1", "-quiet", "-O2", "gen.c", "-o", "gen.s"),
-             lambda d: _c_source(d / "gen.c", 3000, 6), "generated C, 3000 functions, -O2", 200 * M, REGION_INSTRUCTIONS,
+             lambda d: _c_source(d / "gen.c", 3000, 6), "generated C, 3000 functions, -O2", 200 * M,
              stands_in="403.gcc (cc1 itself; COLORIS Table 1: 507 s alone)"),
     Workload("sort", "sort", ("coreutils",), ("sort", "--parallel=1", "-S", "512M", "lines.txt"),
-             lambda d: _lines(d / "lines.txt", 500_000, 7), "500 k generated lines", 100 * M, REGION_INSTRUCTIONS),
+             lambda d: _lines(d / "lines.txt", 500_000, 7), "500 k generated lines", 100 * M),
     Workload("sort-mt", "multithreaded, shared data", ("coreutils",),
              ("sort", "--parallel=4", "-S", "512M", "lines.txt"),
              lambda d: _lines(d / "lines.txt", 500_000, 8), "500 k generated lines, 4 threads",
-             100 * M, REGION_INSTRUCTIONS, threads=4,
+             100 * M, threads=4,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     # SPEC CPU stand-ins: Debian programs doing what the papers' SPEC programs do (COLORIS
     # Table 1, ROCS Table 2), on generated inputs.
     Workload("gnugo", "game tree search", ("gnugo",),
              ("/usr/games/gnugo", "--mode", "gtp", "--gtp-input", "game.gtp", "--level", "10", "--seed", "1"),
              lambda d: _gtp(d / "game.gtp", 40, 11), "19x19 game, 8 seeded stones, 40 generated moves, level 10",
-             100 * M, REGION_INSTRUCTIONS, stands_in="445.gobmk (GNU Go itself; COLORIS Table 1: 736 s alone)"),
+             100 * M, stands_in="445.gobmk (GNU Go itself; COLORIS Table 1: 736 s alone)"),
     Workload("hmmer", "profile HMM search", ("hmmer",),
              ("hmmsearch", "--cpu", "0", "--seed", "1", "-o", "hits.txt", "family.hmm", "db.fa"),
              lambda d: _hmm_input(d, 12), "HMM of a 300-residue family vs 20,000 sequences (200 members)",
-             100 * M, REGION_INSTRUCTIONS, stands_in="456.hmmer (hmmsearch; COLORIS Table 1: 849 s alone)"),
+             100 * M, stands_in="456.hmmer (hmmsearch; COLORIS Table 1: 849 s alone)"),
     Workload("povray", "ray tracing", ("povray",),
              ("povray", "+Iscene.pov", "+Oscene.png", "+W320", "+H240", "-D", "+WT1", "+A0.3", "-V", "+Q9"),
              lambda d: _pov_scene(d / "scene.pov", 60, 13), "60 seeded objects (CSG, reflection, refraction), 320x240",
-             100 * M, REGION_INSTRUCTIONS, stands_in="453.povray (COLORIS Table 1: 366 s alone)"),
+             100 * M, stands_in="453.povray (COLORIS Table 1: 366 s alone)"),
     Workload("x264", "video encoding", ("x264",),
              ("x264", "--threads", "1", "--no-progress", "--preset", "medium", "--input-res", "352x288", "--fps", "25",
               "-o", "out.264", "video.yuv"),
              lambda d: _yuv(d / "video.yuv", 60, 352, 288, 14), "60 CIF frames of generated moving texture",
-             100 * M, REGION_INSTRUCTIONS, stands_in="464.h264ref (H.264 encoding; COLORIS Table 1: 1131 s alone)"),
+             100 * M, stands_in="464.h264ref (H.264 encoding; COLORIS Table 1: 1131 s alone)"),
     Workload("perl", "interpreter (text processing)", ("perl",), ("perl", "work.pl"),
              lambda d: _perl_script(d / "work.pl", 15), "generated script: regexes, hashes, sort, sprintf",
-             100 * M, REGION_INSTRUCTIONS, stands_in="400.perlbench (COLORIS Table 1: 569 s alone)"),
+             100 * M, stands_in="400.perlbench (COLORIS Table 1: 569 s alone)"),
     Workload("clp", "linear programming (simplex)", ("coinor-clp",),
              ("clp", "model.mps", "-primalsimplex", "-quit"),
              lambda d: _lp(d / "model.mps", 6000, 9000, 16), "sparse LP, 6,000 rows x 9,000 columns, 8 per row",
-             100 * M, REGION_INSTRUCTIONS, stands_in="450.soplex (simplex LP; COLORIS Table 1: 429 s alone)"),
+             100 * M, stands_in="450.soplex (simplex LP; COLORIS Table 1: 429 s alone)"),
     Workload("glpk-mcf", "network flow (min-cost flow)", ("glpk-utils",),
              ("glpsol", "--mincost", "flow.min", "-o", "flow.sol"),
              lambda d: _mincost_flow(d / "flow.min", 20_000, 120_000, 17), "min-cost flow, 20,000 nodes, 120,000 arcs",
-             100 * M, REGION_INSTRUCTIONS,
+             100 * M,
              stands_in="429.mcf / 181.mcf (min-cost flow; COLORIS Table 1: 450 s; ROCS Table 2: IPC 0.05, L2 MPKI 68.3)"),
     # Multithreaded, shared data: their threads run on cores of their own (cachecolor evaluate).
     Workload("pigz", "multithreaded compression", ("pigz",), ("pigz", "-p", "4", "-6", "-c", "corpus.txt"),
              lambda d: _corpus(d / "corpus.txt", 16 << 20, 18), "16 MiB generated text, 4 threads",
-             50 * M, REGION_INSTRUCTIONS, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+             50 * M, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     Workload("xz-mt", "multithreaded compression", ("xz-utils",),
              ("xz", "-6", "-c", "-T4", "--block-size=2MiB", "corpus.txt"),
              lambda d: _corpus(d / "corpus.txt", 16 << 20, 19), "16 MiB generated text, 4 threads, 2 MiB blocks",
-             50 * M, REGION_INSTRUCTIONS, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
+             50 * M, threads=4, note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     Workload("stencil-mt", "multithreaded, shared data: stencil", ("gcc", "libc6-dev"), ("./stencil-mt",),
              _c_program("stencil-mt", _C_STENCIL_MT),
              "5-point Jacobi, 512 x 512 doubles, 4 threads in row bands (halo rows shared), 400 sweeps",
-             50 * M, REGION_INSTRUCTIONS, threads=4, horizon=300 * M,
+             50 * M, threads=4, horizon=300 * M,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     Workload("pipeline-mt", "multithreaded, shared data: producer-consumer", ("gcc", "libc6-dev"), ("./pipeline-mt",),
              _c_program("pipeline-mt", _C_PIPELINE_MT),
              "2 pipelines of producer and consumer, 16 KiB blocks in 8-slot rings, 4 threads created stage by stage",
-             50 * M, REGION_INSTRUCTIONS, threads=4, horizon=300 * M,
+             50 * M, threads=4, horizon=300 * M,
              note="thread interleaving in the trace depends on host scheduling: hash not reproducible"),
     # Full-system: no fast-forward (skip 0), the region from the exec to its record cap or the exit.
     Workload("find", "OS-intensive: file system walk", ("findutils",),
