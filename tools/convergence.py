@@ -69,17 +69,14 @@ def plot(per: pd.DataFrame, out: Path) -> None:
     keys = list(dict.fromkeys((g, pol.removesuffix("+control"), m) for (g, m, pol) in
                               per.groupby(["group", "machine", "policy"], sort=False).groups if pol != "linux"))
     palette = plt.get_cmap("tab20").colors
-    colour = {k: palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20] for i, k in enumerate(keys)}
+    colour = {k: palette[(2 * i) % 20 + (i // 10) % 2] for i, k in enumerate(keys)}  # dark shades, then light
     for (g, m, pol), d in per.groupby(["group", "machine", "policy"], sort=False):
         d = d.sort_values("instructions")
         if pol == "linux":
             b.plot(d.instructions, d.ipc, marker="o", label=f"{g} ({m})")
             continue
-        c = colour[(g, pol.removesuffix("+control"), m)]
-        if pol.endswith("+control"):
-            a.plot(d.instructions, d.speedup, ls="--", marker="s", mfc="none", ms=9, color=c, label=f"{g} {pol} ({m})")
-        else:
-            a.plot(d.instructions, d.speedup, marker="o", color=c, label=f"{g} {pol} ({m})")
+        style = dict(ls="--", marker="s", mfc="none", ms=9) if pol.endswith("+control") else dict(marker="o")
+        a.plot(d.instructions, d.speedup, color=colour[(g, pol.removesuffix("+control"), m)], label=f"{g} {pol} ({m})", **style)
     a.axhline(1.0, color="grey", lw=0.8)
     sizes = sorted(per.instructions.unique())
     for ax in (a, b):
