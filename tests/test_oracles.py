@@ -431,3 +431,23 @@ def test_the_corun_page_profile_shows_progress_and_stops_on_ctrl_c(tmp_path):
     assert "Traceback" not in err
     assert not list((out / "oracle-profiles").glob("*.json")), "a profile cut short is not stored"
     assert not (out / "report.md").exists()
+
+
+def test_verdict_reason_names_a_profile_whose_walk_was_skipped():
+    """A search whose baseline noise hides any gain is profiled and not walked: the verdict's
+    reason says so, where it had read "targeted no process" (skipped searches were left out)."""
+    from types import SimpleNamespace
+
+    from cachecolor.reports.base import Run
+    from cachecolor.reports.verdicts import _facts
+
+    skipped = {"skipped": "the baseline's noise hides any gain the buffer could give", "chosen": 0,
+               "stack_pages": 158, "stopped": None}
+    walked = {"skipped": None, "chosen": 40, "stack_pages": 155, "stopped": None}
+    result = SimpleNamespace(policy_report={"units": [{"pids": [0], "searches": [skipped, walked]}]},
+                             _doc={"processes": [{"name": "glpk-mcf"}]})
+    facts = _facts(Run("glpk.toml", "rocs", 1, result))
+    assert facts == ["profiled glpk-mcf, not walked: the baseline's noise hides any gain the buffer could give",
+                     "searched glpk-mcf: kept 40 of 155 pages"]
+    result.policy_report["units"][0]["searches"] = []
+    assert _facts(Run("glpk.toml", "rocs", 1, result)) == ["targeted no process"]

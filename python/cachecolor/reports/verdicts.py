@@ -141,7 +141,7 @@ def judge(config: str, policy: str, headrooms: Sequence[float], achieved: Sequen
 
 def _facts(r: Run) -> list[str]:
     """What a pollute policy's report says it did, for a missed gain's reason: which processes
-    each search targeted, what it kept, and why a walk stopped."""
+    each search targeted, what it kept, why a walk stopped, and why a profile was not walked."""
     rep = r.result.policy_report
     if not isinstance(rep, dict) or not isinstance(rep.get("units"), list):
         return []  # not a pollute engine's report (mrc-partition's `units` is a count)
@@ -151,6 +151,7 @@ def _facts(r: Run) -> list[str]:
         who = "+".join(names[i] if i < len(names) else str(i) for i in u["pids"])
         for s in u["searches"]:
             if s.get("skipped"):
+                out.append(f"profiled {who}, not walked: {s['skipped']}")
                 continue
             kept = "nothing yet (unfinished)" if s["chosen"] is None else f"{s['chosen']} of {s['stack_pages']} pages"
             out.append(f"searched {who}: kept {kept}" + (f", stopped: {s['stopped']}" if s.get("stopped") else ""))
