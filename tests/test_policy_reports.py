@@ -53,8 +53,11 @@ RUNS: dict[str, list[RunSpec]] = {
     "static": [("coloris/isolation-light.toml", CAP, {})],
     # corun's programs no longer reach the LLC-MPKI target at this cap; a stream beside a
     # reused array is searched within it.
-    "rocs": [("robustness/stream-beside-320k.toml", CAP, {})],
-    "global-pollute": [("robustness/stream-beside-320k.toml", CAP, {})],
+    # ... and the kept pages confirmed (`confirm`, off by default) on the whole run.
+    "rocs": [("robustness/stream-beside-320k.toml", CAP, {}),
+             ("robustness/stream-beside-320k.toml", None, {"policy.rocs.confirm": True})],
+    "global-pollute": [("robustness/stream-beside-320k.toml", CAP, {}),
+                       ("robustness/stream-beside-320k.toml", None, {"policy.global-pollute.confirm": True})],
     "mrc-partition": [
         # The default window budget affords no window this early (`windows_not_afforded`).
         ("azimi/corun.toml", CAP, {}),

@@ -523,6 +523,16 @@ class RocsConfig(TypedDict):
     # Size of the pollute buffer, a whole number of LLC colors below the LLC's size (default: 1/16
     # of the LLC, ROCS section 6; Azimi 4.2.2).
     buffer_size: Optional[int]
+    # Measure the walk's kept pages again around a fresh baseline before keeping them (kept, nothing
+    # mapped, kept; each over `baseline_cycles`), and keep them only when the mean of the two kept
+    # measurements beats the baseline between them by `significance` standard errors. Algorithm 1
+    # judges every step against one baseline measured before the walk (ROCS 5.2), which holds on
+    # programs whose IPC is "stable after initialization" (ROCS 6.1); a phase or a co-runner that
+    # moves during the walk makes a step beat it for no cause of the buffer's. Off by default:
+    # Algorithm 1's best step is kept as measured. On the fresh configs, whose runs are 0.1-0.5
+    # billion cycles, the confirmation's moves (the kept set out and back in) cost more than the
+    # drift-made buffers it drops (docs/rocs.md, "Confirming the kept pages").
+    confirm: bool
     # L1 lines the sample handler touches (ROCS 3.1's handler pollution).
     handler_lines: int
     # Most the search's page moves (into the buffer and, reserved in advance, back out) may cost, as
@@ -585,6 +595,21 @@ class RocsConfig(TypedDict):
     # scale of 1 M simulated cycles per billion).
     warmup_cycles: int
 
+class RocsConfirmation(TypedDict):
+    """The confirmation of a search's kept pages (`confirm`): kept, nothing mapped, kept again, each
+    over `baseline_cycles`.
+    """
+
+    # The unit's IPC with nothing mapped, between them.
+    baseline_ipc: float
+    # The mean kept IPC beat the baseline by `significance` standard errors: the pages stay; else
+    # they all leave the buffer.
+    confirmed: bool
+    # The unit's IPC with the kept pages in the buffer, before and after the baseline.
+    kept_ipc: list[float]
+    # Standard error of `mean(kept_ipc) - baseline_ipc` from the search's pooled noise.
+    standard_error: float
+
 class RocsStep(TypedDict):
     """One step of a search (Algorithm 1, ROCS 5.2): pages mapped and the IPC measured."""
 
@@ -606,6 +631,9 @@ class RocsSearch(TypedDict):
     # Pages left in the buffer (Algorithm 1's return value); `None` (null) until it returns (a
     # search the run ended in the middle of chose nothing).
     chosen: Optional[int]
+    # The kept pages measured again around a fresh baseline (`confirm`); `None` (null) when the walk
+    # kept nothing, `confirm` is off, or the run ended first.
+    confirmation: Optional[RocsConfirmation]
     # Cycles the search's steps lost against the baseline (each step's settling and measuring cycles
     # times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at 0: the
     # search's cost beside its page moves.
@@ -620,7 +648,8 @@ class RocsSearch(TypedDict):
     pages: Optional[list[tuple[int, int]]]
     # The per-page profile the stack came from: `(pid, vpn, samples, misses)`.
     profile: list[tuple[int, int, int, int]]
-    # Why no search ran on this profile (`null`: it ran).
+    # Why the stack was not walked: no sampled reference hit (no baseline taken), or the baseline's
+    # noise hides any gain the buffer could give (`null`: it was walked).
     skipped: Optional[str]
     # Pages in the miss-rate stack, and pages mapped per step.
     stack_pages: int

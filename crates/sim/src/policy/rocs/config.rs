@@ -90,6 +90,17 @@ pub struct PolluteConfig {
     pub offline_pages: Option<u64>,
     /// Cycles of a second profile after the search, with the buffer in place (0: none).
     pub verify_cycles: u64,
+    /// Measure the walk's kept pages again around a fresh baseline before keeping them (kept,
+    /// nothing mapped, kept; each over `baseline_cycles`), and keep them only when the mean of
+    /// the two kept measurements beats the baseline between them by `significance` standard
+    /// errors. Algorithm 1 judges every step against one baseline measured before the walk
+    /// (ROCS 5.2), which holds on programs whose IPC is "stable after initialization" (ROCS
+    /// 6.1); a phase or a co-runner that moves during the walk makes a step beat it for no
+    /// cause of the buffer's. Off by default: Algorithm 1's best step is kept as measured. On
+    /// the fresh configs, whose runs are 0.1-0.5 billion cycles, the confirmation's moves (the
+    /// kept set out and back in) cost more than the drift-made buffers it drops (docs/rocs.md,
+    /// "Confirming the kept pages").
+    pub confirm: bool,
 }
 
 impl Default for PolluteConfig {
@@ -116,6 +127,7 @@ impl Default for PolluteConfig {
             profile_prefetch: false,
             offline_pages: None,
             verify_cycles: 0,
+            confirm: false,
         }
     }
 }

@@ -64,7 +64,7 @@ mod config;
 mod report;
 mod search;
 pub use config::{PhaseMetric, PolluteConfig};
-pub use report::{RocsReport, RocsUnit, SearchLog, Step};
+pub use report::{Confirmation, RocsReport, RocsUnit, SearchLog, Step};
 
 /// Interval counts of a unit summed over its processes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -135,6 +135,14 @@ enum Stage {
     /// of `stack[..target]` each tick as the unit's cycles grow, then settle and measure.
     Buying {
         target: u64,
+    },
+    /// The walk is over and kept pages (`best_n`): the kept configuration is measured again
+    /// around a fresh baseline, kept (`part` 0), nothing mapped (1), kept again (2), each
+    /// after `settle` cycles, so a drift between the walk's baseline and its best step cancels
+    /// (`confirm`).
+    Confirm {
+        settle: u64,
+        part: u8,
     },
     /// Settled; phase detection running (`reference` from the first window). `discard`: the
     /// first window after a search holds the search's own page moves (the restore), not the
@@ -210,6 +218,8 @@ struct Unit {
     phase_changes: u32,
     /// Its last process exited while a search was under way (Algorithm 1 never returned).
     exited_mid_search: bool,
+    /// The confirmation's measurements so far: (IPC, windows) of kept, nothing, kept.
+    confirm: Vec<(f64, u32)>,
 }
 
 impl Unit {
@@ -217,7 +227,10 @@ impl Unit {
     fn searching(&self) -> bool {
         matches!(
             self.stage,
-            Stage::Baseline { .. } | Stage::Search { .. } | Stage::Buying { .. }
+            Stage::Baseline { .. }
+                | Stage::Search { .. }
+                | Stage::Buying { .. }
+                | Stage::Confirm { .. }
         )
     }
 
@@ -228,6 +241,20 @@ impl Unit {
             .iter()
             .map(|p| self.member.get(p).map_or(0, |m| m.cycles))
             .sum()
+    }
+
+    /// Add a tick to the measurement under way and to its window of `measure_cycles`; the
+    /// window when this tick completes it (a window closes at the first tick that completes
+    /// it, whatever the tick), its IPC kept for the noise.
+    fn measure(&mut self, interval: &Acc, measure_cycles: u64) -> Option<Acc> {
+        add(&mut self.acc, interval);
+        add(&mut self.window, interval);
+        if self.window.elapsed < measure_cycles {
+            return None;
+        }
+        let w = std::mem::take(&mut self.window);
+        self.window_ipcs.push(w.ipc());
+        Some(w)
     }
 
     /// Pool the current measurement's window IPCs into the search's noise; the pooled
@@ -292,6 +319,9 @@ pub struct PolluteEngine {
     scope: Scope,
     event: Event,
     page_size: u64,
+    /// Cycles an LLC miss stalls a core (`MachineInfo::llc_miss_penalty`; 0: unknown): what
+    /// the buffer could save at most (the search's power check).
+    miss_penalty: u64,
     normal: ColorSet,
     pollute: ColorSet,
     /// Every color (what a page may use while the buffer is in normal use).
@@ -369,6 +399,7 @@ impl PolluteEngine {
             cfg,
             scope,
             page_size: m.page_size,
+            miss_penalty: m.llc_miss_penalty,
             normal,
             pollute,
             all: ColorSet::all(m.colors),
@@ -479,6 +510,7 @@ impl PolluteEngine {
                             | Stage::Baseline { .. }
                             | Stage::Search { .. }
                             | Stage::Buying { .. }
+                            | Stage::Confirm { .. }
                     ))
         });
         if !busy {
@@ -520,6 +552,7 @@ impl PolluteEngine {
             profiles: 0,
             phase_changes: 0,
             exited_mid_search: false,
+            confirm: Vec::new(),
         };
         let u = match self.scope {
             Scope::PerProcess => {

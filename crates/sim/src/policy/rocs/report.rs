@@ -99,7 +99,8 @@ pub struct SearchLog {
     /// Pages left in the buffer (Algorithm 1's return value); `None` (null) until it returns
     /// (a search the run ended in the middle of chose nothing).
     pub chosen: Option<u64>,
-    /// Why no search ran on this profile (`null`: it ran).
+    /// Why the stack was not walked: no sampled reference hit (no baseline taken), or the
+    /// baseline's noise hides any gain the buffer could give (`null`: it was walked).
     pub skipped: Option<&'static str>,
     /// Cycles the search's steps lost against the baseline (each step's settling and measuring
     /// cycles times `1 - IPC / baseline IPC`; a step above the baseline gives back), floored at
@@ -114,6 +115,25 @@ pub struct SearchLog {
     pub profile: Vec<(usize, u64, u32, u32)>,
     /// The after-search profile (`verify_cycles`), same shape.
     pub verify_profile: Vec<(usize, u64, u32, u32)>,
+    /// The kept pages measured again around a fresh baseline (`confirm`); `None` (null) when
+    /// the walk kept nothing, `confirm` is off, or the run ended first.
+    pub confirmation: Option<Confirmation>,
+}
+
+/// The confirmation of a search's kept pages (`confirm`): kept, nothing mapped, kept again,
+/// each over `baseline_cycles`.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RocsConfirmation")]
+pub struct Confirmation {
+    /// The unit's IPC with the kept pages in the buffer, before and after the baseline.
+    pub kept_ipc: [f64; 2],
+    /// The unit's IPC with nothing mapped, between them.
+    pub baseline_ipc: f64,
+    /// Standard error of `mean(kept_ipc) - baseline_ipc` from the search's pooled noise.
+    pub standard_error: f64,
+    /// The mean kept IPC beat the baseline by `significance` standard errors: the pages stay;
+    /// else they all leave the buffer.
+    pub confirmed: bool,
 }
 
 impl PolluteEngine {

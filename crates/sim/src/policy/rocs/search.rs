@@ -119,6 +119,7 @@ impl PolluteEngine {
                     pages: None,
                     profile,
                     verify_profile: Vec::new(),
+                    confirmation: None,
                 });
                 unit.mapped = 0;
                 unit.best_n = 0;
@@ -170,17 +171,11 @@ impl PolluteEngine {
                     };
                     return;
                 }
-                add(&mut unit.acc, &interval);
-                // The measurement's windows of `measure_cycles` (a window closes at the first
-                // tick that completes it), whose spread is the noise.
-                add(&mut unit.window, &interval);
+                // The measurement's windows of `measure_cycles`, whose spread is the noise.
+                let closed = unit.measure(&interval, cfg.measure_cycles);
                 let baseline = matches!(stage, Stage::Baseline { .. });
-                if unit.window.elapsed >= cfg.measure_cycles {
-                    let w = std::mem::take(&mut unit.window);
-                    unit.window_ipcs.push(w.ipc());
-                    if baseline {
-                        unit.baseline_mpkis.push(w.metric(PhaseMetric::LlcMpki));
-                    }
+                if let (Some(w), true) = (closed, baseline) {
+                    unit.baseline_mpkis.push(w.metric(PhaseMetric::LlcMpki));
                 }
                 // Measured over cycles, not ticks; under a significance bar the baseline spans
                 // at least 3 windows so its spread has two degrees of freedom (`baseline_cycles`).
@@ -216,16 +211,36 @@ impl PolluteEngine {
                 let perf = unit.acc.ipc();
                 let ticks = unit.acc.ticks;
                 let windows = unit.window_ipcs.len() as u32;
-                unit.acc = Acc::default();
+                let measured = std::mem::take(&mut unit.acc);
                 let sd = unit.pool_noise();
                 let live_cycles = unit.live_cycles();
                 let log = unit.searches.last_mut().expect("a search runs");
                 let limit = (unit.stack.len() as u64).saturating_sub(cfg.min_pages);
+                let mut blind = false;
                 if baseline {
                     unit.baseline_windows = windows;
                     log.baseline_ipc = perf;
                     unit.best = perf;
                     unit.best_n = 0;
+                    // The walk's power (`significance` > 0): the least gain a one-window step can
+                    // show above the baseline's noise, against the most the buffer could give,
+                    // every LLC miss of the baseline made a hit (its stall of `miss_penalty`
+                    // cycles, with no overlap: Azimi et al. 3's stall breakdown, an upper
+                    // bound). A program whose IPC swings between windows by more than that
+                    // (glpk-mcf: 19-56% of its baseline from one 2 M-cycle window to the
+                    // next, against at most 80%) cannot show a step's gain: every step's
+                    // measure is its phase, and a walk through the stack only pays the moves.
+                    let least = cfg.significance
+                        * ratio_f(sd, perf)
+                        * (1.0 + 1.0 / windows.max(1) as f64).sqrt();
+                    let stall = (measured.llc_misses as f64 * self.miss_penalty as f64)
+                        .min(0.99 * measured.cycles as f64);
+                    let most = ratio_f(stall, measured.cycles as f64 - stall);
+                    blind = cfg.significance > 0.0 && self.miss_penalty > 0 && least > most;
+                    if blind {
+                        log.skipped =
+                            Some("the baseline's noise hides any gain the buffer could give");
+                    }
                 } else {
                     // Algorithm 1 keeps the best configuration. A step counts only when it beats
                     // the baseline (nothing mapped) by `significance` standard errors of the
@@ -282,15 +297,90 @@ impl PolluteEngine {
                     }
                 }
                 log.noise = ratio_f(sd, log.baseline_ipc);
-                if log.stopped.is_some() || unit.mapped >= limit {
+                if blind {
+                    self.finish_search(k, u);
+                } else if log.stopped.is_some() || unit.mapped >= limit {
                     // Restore the excess pages of the buffer.
                     let best = unit.best_n;
+                    let moved_before = unit.move_cost;
                     self.unmap_to(k, u, best);
-                    self.finish_search(k, u);
+                    if best > 0 && cfg.confirm {
+                        let unit = &mut self.units[u];
+                        unit.confirm.clear();
+                        unit.stage = Stage::Confirm {
+                            settle: cfg.settle_cycles + (unit.move_cost - moved_before),
+                            part: 0,
+                        };
+                    } else {
+                        self.finish_search(k, u);
+                    }
                 } else {
                     let next = (unit.mapped + unit.step).min(limit);
                     self.units[u].waited = 0;
                     self.buy(k, u, next);
+                }
+            }
+            Stage::Confirm { settle, part } => {
+                let unit = &mut self.units[u];
+                if settle > 0 {
+                    let settle = settle.saturating_sub(interval.elapsed);
+                    unit.stage = Stage::Confirm { settle, part };
+                    return;
+                }
+                unit.measure(&interval, cfg.measure_cycles);
+                // Each part as long as the baseline, with as many windows.
+                let min_windows = if cfg.significance > 0.0 { 3 } else { 1 };
+                if unit.acc.elapsed < cfg.baseline_cycles || unit.window_ipcs.len() < min_windows {
+                    return;
+                }
+                let perf = unit.acc.ipc();
+                let windows = unit.window_ipcs.len() as u32;
+                unit.acc = Acc::default();
+                let sd = unit.pool_noise();
+                unit.confirm.push((perf, windows));
+                let best = unit.best_n;
+                let moved_before = unit.move_cost;
+                // The next part settles once its moves are paid: the kernel's copies of the
+                // whole kept set stall the unit for their cost (art's 455 pages: 4 M cycles at
+                // IPC 0, which a settle of `settle_cycles` alone had let into the measure).
+                let next = |e: &Self, part| Stage::Confirm {
+                    settle: cfg.settle_cycles + (e.units[u].move_cost - moved_before),
+                    part,
+                };
+                match part {
+                    0 => {
+                        self.unmap_to(k, u, 0);
+                        self.units[u].stage = next(self, 1);
+                    }
+                    1 => {
+                        self.map_to(k, u, best, false);
+                        self.units[u].stage = next(self, 2);
+                    }
+                    _ => {
+                        // Kept, nothing, kept: the mean of the two kept measurements is the
+                        // kept configuration at the baseline's time under a drift linear over
+                        // the three (a phase moving under the walk had made its best step
+                        // beat a baseline measured 20 M cycles before it).
+                        let unit = &mut self.units[u];
+                        let (a, na) = unit.confirm[0];
+                        let (b, nb) = unit.confirm[1];
+                        let (c, nc) = unit.confirm[2];
+                        let kept = (a + c) / 2.0;
+                        let se = sd
+                            * ((1.0 / na as f64 + 1.0 / nc as f64) / 4.0 + 1.0 / nb as f64).sqrt();
+                        let confirmed = kept - b > cfg.significance * se;
+                        let log = unit.searches.last_mut().expect("a search runs");
+                        log.confirmation = Some(Confirmation {
+                            kept_ipc: [a, c],
+                            baseline_ipc: b,
+                            standard_error: se,
+                            confirmed,
+                        });
+                        if !confirmed {
+                            self.unmap_to(k, u, 0);
+                        }
+                        self.finish_search(k, u);
+                    }
                 }
             }
             Stage::Buying { target } => {

@@ -151,7 +151,7 @@ fn machine() -> MachineInfo {
 
 /// One 1 M-cycle tick per step, no warm-up beyond the first tick, one profile tick, no settle
 /// ticks, a one-tick baseline and no significance bar (any higher IPC is better, Algorithm 1's
-/// own rule), targeted on the miss rate alone.
+/// own rule, its best step kept as measured: no confirmation), targeted on the miss rate alone.
 fn cfg() -> PolluteConfig {
     PolluteConfig {
         warmup_cycles: 1_000_000,
@@ -164,6 +164,7 @@ fn cfg() -> PolluteConfig {
         phase_cycles: 1_000_000,
         significance: 0.0,
         min_llc_mpki: 0.0,
+        confirm: false,
         ..PolluteConfig::default()
     }
 }
@@ -207,7 +208,10 @@ struct Rig {
 impl Rig {
     /// PID's unit just created, over `pages` pages, before any tick.
     fn created(cfg: PolluteConfig, pages: u64) -> Self {
-        let m = machine();
+        Rig::created_on(cfg, pages, machine())
+    }
+
+    fn created_on(cfg: PolluteConfig, pages: u64, m: MachineInfo) -> Self {
         let colors = cfg.validate("policy.rocs", &m).unwrap();
         let mut r = Rig {
             e: PolluteEngine::new(cfg, Scope::PerProcess, colors, &m),
@@ -219,7 +223,12 @@ impl Rig {
     }
 
     fn new(cfg: PolluteConfig, pages: u64) -> Self {
-        let mut r = Rig::created(cfg, pages);
+        Rig::new_on(cfg, pages, machine())
+    }
+
+    /// Profiled on machine `m`, ready to take the baseline at the next tick.
+    fn new_on(cfg: PolluteConfig, pages: u64, m: MachineInfo) -> Self {
+        let mut r = Rig::created_on(cfg, pages, m);
         r.tick(1.0); // Warmup -> Waiting
                      // Miss rate 0.5 > 0.25 over two `measure_cycles` windows in a row (the
                      // first may be the warm-up's last), MPKI steady: Profiling.
@@ -1042,4 +1051,126 @@ fn rocs_baseline_measured_across_a_phase_change_is_measured_again() {
         r.tick_with(0.5, misses);
     }
     assert_eq!(r.search()["baseline_ipc"], 0.5);
+}
+
+/// The walk of `rocs_confirmation_*`: a 3-tick baseline at IPC 0.9-1.1 (noise 0.1), then steps of
+/// 2, 4, 6 and 8 pages at `steps`, under the default significance bar and the confirmation.
+fn walked(steps: [f64; 4]) -> Rig {
+    let c = PolluteConfig {
+        baseline_cycles: 3_000_000,
+        significance: 2.0,
+        confirm: true,
+        ..cfg()
+    };
+    let mut r = Rig::new(c, 8);
+    for ipc in [0.9, 1.0, 1.1].into_iter().chain(steps) {
+        r.tick(ipc);
+    }
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8]);
+    // Algorithm 1's best: 4 pages, significant against the baseline; the excess went back.
+    assert_eq!(r.e.units[0].best_n, 4);
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+    assert!(matches!(r.e.units[0].stage, Stage::Confirm { part: 0, .. }));
+    assert!(
+        r.search()["chosen"].is_null(),
+        "not returned before the confirmation"
+    );
+    r
+}
+
+/// Regression (rocs on the real glpk-mcf: 0.929x linux at 200 M instructions, every search's best
+/// step beating a baseline measured before the program's phase moved): the kept pages are
+/// measured again around a fresh baseline (kept, nothing, kept) and dropped when the buffer is
+/// not what made the step better.
+#[test]
+fn rocs_confirmation_drops_a_best_step_that_a_phase_change_made() {
+    // The program's IPC rises to 1.5 at the second step and stays, whatever is mapped.
+    let mut r = walked([1.0, 1.5, 1.5, 1.5]);
+    for ipc in [1.45, 1.5, 1.55] {
+        r.tick(ipc); // kept
+    }
+    assert!(
+        r.pollute().is_empty(),
+        "the baseline runs with nothing mapped"
+    );
+    for ipc in [1.45, 1.5, 1.55] {
+        r.tick(ipc); // nothing mapped: as fast
+    }
+    assert_eq!(
+        r.pollute(),
+        vec![0, 1, 2, 3],
+        "the kept pages measured again"
+    );
+    for ipc in [1.45, 1.5, 1.55] {
+        r.tick(ipc); // kept again
+    }
+    let s = r.search();
+    assert_eq!(s["chosen"], 0, "{s}");
+    assert_eq!(s["confirmation"]["confirmed"], false, "{s}");
+    assert!((s["confirmation"]["baseline_ipc"].as_f64().unwrap() - 1.5).abs() < 1e-9);
+    assert!(r.pollute().is_empty());
+    assert_eq!(r.e.report("rocs")["units"][0]["in_buffer"], 0);
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+}
+
+/// The confirmation keeps a buffer that is what makes the program faster.
+#[test]
+fn rocs_confirmation_keeps_a_gain_the_buffer_makes() {
+    let mut r = walked([1.0, 1.5, 1.5, 1.5]);
+    for ipc in [1.45, 1.5, 1.55, 0.95, 1.0, 1.05, 1.45, 1.5, 1.55] {
+        r.tick(ipc); // kept, nothing, kept
+    }
+    let s = r.search();
+    assert_eq!(s["chosen"], 4, "{s}");
+    assert_eq!(s["confirmation"]["confirmed"], true, "{s}");
+    for k in s["confirmation"]["kept_ipc"].as_array().unwrap() {
+        assert!((k.as_f64().unwrap() - 1.5).abs() < 1e-6, "{s}");
+    }
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+    // Kept pages out and back in once each beside the walk's moves.
+    let report = r.e.report("rocs");
+    assert_eq!(report["pages_to_buffer"], 8 + 4);
+    assert_eq!(report["pages_restored"], 4 + 4);
+    assert_eq!(report["units"][0]["in_buffer"], 4);
+}
+
+/// Regression (rocs on the real glpk-mcf at 200 M instructions, 0.957x linux: its IPC swings by
+/// 19-56% of the baseline from one 2 M-cycle window to the next, so every step's measure was
+/// the program's phase and the walks only paid their moves): a walk whose least detectable gain
+/// exceeds the most the buffer could give (every baseline LLC miss's stall saved) is skipped
+/// after the baseline, with nothing moved into the buffer.
+#[test]
+fn rocs_does_not_walk_a_stack_when_the_baseline_noise_hides_any_gain() {
+    let m = MachineInfo {
+        llc_miss_penalty: 100,
+        ..machine()
+    };
+    let noisy = PolluteConfig {
+        baseline_cycles: 3_000_000,
+        significance: 2.0,
+        ..cfg()
+    };
+    // 500 LLC misses a 1 M-cycle tick at 100 cycles each: at most 5.3% to gain. A baseline
+    // swinging 0.5-1.5 (noise 50%; up and down, so not a phase change under way) can show no
+    // gain below 2 x 0.5 x sqrt(1 + 1/3) = 115%.
+    let mut r = Rig::new_on(noisy.clone(), 8, m);
+    for ipc in [1.0, 1.5, 0.5] {
+        r.tick(ipc);
+    }
+    let s = r.search();
+    assert_eq!(
+        s["skipped"], "the baseline's noise hides any gain the buffer could give",
+        "{s}"
+    );
+    assert_eq!(s["chosen"], 0);
+    assert!(s["steps"].as_array().unwrap().is_empty());
+    assert!(r.pollute().is_empty());
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    // A steady baseline (noise 1%: 2.3% detectable) is walked.
+    let mut r = Rig::new_on(noisy, 8, m);
+    for ipc in [1.0, 1.01, 0.99] {
+        r.tick(ipc);
+    }
+    assert!(r.search()["skipped"].is_null());
+    assert_eq!(r.pollute(), vec![0, 1], "the first step's pages");
 }
