@@ -71,9 +71,34 @@ def test_effective_llc_from_the_capacity_scan_replaces_sysfs_size_with_its_sourc
     doc = fake_doc(llc_effective=16 << 20)
     levels = doc["machine"]["table"]["hierarchy"]["levels"]
     llc = [lv for lv in levels if lv.get("serves", "unified") != "instruction"][-1]
-    assert cal._parse_size(llc["size"]) == 16 << 20
+    unit = llc["ways"] * 4096  # whole sets of whole pages (16 MiB itself on a 16-way LLC)
+    assert cal._parse_size(llc["size"]) == (16 << 20) // unit * unit
     text = cal.calibrated_toml(doc)
     assert "latency knee of a capacity scan" in text
+
+
+def test_calibrate_rounds_a_capacity_knee_to_whole_sets_of_a_20_way_llc():
+    """Bug (CI on a KVM guest whose sysfs gives a 300 MiB, 20-way L3): the capacity scan's knee at
+    32 MiB was written as the L3's size, 32 MiB / (20 ways x 64 B) is no whole number of sets,
+    and `simulate` refused the calibrated config. The size is rounded down to whole sets of
+    whole pages."""
+    from cachecolor import presets
+
+    detected = presets.machine("detect")
+    detected["hierarchy"]["levels"] = [lv for lv in detected["hierarchy"]["levels"] if lv["name"] != "L3"] + [
+        {"name": "L3", "size": "300MiB", "ways": 20, "serves": "unified", "shared": True}]
+    doc = {"ghz": 2.0, "ghz_source": "cpuinfo",
+           "latency": {lv["name"]: {"ns": 2.0 + i, "working_set_bytes": 1 << 14}
+                       for i, lv in enumerate(detected["hierarchy"]["levels"]) if lv.get("serves") != "instruction"},
+           "dram": {"ns": 100.0, "working_set_bytes": 256 << 20}, "fault": {"ns_per_fault": 500.0},
+           "capacity": {"L3": {"effective_bytes": 32 << 20, "sysfs_bytes": 300 << 20}}}
+    made = cal.calibrated_machine(doc, detected)
+    table = made["table"]
+    size = cal._parse_size(next(lv for lv in table["hierarchy"]["levels"] if lv["name"] == "L3")["size"])
+    assert size % (20 * 4096) == 0 and (32 << 20) - 20 * 4096 < size <= 32 << 20, size
+    assert size == 409 * 20 * 4096  # floor(32 MiB / 80 KiB) whole sets of whole pages
+    presets.machine_hierarchy(table)  # the geometry loads (it raised ConfigError before)
+    assert "32,768 KiB rounded down to whole sets of whole pages" in made["sources"]["hierarchy.L3.size"]
 
 
 def test_calibrated_config_runs_in_simulate(tmp_path, run_cli, native_trace):

@@ -346,13 +346,22 @@ def calibrated_machine(doc: dict[str, Any], detected: dict[str, Any]) -> dict[st
             kind, degree = ("next-line", 1) if lv.get("serves") == "data" else ("stride", PREFETCH_DEGREE_L2)
             lv["prefetcher"], lv["prefetch_degree"] = kind, degree
             src[f"hierarchy.{lv['name']}.prefetcher"] = (kind, "default (vendor: every current x86 core prefetches streams; not measured)")
-    # Each level's measured capacity, where smaller than sysfs's (the share this host gives us).
+    # Each level's measured capacity, where smaller than sysfs's (the share this host gives us),
+    # rounded down to whole sets of whole pages (ways x page size): a knee at a power of two on
+    # a 20-way cache (a KVM guest's 300 MiB L3 scanned at 32 MiB) is no whole number of sets,
+    # and a set count below a page's lines no whole number of colors.
+    page = _parse_size(out["hierarchy"].get("page_size", 4096))
     for lv in out["hierarchy"]["levels"]:
         scan = (doc.get("capacity") or {}).get(lv["name"]) or {}
         eff = scan.get("effective_bytes")
         if eff and eff < scan["sysfs_bytes"]:
-            lv["size"] = (f"{eff >> 20}MiB" if eff % (1 << 20) == 0 else f"{eff >> 10}KiB") if isinstance(lv["size"], str) else eff
-            src[f"hierarchy.{lv['name']}.size"] = (lv["size"], f"measured: the latency knee of a capacity scan "
+            unit = int(lv["ways"]) * page
+            whole = eff // unit * unit
+            if whole == 0:
+                continue
+            lv["size"] = (f"{whole >> 20}MiB" if whole % (1 << 20) == 0 else f"{whole >> 10}KiB") if isinstance(lv["size"], str) else whole
+            rounded = "" if whole == eff else f", {eff >> 10:,} KiB rounded down to whole sets of whole pages"
+            src[f"hierarchy.{lv['name']}.size"] = (lv["size"], f"measured: the latency knee of a capacity scan{rounded} "
                                                    f"(sysfs says {scan['sysfs_bytes'] >> 10:,} KiB)")
     out["timing"] = timing
     out["memory"] = memory
