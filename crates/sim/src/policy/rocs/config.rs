@@ -133,6 +133,16 @@ impl Default for PolluteConfig {
 }
 
 impl PolluteConfig {
+    /// What a baseline-length measurement (the baseline, each part of the confirmation) spans:
+    /// `baseline_cycles`, and under a significance bar at least 3 windows of `measure_cycles`,
+    /// so its spread has two degrees of freedom.
+    pub(super) fn baseline_span(&self) -> (u64, usize) {
+        (
+            self.baseline_cycles,
+            if self.significance > 0.0 { 3 } else { 1 },
+        )
+    }
+
     /// Check the fields (`at` is `policy.rocs` or `policy.global-pollute`); returns the number of
     /// pollute colors.
     pub fn validate(&self, at: &str, m: &MachineInfo) -> Result<u64, ConfigError> {

@@ -180,10 +180,7 @@ impl PolluteEngine {
                 // Measured over cycles, not ticks; under a significance bar the baseline spans
                 // at least 3 windows so its spread has two degrees of freedom (`baseline_cycles`).
                 let (want, min_windows) = if baseline {
-                    (
-                        cfg.baseline_cycles,
-                        if cfg.significance > 0.0 { 3 } else { 1 },
-                    )
+                    cfg.baseline_span()
                 } else {
                     (cfg.measure_cycles, 1)
                 };
@@ -305,12 +302,8 @@ impl PolluteEngine {
                     let moved_before = unit.move_cost;
                     self.unmap_to(k, u, best);
                     if best > 0 && cfg.confirm {
-                        let unit = &mut self.units[u];
-                        unit.confirm.clear();
-                        unit.stage = Stage::Confirm {
-                            settle: cfg.settle_cycles + (unit.move_cost - moved_before),
-                            part: 0,
-                        };
+                        self.units[u].confirm.clear();
+                        self.confirm_part(u, 0, moved_before);
                     } else {
                         self.finish_search(k, u);
                     }
@@ -329,8 +322,8 @@ impl PolluteEngine {
                 }
                 unit.measure(&interval, cfg.measure_cycles);
                 // Each part as long as the baseline, with as many windows.
-                let min_windows = if cfg.significance > 0.0 { 3 } else { 1 };
-                if unit.acc.elapsed < cfg.baseline_cycles || unit.window_ipcs.len() < min_windows {
+                let (want, min_windows) = cfg.baseline_span();
+                if unit.acc.elapsed < want || unit.window_ipcs.len() < min_windows {
                     return;
                 }
                 let perf = unit.acc.ipc();
@@ -340,21 +333,14 @@ impl PolluteEngine {
                 unit.confirm.push((perf, windows));
                 let best = unit.best_n;
                 let moved_before = unit.move_cost;
-                // The next part settles once its moves are paid: the kernel's copies of the
-                // whole kept set stall the unit for their cost (art's 455 pages: 4 M cycles at
-                // IPC 0, which a settle of `settle_cycles` alone had let into the measure).
-                let next = |e: &Self, part| Stage::Confirm {
-                    settle: cfg.settle_cycles + (e.units[u].move_cost - moved_before),
-                    part,
-                };
                 match part {
                     0 => {
                         self.unmap_to(k, u, 0);
-                        self.units[u].stage = next(self, 1);
+                        self.confirm_part(u, 1, moved_before);
                     }
                     1 => {
                         self.map_to(k, u, best, false);
-                        self.units[u].stage = next(self, 2);
+                        self.confirm_part(u, 2, moved_before);
                     }
                     _ => {
                         // Kept, nothing, kept: the mean of the two kept measurements is the
@@ -420,6 +406,18 @@ impl PolluteEngine {
                 }
             }
         }
+    }
+
+    /// Enter part `part` of the confirmation, which settles once the moves made since the unit's
+    /// move cost was `moved_before` are paid: the kernel's copies of the whole kept set stall
+    /// the unit for their cost (art's 455 pages: 4 M cycles at IPC 0, which a settle of
+    /// `settle_cycles` alone had let into the measure).
+    fn confirm_part(&mut self, u: usize, part: u8, moved_before: u64) {
+        let unit = &mut self.units[u];
+        unit.stage = Stage::Confirm {
+            settle: self.cfg.settle_cycles + (unit.move_cost - moved_before),
+            part,
+        };
     }
 
     pub(super) fn start_profile(&mut self, u: usize, verify: bool, cycles: u64) {
