@@ -613,6 +613,10 @@ class RocsConfirmation(TypedDict):
 class RocsStep(TypedDict):
     """One step of a search (Algorithm 1, ROCS 5.2): pages mapped and the IPC measured."""
 
+    # Data references (L1D accesses) per kilo-instruction over the measurement: the program's phase,
+    # which no placement moves (set against the baseline's `baseline_data_apki`); `None` (null) when
+    # the multiplexed event was never on a counter during it.
+    data_apki: Optional[float]
     ipc: float
     # Stack pages in the buffer during the measurement.
     pages: int
@@ -626,6 +630,9 @@ class RocsStep(TypedDict):
 class RocsSearch(TypedDict):
     """One search (ROCS 5.2, Algorithm 1 FindPollutePages), kept as it runs."""
 
+    # Data references per kilo-instruction with nothing mapped (the baseline's phase); `None` (null)
+    # until measured, or when the multiplexed event was never on a counter during it.
+    baseline_data_apki: Optional[float]
     # IPC with nothing mapped.
     baseline_ipc: float
     # Pages left in the buffer (Algorithm 1's return value); `None` (null) until it returns (a

@@ -768,6 +768,7 @@ fn machine_info(config: &SystemConfig) -> Result<MachineInfo> {
     let hc = h.config();
     let llc = hc.levels.len() - 1;
     let g = h.cache(llc, 0).geometry();
+    let (pmu_counters, pmu_events) = MachineInfo::pmu_of(&config.pmu);
     Ok(MachineInfo {
         cores: hc.cores as usize * m.chips as usize,
         chips: m.chips as usize,
@@ -779,6 +780,8 @@ fn machine_info(config: &SystemConfig) -> Result<MachineInfo> {
         inner_colors: MachineInfo::inner_colors_of(&h),
         llc_miss_penalty: MachineInfo::llc_miss_penalty_of(&m.timing),
         page_move_cycles: MachineInfo::page_move_cycles_of(&m.timing, &m.memory, hc.page_size.0),
+        pmu_counters,
+        pmu_events,
     })
 }
 

@@ -98,6 +98,11 @@ impl Event {
         )
     }
 
+    /// The event's bit in a set of events held in a `u32`.
+    pub fn bit(self) -> u32 {
+        1 << Event::ALL.iter().position(|&e| e == self).expect("in ALL")
+    }
+
     pub fn name(self) -> String {
         serde_json::to_value(self)
             .ok()

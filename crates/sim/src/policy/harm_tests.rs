@@ -227,6 +227,8 @@ fn pollute_buffer_is_a_sixteenth_of_both_power5_caches() {
         inner_colors: inner,
         llc_miss_penalty: 0,
         page_move_cycles: 0,
+        pmu_counters: None,
+        pmu_events: 0,
     };
     let buffer = PolluteEngine::buffer_colors(l3.colors() / 16, &m);
     eprintln!("buffer colors {:?}", buffer.iter().collect::<Vec<_>>());

@@ -289,6 +289,11 @@ pub struct MachineInfo {
     /// traffic at the memory's peak bandwidth)` plus a shootdown (what a partition's page moves
     /// cost; `System::move_page` charges the same).
     pub page_move_cycles: u64,
+    /// Programmable counters a policy's events share with `pmu.events` (`None`: the ideal PMU,
+    /// every event exact), and the events already on them (a set of `Event::bit`s): what a
+    /// policy can ask for without multiplexing its events more (`Policy::counter_events`).
+    pub pmu_counters: Option<usize>,
+    pub pmu_events: u32,
 }
 
 #[cfg(test)]
@@ -308,6 +313,8 @@ impl MachineInfo {
             inner_colors: 1,
             llc_miss_penalty: 0,
             page_move_cycles: 0,
+            pmu_counters: None,
+            pmu_events: 0,
         }
     }
 }
@@ -323,6 +330,16 @@ impl MachineInfo {
             .filter(|&c| c > 1)
             .min()
             .unwrap_or(1)
+    }
+
+    /// `pmu_counters` and `pmu_events` of a `[pmu]` table (see the fields).
+    pub fn pmu_of(pmu: &crate::system::PmuConfig) -> (Option<usize>, u32) {
+        let events = pmu
+            .events
+            .iter()
+            .filter(|e| !pmu.fixed.contains(e))
+            .fold(0, |set, e| set | e.bit());
+        ((!pmu.ideal).then_some(pmu.counters), events)
     }
 
     /// `llc_miss_penalty` of a timing model (see the field): the stall `Timing` charges a

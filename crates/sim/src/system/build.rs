@@ -77,6 +77,7 @@ impl System {
             Some(p) => p,
             None => {
                 let g = hierarchy.cache(llc, 0).geometry();
+                let (pmu_counters, pmu_events) = policy::MachineInfo::pmu_of(&config.pmu);
                 let machine = policy::MachineInfo {
                     cores,
                     chips: m.chips as usize,
@@ -90,6 +91,8 @@ impl System {
                     page_move_cycles: policy::MachineInfo::page_move_cycles_of(
                         &m.timing, &m.memory, page_size,
                     ),
+                    pmu_counters,
+                    pmu_events,
                 };
                 policy::build(&config.policy, &machine)?
             }

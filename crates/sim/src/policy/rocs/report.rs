@@ -74,6 +74,10 @@ pub struct Step {
     pub significant: bool,
     /// Ticks it waited for the budget to buy its pages.
     pub waited_ticks: u32,
+    /// Data references (L1D accesses) per kilo-instruction over the measurement: the program's
+    /// phase, which no placement moves (set against the baseline's `baseline_data_apki`);
+    /// `None` (null) when the multiplexed event was never on a counter during it.
+    pub data_apki: Option<f64>,
 }
 
 /// One search (ROCS 5.2, Algorithm 1 FindPollutePages), kept as it runs.
@@ -87,6 +91,9 @@ pub struct SearchLog {
     pub step_pages: u64,
     /// IPC with nothing mapped.
     pub baseline_ipc: f64,
+    /// Data references per kilo-instruction with nothing mapped (the baseline's phase); `None`
+    /// (null) until measured, or when the multiplexed event was never on a counter during it.
+    pub baseline_data_apki: Option<f64>,
     /// IPC standard deviation of a window of `measure_cycles` over the baseline's windows
     /// (pooled with every step's own when a step spans more than one), relative to the
     /// baseline IPC.

@@ -281,6 +281,8 @@ fn bad_pollute_settings_are_named_errors() {
         inner_colors: 1,
         llc_miss_penalty: 0,
         page_move_cycles: 0,
+        pmu_counters: None,
+        pmu_events: 0,
     };
     let err = |policy: &str, table: &str, body: &str| {
         let text = format!("name = \"{policy}\"\n[{table}]\n{body}\n");

@@ -13,7 +13,7 @@ impl PolluteEngine {
             // The step's pages are all mapped: these cycles (settling and measuring) ran the
             // configuration whose IPC the step measures. (Ticks spent buying its pages ran a
             // part of it, unmeasured.)
-            self.units[u].step_cycles += interval.cycles;
+            self.units[u].step_cycles += interval.cycles();
         }
         match stage {
             Stage::Done => {}
@@ -108,6 +108,7 @@ impl PolluteEngine {
                     stack_pages: size,
                     step_pages: unit.step,
                     baseline_ipc: 0.0,
+                    baseline_data_apki: None,
                     noise: 0.0,
                     steps: Vec::new(),
                     move_cycles: 0,
@@ -217,6 +218,7 @@ impl PolluteEngine {
                 if baseline {
                     unit.baseline_windows = windows;
                     log.baseline_ipc = perf;
+                    log.baseline_data_apki = measured.data_apki();
                     unit.best = perf;
                     unit.best_n = 0;
                     // The walk's power (`significance` > 0): the least gain a one-window step can
@@ -230,9 +232,9 @@ impl PolluteEngine {
                     let least = cfg.significance
                         * ratio_f(sd, perf)
                         * (1.0 + 1.0 / windows.max(1) as f64).sqrt();
-                    let stall = (measured.llc_misses as f64 * self.miss_penalty as f64)
-                        .min(0.99 * measured.cycles as f64);
-                    let most = ratio_f(stall, measured.cycles as f64 - stall);
+                    let stall = (measured.llc_misses() as f64 * self.miss_penalty as f64)
+                        .min(0.99 * measured.cycles() as f64);
+                    let most = ratio_f(stall, measured.cycles() as f64 - stall);
                     blind = cfg.significance > 0.0 && self.miss_penalty > 0 && least > most;
                     if blind {
                         log.skipped =
@@ -247,7 +249,23 @@ impl PolluteEngine {
                     // page walks) is many small steps, none significant over its neighbour.
                     let base_n = unit.baseline_windows.max(1) as f64;
                     let se = sd * (1.0 / windows as f64 + 1.0 / base_n).sqrt();
-                    let significant = perf - log.baseline_ipc > cfg.significance * se;
+                    // A step measured in another phase than its baseline is no comparison:
+                    // the program itself changed (its data references per instruction, which
+                    // no placement moves, left the baseline's by more than a phase change,
+                    // `phase_threshold`), and the step's IPC is that phase's. ROCS profiles and
+                    // searches for "the current application phase" (5.1) and profiles again
+                    // when it changes; a walk across phases read them as the buffer's doing
+                    // (glpk-mcf: a baseline of IPC 0.070 at 1,001 references per
+                    // kilo-instruction, then every step "significant" at 0.09-0.33 and 100-730).
+                    let data_apki = measured.data_apki();
+                    let phase_moved = match (log.baseline_data_apki, data_apki) {
+                        (Some(b), Some(m)) => {
+                            b > 0.0 && relative_change(b, m) > cfg.phase_threshold
+                        }
+                        _ => false,
+                    };
+                    let significant =
+                        !phase_moved && perf - log.baseline_ipc > cfg.significance * se;
                     let better = significant && perf > unit.best;
                     log.steps.push(Step {
                         pages: unit.mapped,
@@ -255,6 +273,7 @@ impl PolluteEngine {
                         ticks,
                         significant,
                         waited_ticks: unit.waited,
+                        data_apki,
                     });
                     if better {
                         unit.best = perf;
@@ -291,6 +310,17 @@ impl PolluteEngine {
                         log.stopped = Some(
                             "its steps lost more than max_search_overhead of the unit's cycles",
                         );
+                    }
+                    if phase_moved {
+                        // Abandoned: nothing the walk measured is the buffer's, so nothing is
+                        // kept; the phase detector profiles again when a phase settles (`Stable`).
+                        log.stopped = Some(
+                            "the program's phase changed under the walk (its data references per \
+                             instruction left the baseline's by more than phase_threshold)",
+                        );
+                        unit.best_n = 0;
+                        unit.best = log.baseline_ipc;
+                        unit.gained = false;
                     }
                 }
                 log.noise = ratio_f(sd, log.baseline_ipc);
@@ -579,7 +609,7 @@ fn relative_change(r: f64, m: f64) -> f64 {
 /// Whether a unit's window calls for profiling (ROCS 5.1, Table 2): its LLC miss rate above
 /// `target_miss_rate` and its LLC misses per kilo-instruction at least `min_llc_mpki`.
 pub(super) fn targeted(w: &Acc, cfg: &PolluteConfig) -> bool {
-    let rate = ratio(w.llc_misses, w.llc_accesses);
-    let mpki = 1000.0 * ratio(w.llc_misses, w.instructions);
-    w.llc_accesses > 0 && rate > cfg.target_miss_rate && mpki >= cfg.min_llc_mpki
+    let rate = ratio(w.llc_misses(), w.llc_accesses());
+    let mpki = 1000.0 * ratio(w.llc_misses(), w.instructions());
+    w.llc_accesses() > 0 && rate > cfg.target_miss_rate && mpki >= cfg.min_llc_mpki
 }

@@ -3,6 +3,7 @@
 //! scripted IPC readings, no simulation.
 use super::*;
 use crate::memory::Pfn;
+use crate::pmu::{EventCounts, Reading};
 use crate::policy::{KernelError, PageInfo, ProcessCounts, ThreadInfo};
 
 const PAGE: u64 = 4096;
@@ -146,6 +147,8 @@ fn machine() -> MachineInfo {
         inner_colors: 1,
         llc_miss_penalty: 0,
         page_move_cycles: 0,
+        pmu_counters: None,
+        pmu_events: 0,
     }
 }
 
@@ -203,6 +206,9 @@ struct Rig {
     e: PolluteEngine,
     k: FakeKernel,
     now: u64,
+    /// Under `tick_multiplexed`: the process's data-reference reading so far (raw, time
+    /// enabled, time running), as a realistic PMU gives it.
+    refs_reading: Reading,
 }
 
 impl Rig {
@@ -217,6 +223,12 @@ impl Rig {
             e: PolluteEngine::new(cfg, Scope::PerProcess, colors, &m),
             k: FakeKernel::new(pages, COLORS),
             now: 0,
+            refs_reading: Reading {
+                event: Event::L1dAccesses,
+                raw: 0,
+                time_enabled: 0,
+                time_running: 0,
+            },
         };
         r.e.process_created(PID);
         r
@@ -254,15 +266,56 @@ impl Rig {
     }
 
     fn tick_with(&mut self, ipc: f64, llc_misses: u64) {
+        self.tick_counts(ipc, llc_misses, 0.0);
+    }
+
+    /// One tick at IPC `ipc` whose program makes `data_apki` data references per
+    /// kilo-instruction (its phase).
+    fn tick_in_phase(&mut self, ipc: f64, data_apki: f64) {
+        self.tick_counts(ipc, 500, data_apki);
+    }
+
+    fn tick_counts(&mut self, ipc: f64, llc_misses: u64, data_apki: f64) {
         let cycles = 1_000_000;
+        let instructions = (ipc * cycles as f64) as u64;
         let mut c = EventCounts::default();
         c.set(Event::Cycles, cycles);
-        c.set(Event::Instructions, (ipc * cycles as f64) as u64);
+        c.set(Event::Instructions, instructions);
         c.set(Event::LlcAccesses, 1000);
         c.set(Event::LlcMisses, llc_misses);
         c.set(Event::L1dMisses, 5000);
+        c.set(
+            Event::L1dAccesses,
+            (data_apki * instructions as f64 / 1000.0) as u64,
+        );
         self.now += cycles;
         self.e.tick(&mut self.k, &pid_tick(self.now, cycles, c));
+    }
+
+    /// One tick at IPC `ipc` and `data_apki` data references per kilo-instruction under a
+    /// realistic PMU whose multiplexing had the data-reference event on a counter this tick
+    /// (`on`) or not: the tick's estimate is its true count or 0 (perf's interval reading), the
+    /// reading's raw count and times grow by what was counted.
+    fn tick_multiplexed(&mut self, ipc: f64, data_apki: f64, on: bool) {
+        let cycles = 1_000_000;
+        let instructions = (ipc * cycles as f64) as u64;
+        let refs = (data_apki * instructions as f64 / 1000.0) as u64;
+        let mut c = EventCounts::default();
+        c.set(Event::Cycles, cycles);
+        c.set(Event::Instructions, instructions);
+        c.set(Event::LlcAccesses, 1000);
+        c.set(Event::LlcMisses, 500);
+        c.set(Event::L1dMisses, 5000);
+        c.set(Event::L1dAccesses, if on { refs } else { 0 });
+        self.refs_reading.time_enabled += cycles;
+        if on {
+            self.refs_reading.raw += refs;
+            self.refs_reading.time_running += cycles;
+        }
+        self.now += cycles;
+        let mut t = pid_tick(self.now, cycles, c);
+        t.processes[0].readings = vec![self.refs_reading];
+        self.e.tick(&mut self.k, &t);
     }
 
     fn search(&self) -> serde_json::Value {
@@ -1173,4 +1226,102 @@ fn rocs_does_not_walk_a_stack_when_the_baseline_noise_hides_any_gain() {
     }
     assert!(r.search()["skipped"].is_null());
     assert_eq!(r.pollute(), vec![0, 1], "the first step's pages");
+}
+
+/// A walk over a 3-tick baseline at IPC 0.9-1.1 and 300 data references per kilo-instruction,
+/// then steps of 2, 4, 6 and 8 pages at `(IPC, data APKI)`, under the default significance bar.
+fn walked_in_phases(steps: [(f64, f64); 4]) -> Rig {
+    let c = PolluteConfig {
+        baseline_cycles: 3_000_000,
+        significance: 2.0,
+        ..cfg()
+    };
+    let mut r = Rig::new(c, 8);
+    for ipc in [0.9, 1.0, 1.1] {
+        r.tick_in_phase(ipc, 300.0);
+    }
+    for (ipc, apki) in steps {
+        r.tick_in_phase(ipc, apki);
+    }
+    r
+}
+
+/// Regression (rocs on the real glpk-mcf at 200 M instructions, 0.955x linux: a baseline at IPC
+/// 0.070 and 1,001 data references per kilo-instruction, then every step "significant" at IPC
+/// 0.09-0.33 and 100-730 references, and its best step kept): a step whose data references per
+/// instruction (what no placement moves) left the baseline's by more than `phase_threshold` ran
+/// in another phase; the walk is abandoned with nothing kept and its pages restored.
+#[test]
+fn rocs_abandons_a_walk_whose_program_changes_phase_under_it() {
+    // The program's IPC rises to 1.5 at the second step, with twice the data references per
+    // instruction: a new phase, whatever is mapped.
+    let r = walked_in_phases([(1.0, 300.0), (1.5, 600.0), (1.5, 600.0), (1.5, 600.0)]);
+    let s = r.search();
+    assert_eq!(r.step_pages(), vec![2, 4], "{s}");
+    assert_eq!(s["chosen"], 0, "{s}");
+    assert!(
+        s["stopped"].as_str().unwrap().contains("phase changed"),
+        "{s}"
+    );
+    assert_eq!(s["steps"][1]["significant"], false, "{s}");
+    assert!(
+        (s["baseline_data_apki"].as_f64().unwrap() - 300.0).abs() < 1.0,
+        "{s}"
+    );
+    assert!(
+        (s["steps"][1]["data_apki"].as_f64().unwrap() - 600.0).abs() < 1.0,
+        "{s}"
+    );
+    assert!(r.pollute().is_empty(), "the walk's pages restored");
+    assert!(matches!(r.e.units[0].stage, Stage::Stable { .. }));
+    assert_eq!(r.e.report("rocs")["units"][0]["in_buffer"], 0);
+}
+
+/// The same gain within one phase (the data references per instruction move by less than
+/// `phase_threshold`) is the buffer's: kept as Algorithm 1 keeps it.
+#[test]
+fn rocs_keeps_a_gain_made_within_the_baselines_phase() {
+    let r = walked_in_phases([(1.0, 300.0), (1.5, 330.0), (1.5, 280.0), (1.5, 300.0)]);
+    let s = r.search();
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8], "{s}");
+    assert_eq!(s["chosen"], 4, "{s}");
+    assert!(s["stopped"].is_null(), "{s}");
+    assert_eq!(r.pollute(), vec![0, 1, 2, 3]);
+}
+
+/// Regression (the fresh set's synthetic programs, whose data references per instruction never
+/// change, read as changing phase: a 4-counter PMU multiplexes the event, a tick with it off
+/// reads 0, and a window summed from per-tick estimates read a third of the true density in the
+/// baseline and a half in a step): the window's raw count is scaled once by its own time
+/// enabled over time running, so a steady program's walk goes on and keeps its gain.
+#[test]
+fn rocs_reads_a_multiplexed_data_reference_count_over_the_whole_window() {
+    let c = PolluteConfig {
+        baseline_cycles: 3_000_000,
+        significance: 2.0,
+        ..cfg()
+    };
+    let mut r = Rig::new(c, 8);
+    // The baseline: the event on a counter one tick in three.
+    for (ipc, on) in [(0.9, true), (1.0, false), (1.1, false)] {
+        r.tick_multiplexed(ipc, 300.0, on);
+    }
+    for (ipc, on) in [(1.0, true), (1.5, false), (1.5, true), (1.5, true)] {
+        r.tick_multiplexed(ipc, 300.0, on);
+    }
+    let s = r.search();
+    assert_eq!(r.step_pages(), vec![2, 4, 6, 8], "{s}");
+    assert!(s["stopped"].is_null(), "{s}");
+    assert_eq!(s["chosen"], 4, "{s}");
+    // The scaled estimate takes the counted tick's rate for the window's (perf's assumption):
+    // that tick ran at 0.9 of the window's IPC, so 270 for the true 300, not 90.
+    assert!(
+        (s["baseline_data_apki"].as_f64().unwrap() - 270.0).abs() < 1.0,
+        "{s}"
+    );
+    assert!(s["steps"][1]["data_apki"].is_null(), "never counted: {s}");
+    assert!(
+        (s["steps"][2]["data_apki"].as_f64().unwrap() - 300.0).abs() < 1.0,
+        "{s}"
+    );
 }

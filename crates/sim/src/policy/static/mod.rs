@@ -433,6 +433,8 @@ mod tests {
             llc_ways: 8,
             line_size: 128,
             page_size: 4096,
+            pmu_counters: None,
+            pmu_events: 0,
         };
         let two_chips = StaticSections::for_machine(&m(2, 2));
         assert_eq!(two_chips.section(0).len(), 16);
@@ -465,6 +467,8 @@ mod tests {
             llc_ways: 8,
             line_size: 64,
             page_size: 4096,
+            pmu_counters: None,
+            pmu_events: 0,
         }
     }
 
