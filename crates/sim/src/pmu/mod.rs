@@ -155,6 +155,26 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// Nothing counted yet.
+    pub fn zero(event: Event) -> Reading {
+        Reading {
+            event,
+            raw: 0,
+            time_enabled: 0,
+            time_running: 0,
+        }
+    }
+
+    /// An exact count over `cycles` (the ideal PMU's: always on a counter).
+    pub fn exact(event: Event, count: u64, cycles: u64) -> Reading {
+        Reading {
+            event,
+            raw: count,
+            time_enabled: cycles,
+            time_running: cycles,
+        }
+    }
+
     /// `raw * time_enabled / time_running` (0 if it never ran): the estimate of the full count.
     pub fn scaled(&self) -> f64 {
         if self.time_running == 0 {
@@ -162,6 +182,25 @@ impl Reading {
         } else {
             self.raw as f64 * self.time_enabled as f64 / self.time_running as f64
         }
+    }
+
+    /// The reading over the interval since `before`, an earlier reading of the same counter.
+    pub fn since(&self, before: &Reading) -> Reading {
+        Reading {
+            event: self.event,
+            raw: self.raw.saturating_sub(before.raw),
+            time_enabled: self.time_enabled.saturating_sub(before.time_enabled),
+            time_running: self.time_running.saturating_sub(before.time_running),
+        }
+    }
+
+    /// Sum another interval's reading of the same event into this one: a window's reading,
+    /// to be scaled once over the window. A sum of per-interval estimates is not one: an
+    /// interval whose multiplexed group left the event off reads 0.
+    pub fn add(&mut self, o: &Reading) {
+        self.raw += o.raw;
+        self.time_enabled += o.time_enabled;
+        self.time_running += o.time_running;
     }
 }
 
@@ -621,15 +660,7 @@ impl RealisticPmu {
         let last = &mut self.last_readings[pid];
         let mut d = EventCounts::default();
         for (i, r) in now.iter().enumerate() {
-            let (raw, enabled, running) = last
-                .get(i)
-                .map_or((0, 0, 0), |l| (l.raw, l.time_enabled, l.time_running));
-            let delta = Reading {
-                event: r.event,
-                raw: r.raw.saturating_sub(raw),
-                time_enabled: r.time_enabled.saturating_sub(enabled),
-                time_running: r.time_running.saturating_sub(running),
-            };
+            let delta = r.since(last.get(i).unwrap_or(&Reading::zero(r.event)));
             d.set(r.event, d.get(r.event) + delta.scaled().round() as u64);
         }
         *last = now.to_vec();

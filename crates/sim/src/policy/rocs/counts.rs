@@ -3,33 +3,15 @@
 //! scaled once (ROCS 5.1's IPC and MPKI, the phase signature of a search's steps).
 
 use super::{ratio, PhaseMetric};
-use crate::pmu::Event;
+use crate::pmu::{Event, Reading};
 
-/// One event's count over a window as the counters read it (perf's reading): the raw count and
-/// the cycles the event was requested (enabled) and actually on a counter (running).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Counted {
-    pub(super) raw: u64,
-    pub(super) enabled: u64,
-    pub(super) running: u64,
-}
-
-impl Counted {
-    pub(super) fn add(&mut self, o: &Counted) {
-        self.raw += o.raw;
-        self.enabled += o.enabled;
-        self.running += o.running;
-    }
-    /// The window's estimate, `raw x enabled / running` scaled once over the whole window (0
-    /// if the event was never on a counter). A sum of per-tick estimates is not one: with the
-    /// groups rotating every 4 M cycles, a tick that left the event off reads 0, so a window
-    /// read a third or half of a count, and LLC misses above LLC accesses.
-    pub(super) fn value(&self) -> u64 {
-        if self.running == 0 || self.running >= self.enabled {
-            self.raw
-        } else {
-            (self.raw as f64 * self.enabled as f64 / self.running as f64).round() as u64
-        }
+/// The window's estimate of one event: its reading summed over the window and scaled once
+/// (`Reading::add`); exact when the event was on a counter the whole window.
+pub(super) fn value(r: &Reading) -> u64 {
+    if r.time_running >= r.time_enabled {
+        r.raw
+    } else {
+        r.scaled().round() as u64
     }
 }
 
@@ -45,29 +27,39 @@ pub(super) const READ: [Event; 5] = [
 ];
 
 /// Counts of a unit over a window, summed over its processes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Acc {
-    pub(super) counts: [Counted; READ.len()],
+    pub(super) counts: [Reading; READ.len()],
     /// Simulated cycles the window spans (what its stage is counted in, ROCS 5.1, 6.2).
     pub(super) elapsed: u64,
     pub(super) ticks: u32,
 }
 
+impl Default for Acc {
+    fn default() -> Acc {
+        Acc {
+            counts: READ.map(Reading::zero),
+            elapsed: 0,
+            ticks: 0,
+        }
+    }
+}
+
 impl Acc {
-    pub(super) fn count(&self, e: Event) -> &Counted {
+    pub(super) fn count(&self, e: Event) -> &Reading {
         &self.counts[READ.iter().position(|&r| r == e).expect("a read event")]
     }
     pub(super) fn instructions(&self) -> u64 {
-        self.count(Event::Instructions).value()
+        value(self.count(Event::Instructions))
     }
     pub(super) fn cycles(&self) -> u64 {
-        self.count(Event::Cycles).value()
+        value(self.count(Event::Cycles))
     }
     pub(super) fn llc_accesses(&self) -> u64 {
-        self.count(Event::LlcAccesses).value()
+        value(self.count(Event::LlcAccesses))
     }
     pub(super) fn llc_misses(&self) -> u64 {
-        self.count(Event::LlcMisses).value()
+        value(self.count(Event::LlcMisses))
     }
     pub(super) fn ipc(&self) -> f64 {
         ratio(self.instructions(), self.cycles())
@@ -83,7 +75,7 @@ impl Acc {
     /// event was never on a counter during the window.
     pub(super) fn data_apki(&self) -> Option<f64> {
         let refs = self.count(Event::L1dAccesses);
-        (refs.running > 0 && self.instructions() > 0)
-            .then(|| 1000.0 * ratio(refs.value(), self.instructions()))
+        (refs.time_running > 0 && self.instructions() > 0)
+            .then(|| 1000.0 * ratio(value(refs), self.instructions()))
     }
 }

@@ -57,7 +57,7 @@ sections 3-5) and `global-pollute` (Azimi et al., papers/001, case study 2, sect
 use super::{Kernel, MachineInfo, Placement, Policy, ProcessInfo, SchedEvent, Tick};
 use crate::error::ConfigError;
 use crate::memory::ColorSet;
-use crate::pmu::{DataSource, Event, Sample, SamplingConfig};
+use crate::pmu::{DataSource, Event, Reading, Sample, SamplingConfig};
 use std::collections::BTreeMap;
 
 mod config;
@@ -65,7 +65,7 @@ mod counts;
 mod report;
 mod search;
 pub use config::{PhaseMetric, PolluteConfig};
-use counts::{Acc, Counted, READ};
+use counts::{Acc, READ};
 pub use report::{Confirmation, RocsReport, RocsUnit, SearchLog, Step};
 
 fn ratio_f(a: f64, b: f64) -> f64 {
@@ -151,7 +151,7 @@ struct Unit {
     best: f64,
     best_n: u64,
     /// Each member's last reading of the events it reads (`READ`'s order).
-    last_read: BTreeMap<usize, [Counted; READ.len()]>,
+    last_read: BTreeMap<usize, [Reading; READ.len()]>,
     /// The last targeting window (`Waiting`): a unit is profiled only when two in a row are
     /// targeted and its phase held between them.
     last_window: Option<Acc>,
@@ -624,31 +624,17 @@ impl PolluteEngine {
                 if unit.pids.contains(&p.pid) {
                     // Each event's reading since the last tick: under a realistic PMU the
                     // raw count with its times (perf's), under the ideal one the exact count.
-                    let last = unit.last_read.entry(p.pid).or_default();
+                    let last = unit
+                        .last_read
+                        .entry(p.pid)
+                        .or_insert_with(|| READ.map(Reading::zero));
                     let cycles = p.interval.get(Event::Cycles).max(1);
                     for (i, &e) in READ.iter().enumerate() {
-                        let now = match p.readings.iter().find(|r| r.event == e) {
-                            Some(r) => Counted {
-                                raw: r.raw,
-                                enabled: r.time_enabled,
-                                running: r.time_running,
-                            },
-                            None => {
-                                let exact = Counted {
-                                    raw: p.interval.get(e),
-                                    enabled: cycles,
-                                    running: cycles,
-                                };
-                                acc.counts[i].add(&exact);
-                                continue;
-                            }
+                        let delta = match p.readings.iter().find(|r| r.event == e) {
+                            Some(now) => now.since(&std::mem::replace(&mut last[i], *now)),
+                            None => Reading::exact(e, p.interval.get(e), cycles),
                         };
-                        let before = std::mem::replace(&mut last[i], now);
-                        acc.counts[i].add(&Counted {
-                            raw: now.raw.saturating_sub(before.raw),
-                            enabled: now.enabled.saturating_sub(before.enabled),
-                            running: now.running.saturating_sub(before.running),
-                        });
+                        acc.counts[i].add(&delta);
                     }
                     unit.member.entry(p.pid).or_default().cycles += p.interval.get(Event::Cycles);
                 }
