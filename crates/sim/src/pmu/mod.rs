@@ -184,6 +184,11 @@ impl Reading {
         }
     }
 
+    /// `scaled`, rounded to the nearest count: what software reads as the event's count.
+    pub fn estimate(&self) -> u64 {
+        self.scaled().round() as u64
+    }
+
     /// The reading over the interval since `before`, an earlier reading of the same counter.
     pub fn since(&self, before: &Reading) -> Reading {
         Reading {
@@ -380,7 +385,7 @@ impl VirtualCounters {
     pub fn estimate(&self, events: &[Event]) -> EventCounts {
         let mut e = EventCounts::default();
         for r in self.read(events) {
-            e.set(r.event, r.scaled().round() as u64);
+            e.set(r.event, r.estimate());
         }
         e
     }
@@ -661,7 +666,7 @@ impl RealisticPmu {
         let mut d = EventCounts::default();
         for (i, r) in now.iter().enumerate() {
             let delta = r.since(last.get(i).unwrap_or(&Reading::zero(r.event)));
-            d.set(r.event, d.get(r.event) + delta.scaled().round() as u64);
+            d.set(r.event, d.get(r.event) + delta.estimate());
         }
         *last = now.to_vec();
         d

@@ -5,16 +5,6 @@
 use super::{ratio, PhaseMetric};
 use crate::pmu::{Event, Reading};
 
-/// The window's estimate of one event: its reading summed over the window and scaled once
-/// (`Reading::add`); exact when the event was on a counter the whole window.
-pub(super) fn value(r: &Reading) -> u64 {
-    if r.time_running >= r.time_enabled {
-        r.raw
-    } else {
-        r.scaled().round() as u64
-    }
-}
-
 /// The events a unit reads at every tick, in `Acc::counts`' order.
 pub(super) const READ: [Event; 5] = [
     Event::Instructions,
@@ -26,7 +16,8 @@ pub(super) const READ: [Event; 5] = [
     Event::L1dAccesses,
 ];
 
-/// Counts of a unit over a window, summed over its processes.
+/// Counts of a unit over a window, summed over its processes: each event's readings added
+/// (`Reading::add`) and scaled once over the window (`Reading::estimate`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Acc {
     pub(super) counts: [Reading; READ.len()],
@@ -50,16 +41,16 @@ impl Acc {
         &self.counts[READ.iter().position(|&r| r == e).expect("a read event")]
     }
     pub(super) fn instructions(&self) -> u64 {
-        value(self.count(Event::Instructions))
+        self.count(Event::Instructions).estimate()
     }
     pub(super) fn cycles(&self) -> u64 {
-        value(self.count(Event::Cycles))
+        self.count(Event::Cycles).estimate()
     }
     pub(super) fn llc_accesses(&self) -> u64 {
-        value(self.count(Event::LlcAccesses))
+        self.count(Event::LlcAccesses).estimate()
     }
     pub(super) fn llc_misses(&self) -> u64 {
-        value(self.count(Event::LlcMisses))
+        self.count(Event::LlcMisses).estimate()
     }
     pub(super) fn ipc(&self) -> f64 {
         ratio(self.instructions(), self.cycles())
@@ -76,6 +67,6 @@ impl Acc {
     pub(super) fn data_apki(&self) -> Option<f64> {
         let refs = self.count(Event::L1dAccesses);
         (refs.time_running > 0 && self.instructions() > 0)
-            .then(|| 1000.0 * ratio(value(refs), self.instructions()))
+            .then(|| 1000.0 * ratio(refs.estimate(), self.instructions()))
     }
 }
