@@ -15,7 +15,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::cache::Hierarchy;
 use crate::error::TraceError;
-use crate::trace::{pipelined_with, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use crate::trace::{
+    pipelined_with, FoldedFetches, Kind, Progress, Record, RecordSource, BLOCK_RECORDS,
+};
 
 /// The class of a reference in the tallies, as cachegrind splits them: 0 data read (load),
 /// 1 data write (store, and modify, which cachegrind counts as one write access), 2 ifetch.
@@ -127,6 +129,8 @@ pub struct Attribution {
     pub records: u64,
     /// Data records whose PC is 0 (unknown).
     pub unknown_pc: u64,
+    /// Of `records`, the fetches the source folded out (`FoldedFetches`).
+    pub folded: u64,
 }
 
 /// Tally one record served at `slot`: under its PC, and (data only: class 2 is an instruction
@@ -228,129 +232,222 @@ pub fn attribute<E: Send + From<TraceError>>(
     result
 }
 
+/// Attribution's state between records: the hierarchy, the two classes' runs and the tallies,
+/// with what the configuration fixes about the runs.
+struct Attributor<'h> {
+    h: &'h mut Hierarchy,
+    levels: usize,
+    /// The general path's first-level hit on its own (`access_first_hit`) declines on the lean
+    /// engine, whose `access` serves a hit about as cheaply.
+    lean: bool,
+    cores: u32,
+    /// Whether the two classes' first levels are distinct caches on every core.
+    split: bool,
+    /// Whether a write joins a run: where it would be a first-level hit (write-back).
+    writes_join: Vec<[bool; 2]>,
+    /// The tally slot of a run's records: the first level of their core's path.
+    first_slot: Vec<[usize; 2]>,
+    line_shift: u32,
+    line_mask: u64,
+    runs: [LineRun; 2],
+    pcs: Tally,
+    pages: Tally,
+    unknown: u64,
+}
+
+impl<'h> Attributor<'h> {
+    fn new(h: &'h mut Hierarchy, levels: usize) -> Self {
+        let cores = h.config().cores.max(1);
+        let slot = |s: u8| Self::slot_of(levels, s);
+        Attributor {
+            lean: h.uses_lean_engine(),
+            cores,
+            // A core's thread `c` is on core `c` (`thread % cores`).
+            split: (0..cores).all(|c| h.first_levels_split(c)),
+            writes_join: (0..cores)
+                .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
+                .collect(),
+            first_slot: (0..cores)
+                .map(|c| [0, 1].map(|k| h.first_level(c, k).map_or(levels, slot)))
+                .collect(),
+            line_shift: h.config().line_size.trailing_zeros(),
+            line_mask: h.config().line_size as u64 - 1,
+            runs: [LineRun::NONE; 2],
+            pcs: Tally::new(levels + 1),
+            pages: Tally::new(levels + 1),
+            unknown: 0,
+            levels,
+            h,
+        }
+    }
+
+    /// The tally slot of a `served` level: its index, or `levels` for memory.
+    fn slot_of(levels: usize, served: u8) -> usize {
+        if served == SERVED_BY_MEMORY {
+            levels
+        } else {
+            (served as usize).min(levels)
+        }
+    }
+
+    /// One record: counted into its class's run where it repeats the run's line, else
+    /// accessed (after the runs it must follow are applied); then tallied.
+    #[inline(always)]
+    fn step(&mut self, rec: &Record, pc: u64) {
+        let (h, cores, split) = (&mut *self.h, self.cores, self.split);
+        let k = rec.kind.is_instruction() as usize;
+        let run = &mut self.runs[k];
+        let line = rec.addr >> self.line_shift;
+        let within_line =
+            (rec.addr & self.line_mask) + rec.size.max(1) as u64 <= self.line_mask + 1;
+        let s = if line == run.line
+            && rec.thread == run.thread
+            && within_line
+            && (!rec.kind.is_write() || self.writes_join[(rec.thread % cores) as usize][k])
+        {
+            run.per_kind[rec.kind as usize] += 1;
+            run.privileged += rec.privileged as u64;
+            let s = run.slot;
+            // One first level for both classes: the other class's counted records came
+            // before this one, and which line its set saw last decides its next victim, so
+            // they are handed over first.
+            if !split {
+                self.runs[1 - k].apply(h, 1 - k);
+            }
+            s
+        } else {
+            // This record's access comes after the runs' (both, where the two classes share
+            // their first level).
+            self.runs[k].apply(h, k);
+            if !split {
+                self.runs[1 - k].apply(h, 1 - k);
+            }
+            let hit = if self.lean {
+                None
+            } else {
+                h.access_first_hit(rec)
+            };
+            if let Some(served) = hit {
+                let slot = Self::slot_of(self.levels, served);
+                self.runs[k] = LineRun {
+                    line,
+                    thread: rec.thread,
+                    slot,
+                    ..LineRun::NONE
+                };
+                slot
+            } else {
+                self.runs[1 - k].apply(h, 1 - k);
+                let served = h.access(rec);
+                // A run starts on the line this access left as the first level's last hit,
+                // and the other class's goes on where its line still is.
+                self.runs[k] = if within_line && h.holds_last_hit(rec.thread, k, line) {
+                    LineRun {
+                        line,
+                        thread: rec.thread,
+                        slot: self.first_slot[(rec.thread % cores) as usize][k],
+                        ..LineRun::NONE
+                    }
+                } else {
+                    LineRun::NONE
+                };
+                let other = &mut self.runs[1 - k];
+                if other.line != u64::MAX && !h.holds_last_hit(other.thread, 1 - k, other.line) {
+                    *other = LineRun::NONE;
+                }
+                Self::slot_of(self.levels, served)
+            }
+        };
+        tally_one(
+            &mut self.pcs,
+            &mut self.pages,
+            &mut self.unknown,
+            rec,
+            pc,
+            s,
+        );
+    }
+
+    /// The fetches the source folded out after `head` (just stepped; `FoldedFetches`, on a
+    /// hierarchy whose lines hold the trace's 64-byte ones): each on `head`'s line, thread and
+    /// privilege, within the line, so where the instruction run holds that line each takes
+    /// `step`'s run branch, and they are counted together; else each is stepped.
+    #[inline]
+    fn folded(&mut self, head: &Record, offsets: &[u8], sizes: &[u8]) {
+        let run = &mut self.runs[1];
+        if run.line == head.addr >> self.line_shift && run.thread == head.thread {
+            let n = offsets.len() as u64;
+            run.per_kind[Kind::IFetch as usize] += n;
+            run.privileged += head.privileged as u64 * n;
+            // Where the two classes share a first level, `head`'s step has just handed the
+            // data run over, and no data record comes between it and these.
+            let s = run.slot;
+            let base = head.addr & !63;
+            for &off in offsets {
+                self.pcs.add(base | off as u64, class(Kind::IFetch), s);
+            }
+        } else {
+            for (&off, &size) in offsets.iter().zip(sizes) {
+                let f = FoldedFetches::fetch(head, off, size);
+                self.step(&f, f.addr);
+            }
+        }
+    }
+}
+
 fn attribute_in<E: Send + From<TraceError>>(
     h: &mut Hierarchy,
     levels: usize,
     src: &mut (dyn RecordSource + Send),
     mut on_block: impl FnMut(Progress) -> Result<(), E>,
 ) -> Result<Attribution, E> {
-    let slot = |s: u8| {
-        if s == SERVED_BY_MEMORY {
-            levels
-        } else {
-            (s as usize).min(levels)
-        }
-    };
-    // The general path's first-level hit on its own (`access_first_hit`) declines on the lean
-    // engine, whose `access` serves a hit about as cheaply.
-    let lean = h.uses_lean_engine();
-    let cores = h.config().cores.max(1);
-    // A core's thread `c` is on core `c` (`thread % cores`).
-    let split = (0..cores).all(|c| h.first_levels_split(c));
-    // Whether a write joins a run: where it would be a first-level hit (write-back).
-    let writes_join: Vec<[bool; 2]> = (0..cores)
-        .map(|c| [0, 1].map(|k| h.first_level_write_back(c, k)))
-        .collect();
-    // The tally slot of a run's records: the first level of their core's path.
-    let first_slot: Vec<[usize; 2]> = (0..cores)
-        .map(|c| [0, 1].map(|k| h.first_level(c, k).map_or(levels, slot)))
-        .collect();
-    let line_shift = h.config().line_size.trailing_zeros();
-    let line_mask = h.config().line_size as u64 - 1;
-    let mut runs = [LineRun::NONE; 2];
-    let (mut pcs, mut pages) = (Tally::new(levels + 1), Tally::new(levels + 1));
-    let (mut records, mut unknown) = (0u64, 0u64);
+    // Fetches folded out by the source are on one 64-byte line of the trace, so on one of the
+    // hierarchy's where its lines are no shorter.
+    if h.config().line_size >= 64 {
+        src.fold_repeated_fetches();
+    }
+    let mut a = Attributor::new(h, levels);
+    let (mut records, mut folded) = (0u64, 0u64);
     let result = pipelined_with(
         || {
             (
                 Vec::<Record>::with_capacity(BLOCK_RECORDS),
                 Vec::<u64>::with_capacity(BLOCK_RECORDS),
+                FoldedFetches::default(),
             )
         },
-        |(buf, block_pcs)| -> Result<Option<Progress>, E> {
+        |(buf, block_pcs, folds)| -> Result<Option<Progress>, E> {
             if !src.next_block(buf)? {
                 return Ok(None);
             }
             src.take_block_pcs(block_pcs);
+            src.take_block_folds(folds);
             Ok(Some(src.progress()))
         },
-        |(buf, block_pcs), progress| {
-            for (rec, &pc) in buf.iter().zip(block_pcs.iter()) {
-                let k = rec.kind.is_instruction() as usize;
-                let run = &mut runs[k];
-                let line = rec.addr >> line_shift;
-                let within_line = (rec.addr & line_mask) + rec.size.max(1) as u64 <= line_mask + 1;
-                let s = if line == run.line
-                    && rec.thread == run.thread
-                    && within_line
-                    && (!rec.kind.is_write() || writes_join[(rec.thread % cores) as usize][k])
-                {
-                    run.per_kind[rec.kind as usize] += 1;
-                    run.privileged += rec.privileged as u64;
-                    let s = run.slot;
-                    // One first level for both classes: the other class's counted records
-                    // came before this one, and which line its set saw last decides its
-                    // next victim, so they are handed over first.
-                    if !split {
-                        runs[1 - k].apply(h, 1 - k);
-                    }
-                    s
-                } else {
-                    // This record's access comes after the runs' (both, where the two
-                    // classes share their first level).
-                    runs[k].apply(h, k);
-                    if !split {
-                        runs[1 - k].apply(h, 1 - k);
-                    }
-                    let hit = if lean { None } else { h.access_first_hit(rec) };
-                    if let Some(served) = hit {
-                        runs[k] = LineRun {
-                            line,
-                            thread: rec.thread,
-                            slot: slot(served),
-                            ..LineRun::NONE
-                        };
-                        slot(served)
-                    } else {
-                        runs[1 - k].apply(h, 1 - k);
-                        let served = h.access(rec);
-                        // A run starts on the line this access left as the first level's last
-                        // hit, and the other class's goes on where its line still is.
-                        runs[k] = if within_line && h.holds_last_hit(rec.thread, k, line) {
-                            LineRun {
-                                line,
-                                thread: rec.thread,
-                                slot: first_slot[(rec.thread % cores) as usize][k],
-                                ..LineRun::NONE
-                            }
-                        } else {
-                            LineRun::NONE
-                        };
-                        let other = &mut runs[1 - k];
-                        if other.line != u64::MAX
-                            && !h.holds_last_hit(other.thread, 1 - k, other.line)
-                        {
-                            *other = LineRun::NONE;
-                        }
-                        slot(served)
-                    }
-                };
-                tally_one(&mut pcs, &mut pages, &mut unknown, rec, pc, s);
+        |(buf, block_pcs, folds), progress| {
+            for (i, (rec, &pc)) in buf.iter().zip(block_pcs.iter()).enumerate() {
+                a.step(rec, pc);
+                let (offsets, sizes) = folds.after(i);
+                if !offsets.is_empty() {
+                    a.folded(rec, offsets, sizes);
+                }
             }
-            records += buf.len() as u64;
+            records += (buf.len() + folds.len()) as u64;
+            folded += folds.len() as u64;
             on_block(progress)
         },
     );
-    for (k, run) in runs.iter_mut().enumerate() {
-        run.apply(h, k);
+    for (k, run) in a.runs.iter_mut().enumerate() {
+        run.apply(a.h, k);
     }
     result?;
     Ok(Attribution {
-        pcs,
-        pages,
+        pcs: a.pcs,
+        pages: a.pages,
         levels,
         records,
-        unknown_pc: unknown,
+        unknown_pc: a.unknown,
+        folded,
     })
 }
 
@@ -366,7 +463,8 @@ mod tests {
     /// bytes per instruction, so some span two lines) with a jump now and then, a data access
     /// after about a third of them (a load, store or modify; some of them to the code's own
     /// lines, some followed by a second on the same line), some PCs unknown; two threads taking
-    /// turns at the jumps, one of them privileged now and then.
+    /// turns at the jumps, one of them privileged now and then (whose fetches the reader folds
+    /// out where they repeat the line of the fetch just before them).
     fn program_like(n: usize) -> (Vec<Record>, Vec<u64>) {
         let (mut x, mut pc, mut thread, mut privileged) = (7u64, 0x40_0000u64, 0u32, false);
         let (mut recs, mut pcs) = (Vec::new(), Vec::new());
@@ -374,6 +472,8 @@ mod tests {
             let mut r = Record::new(kind, addr, size);
             r.thread = thread;
             r.privileged = privileged;
+            // As a capture writes them: one instruction per fetch.
+            r.icount = (kind == Kind::IFetch) as u32;
             recs.push(r);
         };
         while recs.len() < n {
@@ -491,6 +591,13 @@ mod tests {
             .unwrap();
             let what = format!("lean engine {}: {hierarchy}", on_lean && lean);
             assert_eq!((a.records, blocks), (recs.len() as u64, 3));
+            // Fetches are folded out wherever the hierarchy's lines hold the trace's.
+            assert_eq!(
+                a.folded > 0,
+                config.hierarchy.line_size >= 64,
+                "{what}: {} folded",
+                a.folded
+            );
             assert_eq!(h.stats(), brute.stats(), "{what}");
             assert_same(&flat(&a.pcs), &by_pc, &what);
             assert_same(&flat(&a.pages), &by_page, &what);
@@ -637,6 +744,12 @@ mod tests {
                 false,
             ),
         ];
+        // Lines shorter than the trace's 64 bytes (nothing folded) and longer.
+        let lines = [32, 128].map(|line| {
+            split("inclusion = \"non-inclusive\"", str::to_string)
+                .replace("line_size = 64", &format!("line_size = {line}"))
+        });
+        let configs = configs.into_iter().chain(lines.map(|l| (l, true)));
         for (toml, lean) in configs {
             attribution_equals_a_record_by_record_count(&toml, lean);
         }

@@ -60,6 +60,110 @@ pub trait RecordSource {
         into.clear();
         into.extend_from_slice(self.block_pcs());
     }
+
+    /// Ask the source to fold repeated fetches out of its blocks from now on (see
+    /// [`FoldedFetches`]); `false` if it does not (its blocks then carry every record, and
+    /// `take_block_folds` gives none).
+    fn fold_repeated_fetches(&mut self) -> bool {
+        false
+    }
+
+    /// Hand over the fetches folded out of the block the last `next_block` returned
+    /// (replacing `into`'s contents); none unless `fold_repeated_fetches` said yes.
+    fn take_block_folds(&mut self, into: &mut FoldedFetches) {
+        into.clear();
+    }
+}
+
+/// The instruction fetches a source folded out of a block (`RecordSource::fold_repeated_fetches`):
+/// each a fetch that came right after a fetch of the same thread on the same 64-byte line
+/// (right after the record it is folded into, or after another fetch folded into it), with the
+/// same privilege, lying wholly within that line, and carrying no thread change, syscall
+/// identity or escaped size or icount. Such a fetch is described by its byte within the line
+/// and its size: its line, thread and privilege are those of the record it is folded into, and
+/// its PC is its own address. Captured programs' traces are mostly such fetches (a line's
+/// instructions one after the other), and a reader that folds them neither builds a record
+/// for each nor hands it to its consumer one at a time (`analysis::attribute` counts them as
+/// first-level hits on the line the record before them left there).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoldedFetches {
+    /// The index among the block's encoded records of each record given, then the number of
+    /// encoded records: the fetches folded after given record `j` are the encoded records
+    /// strictly between `columns[j]` and `columns[j + 1]`.
+    columns: Vec<u32>,
+    /// Every encoded record's byte within its 64-byte line, and its size byte (exact for a
+    /// folded fetch, which lies within its line).
+    offsets: Vec<u8>,
+    sizes: Vec<u8>,
+}
+
+impl FoldedFetches {
+    /// Empty, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.columns.clear();
+        self.offsets.clear();
+        self.sizes.clear();
+    }
+
+    /// The number of fetches folded out.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - self.columns.len().saturating_sub(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes within the line and the sizes of the fetches folded after given record `j`
+    /// (none where nothing was folded).
+    #[inline(always)]
+    pub fn after(&self, j: usize) -> (&[u8], &[u8]) {
+        match (self.columns.get(j), self.columns.get(j + 1)) {
+            (Some(&a), Some(&b)) => {
+                let span = a as usize + 1..b as usize;
+                (&self.offsets[span.clone()], &self.sizes[span])
+            }
+            _ => (&[], &[]),
+        }
+    }
+
+    /// The fetch at byte `off` of the line of `head`, the record it was folded after, with
+    /// `size`: `head`'s kind, thread and privilege, `icount` 1 and no syscall identity.
+    #[inline]
+    pub fn fetch(head: &Record, off: u8, size: u8) -> Record {
+        Record {
+            addr: (head.addr & !63) | off as u64,
+            size: size as u16,
+            icount: 1,
+            syscall: 0,
+            ..*head
+        }
+    }
+
+    /// The records of a block with the folded fetches put back, each after the record it was
+    /// folded into (`fetch`; its PC, where `pcs` is given, its own address).
+    pub fn unfold(&self, records: &[Record], mut pcs: Option<&mut Vec<u64>>) -> Vec<Record> {
+        let mut out = Vec::with_capacity(records.len() + self.len());
+        let given = pcs.as_deref().map(|p| p.to_vec());
+        if let Some(p) = pcs.as_deref_mut() {
+            p.clear();
+        }
+        for (j, r) in records.iter().enumerate() {
+            out.push(*r);
+            if let (Some(p), Some(g)) = (pcs.as_deref_mut(), &given) {
+                p.push(g[j]);
+            }
+            let (offsets, sizes) = self.after(j);
+            for (&off, &size) in offsets.iter().zip(sizes) {
+                let f = Self::fetch(r, off, size);
+                out.push(f);
+                if let Some(p) = pcs.as_deref_mut() {
+                    p.push(f.addr);
+                }
+            }
+        }
+        out
+    }
 }
 
 impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
@@ -74,6 +178,12 @@ impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
     }
     fn take_block_pcs(&mut self, into: &mut Vec<u64>) {
         (**self).take_block_pcs(into)
+    }
+    fn fold_repeated_fetches(&mut self) -> bool {
+        (**self).fold_repeated_fetches()
+    }
+    fn take_block_folds(&mut self, into: &mut FoldedFetches) {
+        (**self).take_block_folds(into)
     }
 }
 

@@ -52,10 +52,12 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
-use super::{Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
+use super::{FoldedFetches, Kind, Progress, Record, RecordSource, BLOCK_RECORDS};
 use crate::error::{Error, TraceError};
 
+mod fold;
 mod reader;
+use fold::decode_folding;
 pub use reader::TraceReader;
 
 /// The first 8 bytes of every native trace.
@@ -255,11 +257,15 @@ fn decode(
     version: u16,
     out: &mut Vec<Record>,
     mut pcs: Option<&mut Vec<u64>>,
+    mut fold: Option<&mut FoldedFetches>,
 ) -> Result<(), String> {
     debug_assert!(raw.len() >= raw_len + 8);
     out.clear();
     if let Some(p) = pcs.as_deref_mut() {
         p.clear();
+    }
+    if let Some(f) = fold.as_deref_mut() {
+        f.clear();
     }
     if raw_len < DIRECTORY_BYTES + 4 * n {
         return Err(format!("{raw_len} bytes cannot hold {n} records"));
@@ -347,24 +353,34 @@ fn decode(
     // The PCs (version 3) are decoded in the same pass, from the address just decoded, so the
     // records are not read back.
     let addr = &raw[fixed_end..addr_end + 8];
-    match pcs {
-        Some(pcs) => {
-            // The PC column and the 8 bytes of padding after it: a load at the column's end
-            // (made for an ifetch, whose value is not used) stays in bounds.
-            let column = &raw[syscalls_end..raw_len + 8];
-            decode_records::<true>(tags, offsets, sizes, icounts, addr, column, out, pcs);
-        }
-        None => decode_records::<false>(
-            tags,
-            offsets,
-            sizes,
-            icounts,
-            addr,
-            &[],
-            out,
-            &mut Vec::new(),
-        ),
+    // The PC column and the 8 bytes of padding after it: a load at the column's end (made for
+    // an ifetch, whose value is not used) stays in bounds.
+    let column = if pcs.is_some() {
+        &raw[syscalls_end..raw_len + 8]
+    } else {
+        &[]
+    };
+    let columns = Columns {
+        tags,
+        offsets,
+        sizes,
+        icounts,
+        addr,
+        pcs: column,
+    };
+    match (pcs, fold.as_deref_mut()) {
+        (Some(pcs), None) => decode_records::<true>(columns, out, pcs),
+        (None, None) => decode_records::<false>(columns, out, &mut Vec::new()),
+        (Some(pcs), Some(f)) => decode_folding::<true>(columns, out, pcs, f),
+        (None, Some(f)) => decode_folding::<false>(columns, out, &mut Vec::new(), f),
     }
+    // Where fetches were folded out, a marked record's place among the records given is found
+    // from its place among the encoded ones (folded fetches carry no marks).
+    let given = fold.as_deref().map(|f| &f.columns[..]);
+    let at = |i: usize| match given {
+        Some(cols) => cols.partition_point(|&c| (c as usize) < i),
+        None => i,
+    };
 
     // Pass 3: escapes and threads, only for blocks that have them. Pass 1 counted the escapes
     // and thread ids, so each value iterator yields exactly one item per marked record.
@@ -374,7 +390,7 @@ fn decode(
             sizes,
             |b| b == ESCAPE,
             |i| {
-                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                if let (Some(r), Some(v)) = (out.get_mut(at(i)), values.next()) {
                     r.size = u16::from_le_bytes([v[0], v[1]]);
                 }
             },
@@ -386,7 +402,7 @@ fn decode(
             icounts,
             |b| b == ESCAPE,
             |i| {
-                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                if let (Some(r), Some(v)) = (out.get_mut(at(i)), values.next()) {
                     r.icount = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 }
             },
@@ -395,6 +411,7 @@ fn decode(
     if n_threads > 0 {
         // Fill each run of records with its thread; runs of thread 0 are already right.
         let mut values = threads.chunks_exact(4);
+        let records_given = out.len();
         let (mut start, mut thread) = (0usize, 0u32);
         let mut fill = |end: usize, thread: u32| {
             if thread != 0 {
@@ -406,13 +423,13 @@ fn decode(
             tags,
             |t| t & TAG_NEW_THREAD != 0,
             |i| {
-                fill(i, thread);
+                fill(at(i), thread);
                 if let Some(v) = values.next() {
                     thread = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 }
             },
         );
-        fill(n, thread);
+        fill(records_given, thread);
     }
     if n_syscalls > 0 {
         let mut values = syscalls.chunks_exact(4);
@@ -420,7 +437,7 @@ fn decode(
             tags,
             |t| t & TAG_SYSCALL != 0,
             |i| {
-                if let (Some(r), Some(v)) = (out.get_mut(i), values.next()) {
+                if let (Some(r), Some(v)) = (out.get_mut(at(i)), values.next()) {
                     r.syscall = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 }
             },
@@ -429,49 +446,21 @@ fn decode(
     Ok(())
 }
 
-/// Pass 2 of `decode`: append one record per tag to `out` (and with `PCS`, its PC to `pcs`).
-/// `addr` is the address column followed by 8 readable bytes; with `PCS`, `column` is the PC
-/// column followed by 8 readable bytes. Pass 1 proved that the address widths sum to the
-/// column's length and that the PC column holds one word per data record, so every load
-/// below is in bounds (the slices are still indexed with checks: a corrupt block panics
-/// nowhere because pass 1 rejected it).
-///
-/// Written without a branch on the kind: the previous line of each stream, the latest fetch
-/// and the PC column's cursor are selected arithmetically, so a trace's mix of ifetches and
-/// data records costs no mispredictions.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn decode_records<const PCS: bool>(
-    tags: &[u8],
-    offsets: &[u8],
-    sizes: &[u8],
-    icounts: &[u8],
-    addr: &[u8],
-    column: &[u8],
-    out: &mut Vec<Record>,
-    pcs: &mut Vec<u64>,
-) {
-    let n = tags.len();
-    let (start, pc_start) = (out.len(), pcs.len());
-    out.reserve(n);
-    let records = &mut out.spare_capacity_mut()[..n];
-    let pc_slots = if PCS {
-        pcs.reserve(n);
-        &mut pcs.spare_capacity_mut()[..n]
-    } else {
-        &mut []
-    };
-    let mut pa = 0usize;
-    let (mut prev_data, mut prev_inst) = (0u64, 0u64);
-    let (mut pc_at, mut last_fetch) = (0usize, 0u64);
-    for (i, ((((&tag, &off), &s), &c), slot)) in tags
-        .iter()
-        .zip(offsets)
-        .zip(sizes)
-        .zip(icounts)
-        .zip(records.iter_mut())
-        .enumerate()
-    {
+/// Pass 2's state through a block's address column: its cursor and the previous line of each
+/// stream (instruction, data), as the writer's predictors left them.
+#[derive(Default)]
+struct Lines {
+    at: usize,
+    data: u64,
+    inst: u64,
+}
+
+impl Lines {
+    /// The next encoded record with `tag`, byte within its line `off`, size and icount bytes
+    /// `s` and `c` (escapes are patched by pass 3), its line delta read from the address
+    /// column `addr` (followed by 8 readable bytes). Without a branch on the kind.
+    #[inline(always)]
+    fn record(&mut self, tag: u8, off: u8, s: u8, c: u8, addr: &[u8]) -> Record {
         let kind = match tag & 3 {
             0 => Kind::Load,
             1 => Kind::Store,
@@ -479,26 +468,89 @@ fn decode_records<const PCS: bool>(
             _ => Kind::Modify,
         };
         let class = ((tag >> TAG_WIDTH_SHIFT) & 7) as usize;
-        let word = u64::from_le_bytes(addr[pa..pa + 8].try_into().unwrap());
-        pa += WIDTHS[class];
+        let word = u64::from_le_bytes(addr[self.at..self.at + 8].try_into().unwrap());
+        self.at += WIDTHS[class];
         let delta = unzigzag(word & MASKS[class]) as u64;
         let is_inst = kind == Kind::IFetch;
-        let line = if is_inst { prev_inst } else { prev_data }.wrapping_add(delta);
-        prev_inst = if is_inst { line } else { prev_inst };
-        prev_data = if is_inst { prev_data } else { line };
-        let address = (line << LINE_SHIFT) | off as u64;
-        slot.write(Record {
-            addr: address,
+        let line = if is_inst { self.inst } else { self.data }.wrapping_add(delta);
+        self.inst = if is_inst { line } else { self.inst };
+        self.data = if is_inst { self.data } else { line };
+        Record {
+            addr: (line << LINE_SHIFT) | off as u64,
             thread: 0,
             icount: c as u32,
             size: s as u16,
             kind,
             privileged: tag & TAG_PRIVILEGED != 0,
             syscall: 0,
-        });
+        }
+    }
+}
+
+/// A block's columns as pass 2 of `decode` reads them: `addr` is the address column followed by
+/// 8 readable bytes; `pcs` (with PCs) the PC column followed by 8 readable bytes, else empty.
+#[derive(Clone, Copy)]
+struct Columns<'a> {
+    tags: &'a [u8],
+    offsets: &'a [u8],
+    sizes: &'a [u8],
+    icounts: &'a [u8],
+    addr: &'a [u8],
+    pcs: &'a [u8],
+}
+
+/// `n` unwritten slots after the records in `out` and (with `PCS`) after the PCs in `pcs`,
+/// for pass 2 to write by index before setting the lengths.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn spare_slots<'a, const PCS: bool>(
+    out: &'a mut Vec<Record>,
+    pcs: &'a mut Vec<u64>,
+    n: usize,
+) -> (
+    &'a mut [std::mem::MaybeUninit<Record>],
+    &'a mut [std::mem::MaybeUninit<u64>],
+) {
+    out.reserve(n);
+    let pc_slots: &mut [std::mem::MaybeUninit<u64>] = if PCS {
+        pcs.reserve(n);
+        &mut pcs.spare_capacity_mut()[..n]
+    } else {
+        &mut []
+    };
+    (&mut out.spare_capacity_mut()[..n], pc_slots)
+}
+
+/// Pass 2 of `decode`: append one record per tag to `out` (and with `PCS`, its PC to `pcs`).
+/// Pass 1 proved that the address widths sum to the column's length and that the PC column
+/// holds one word per data record, so every load below is in bounds (the slices are still
+/// indexed with checks: a corrupt block panics nowhere because pass 1 rejected it).
+///
+/// Written without a branch on the kind: the previous line of each stream, the latest fetch
+/// and the PC column's cursor are selected arithmetically, so a trace's mix of ifetches and
+/// data records costs no mispredictions.
+#[inline(always)]
+fn decode_records<const PCS: bool>(cols: Columns, out: &mut Vec<Record>, pcs: &mut Vec<u64>) {
+    let n = cols.tags.len();
+    let (start, pc_start) = (out.len(), pcs.len());
+    let (records, pc_slots) = spare_slots::<PCS>(out, pcs, n);
+    let mut lines = Lines::default();
+    let (mut pc_at, mut last_fetch) = (0usize, 0u64);
+    for (i, ((((&tag, &off), &s), &c), slot)) in cols
+        .tags
+        .iter()
+        .zip(cols.offsets)
+        .zip(cols.sizes)
+        .zip(cols.icounts)
+        .zip(records.iter_mut())
+        .enumerate()
+    {
+        let r = lines.record(tag, off, s, c, cols.addr);
+        let (is_inst, address) = (r.kind == Kind::IFetch, r.addr);
+        slot.write(r);
         if PCS {
             // A data record's word is its PC XOR the block's latest fetch before it.
-            let word = u64::from_le_bytes(column[pc_at..pc_at + 8].try_into().unwrap());
+            let word = u64::from_le_bytes(cols.pcs[pc_at..pc_at + 8].try_into().unwrap());
             last_fetch = if is_inst { address } else { last_fetch };
             pc_slots[i].write(if is_inst { address } else { word ^ last_fetch });
             pc_at += 8 * (!is_inst) as usize;

@@ -14,6 +14,8 @@ pub struct TraceReader<R: Read> {
     version: u16,
     /// Version 3 with `FLAG_PCS`: the PCs of the last block read, one per record.
     pcs: Option<Vec<u64>>,
+    /// Once `fold_repeated_fetches` is asked: the fetches folded out of the last block.
+    fold: Option<FoldedFetches>,
     /// Bytes consumed from the start of the file.
     offset: u64,
     /// Bytes of the file header (magic to its checksum): where the first block starts.
@@ -230,6 +232,7 @@ impl<R: Read> TraceReader<R> {
             metadata,
             version,
             pcs: (flags & FLAG_PCS != 0).then(Vec::new),
+            fold: None,
             offset: header_len as u64,
             header_bytes: header_len as u64,
             blocks: 0,
@@ -426,8 +429,16 @@ impl<R: Read> TraceReader<R> {
             )));
         }
         self.raw.extend_from_slice(&[0u8; 8]);
-        decode(&self.raw, raw_len, n, self.version, buf, self.pcs.as_mut())
-            .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
+        decode(
+            &self.raw,
+            raw_len,
+            n,
+            self.version,
+            buf,
+            self.pcs.as_mut(),
+            self.fold.as_mut(),
+        )
+        .map_err(|msg| corrupt(format!("is malformed: {msg}")))?;
         self.blocks += 1;
         self.records += n as u64;
         Ok(true)
@@ -453,6 +464,9 @@ impl<R: Read> RecordSource for TraceReader<R> {
                 if let Some(pcs) = &mut self.pcs {
                     pcs.clear();
                 }
+                if let Some(fold) = &mut self.fold {
+                    fold.clear();
+                }
                 self.state = State::Failed(e.clone());
                 Err(e)
             }
@@ -467,6 +481,19 @@ impl<R: Read> RecordSource for TraceReader<R> {
         match &mut self.pcs {
             // The next block's decode clears and refills whichever buffer it gets.
             Some(pcs) => std::mem::swap(pcs, into),
+            None => into.clear(),
+        }
+    }
+
+    /// From the next block on, fold repeated fetches out of the records (`FoldedFetches`).
+    fn fold_repeated_fetches(&mut self) -> bool {
+        self.fold.get_or_insert_with(FoldedFetches::default);
+        true
+    }
+
+    fn take_block_folds(&mut self, into: &mut FoldedFetches) {
+        match &mut self.fold {
+            Some(fold) => std::mem::swap(fold, into),
             None => into.clear(),
         }
     }

@@ -145,7 +145,16 @@ fn a_pc_column_cut_short_is_corruption_not_a_misread() {
     raw.extend_from_slice(&[0; 8]);
     let mut out = Vec::new();
     let mut pcs = Vec::new();
-    let err = decode(&raw, len, records.len(), VERSION, &mut out, Some(&mut pcs)).unwrap_err();
+    let err = decode(
+        &raw,
+        len,
+        records.len(),
+        VERSION,
+        &mut out,
+        Some(&mut pcs),
+        None,
+    )
+    .unwrap_err();
     assert!(err.contains("column directory"), "{err}");
 }
 
@@ -164,7 +173,7 @@ fn block_round_trip() {
     let len = raw.len();
     raw.extend_from_slice(&[0; 8]);
     let mut out = Vec::new();
-    decode(&raw, len, records.len(), VERSION, &mut out, None).unwrap();
+    decode(&raw, len, records.len(), VERSION, &mut out, None, None).unwrap();
     assert_eq!(out, records);
 }
 
@@ -226,4 +235,114 @@ fn reader_is_fused_after_error_and_end() {
     assert!(r.next_block(&mut buf).unwrap());
     let e1 = r.next_block(&mut buf).unwrap_err();
     assert_eq!(r.next_block(&mut buf).unwrap_err(), e1);
+}
+
+/// A program's fetches, run on through lines (1 to 15 bytes each, now and then 300, which is
+/// escaped, or one that straddles two lines), a data record after some, a jump now and then,
+/// thread changes and privileged stretches starting with a syscall identity, and fetch icounts
+/// mostly 1 with some 0 and 300 (escaped): every mark that stops a fetch from being folded.
+fn fetch_runs(n: usize) -> Vec<Record> {
+    let (mut x, mut pc, mut thread, mut privileged) = (11u64, 0x40_1000u64, 0u32, false);
+    let mut recs = Vec::with_capacity(n + 2);
+    while recs.len() < n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let size = match x >> 56 {
+            0 => 300,
+            _ => 1 + (x >> 60) as u16 % 15,
+        };
+        let mut f = Record::new(Kind::IFetch, pc, size);
+        f.thread = thread;
+        f.privileged = privileged;
+        f.icount = match (x >> 20) % 200 {
+            0 => 0,
+            1 => 300,
+            _ => 1,
+        };
+        if x % 211 == 0 {
+            privileged = !privileged;
+            f.privileged = privileged;
+            f.syscall = if privileged { (x as u32) | 1 } else { 0 };
+        }
+        if x % 251 == 0 {
+            thread = (thread + 1) % 3;
+            f.thread = thread;
+        }
+        recs.push(f);
+        if x % 3 == 0 {
+            let mut d = Record::new(
+                Kind::ALL[(x >> 8) as usize % 4],
+                0x7f00_0000 + (x >> 30) % 65536,
+                8,
+            );
+            d.thread = thread;
+            d.privileged = privileged;
+            recs.push(d);
+        }
+        pc = if x % 29 == 0 {
+            0x40_1000 + (x >> 33) % 8192
+        } else {
+            pc + size.min(15) as u64
+        };
+    }
+    recs
+}
+
+/// Every record of a trace read with its repeated fetches folded out, put back with
+/// `FoldedFetches::unfold`: the records and PCs read without folding.
+fn read_folded(bytes: &[u8]) -> (Vec<Record>, Vec<u64>, usize) {
+    let mut r = TraceReader::new(bytes).unwrap();
+    assert!(r.fold_repeated_fetches());
+    let (mut records, mut pcs, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut fold, mut block_pcs, mut folded) = (FoldedFetches::default(), Vec::new(), 0);
+    while r.next_block(&mut buf).unwrap() {
+        r.take_block_pcs(&mut block_pcs);
+        r.take_block_folds(&mut fold);
+        folded += fold.len();
+        let has_pcs = !block_pcs.is_empty();
+        if has_pcs {
+            assert_eq!(block_pcs.len(), buf.len());
+        }
+        records.extend(fold.unfold(&buf, has_pcs.then_some(&mut block_pcs)));
+        pcs.extend_from_slice(&block_pcs);
+    }
+    (records, pcs, folded)
+}
+
+#[test]
+fn folded_fetches_put_back_are_the_records_read_without_folding() {
+    let records = fetch_runs(2 * BLOCK_RECORDS + 777);
+    let pcs = sample_pcs(&records);
+    for with_pcs in [true, false] {
+        let mut w = TraceWriter::new_with(Vec::new(), "", with_pcs).unwrap();
+        w.write_all_with_pcs(&records, with_pcs.then_some(&pcs[..]))
+            .unwrap();
+        let bytes = w.finish().unwrap();
+        let (plain, plain_pcs) = decode_file_with_pcs(&bytes).unwrap();
+        assert_eq!(plain, records);
+        let (got, got_pcs, folded) = read_folded(&bytes);
+        assert_eq!(got.len(), records.len(), "pcs {with_pcs}");
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != records[i]) {
+            panic!(
+                "pcs {with_pcs}: record {i}: {:?} read as {:?}",
+                records[i], got[i]
+            );
+        }
+        assert_eq!(got_pcs, plain_pcs, "pcs {with_pcs}");
+        // Not vacuous: most fetches fold, and every mark occurs on records that do not.
+        let fetches = records.iter().filter(|r| r.kind == Kind::IFetch).count();
+        assert!(
+            folded > fetches / 3 && folded < fetches,
+            "{folded} of {fetches}"
+        );
+        assert!(records
+            .iter()
+            .any(|r| r.syscall != 0 && r.kind == Kind::IFetch));
+        assert!(records
+            .iter()
+            .any(|r| r.size == 300 && r.kind == Kind::IFetch));
+        assert!(records.iter().any(|r| r.icount == 300));
+        assert!(records.iter().any(|r| r.thread == 2));
+    }
 }
