@@ -402,10 +402,8 @@ fn attribute_in<E: Send + From<TraceError>>(
     mut on_block: impl FnMut(Progress) -> Result<(), E>,
 ) -> Result<Attribution, E> {
     // Fetches folded out by the source are on one 64-byte line of the trace, so on one of the
-    // hierarchy's where its lines are no shorter.
-    if h.config().line_size >= 64 {
-        src.fold_repeated_fetches();
-    }
+    // hierarchy's where its lines are no shorter. The source gives every record again after.
+    let folding = h.config().line_size >= 64 && src.fold_repeated_fetches(true);
     let mut a = Attributor::new(h, levels);
     let (mut records, mut folded) = (0u64, 0u64);
     let result = pipelined_with(
@@ -439,6 +437,9 @@ fn attribute_in<E: Send + From<TraceError>>(
     );
     for (k, run) in a.runs.iter_mut().enumerate() {
         run.apply(a.h, k);
+    }
+    if folding {
+        src.fold_repeated_fetches(false);
     }
     result?;
     Ok(Attribution {

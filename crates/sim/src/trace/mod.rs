@@ -61,10 +61,10 @@ pub trait RecordSource {
         into.extend_from_slice(self.block_pcs());
     }
 
-    /// Ask the source to fold repeated fetches out of its blocks from now on (see
-    /// [`FoldedFetches`]); `false` if it does not (its blocks then carry every record, and
-    /// `take_block_folds` gives none).
-    fn fold_repeated_fetches(&mut self) -> bool {
+    /// Ask the source to fold repeated fetches out of its blocks from the next one on (`on`;
+    /// see [`FoldedFetches`]), or to stop; `false` if it does not fold (its blocks then carry
+    /// every record, and `take_block_folds` gives none).
+    fn fold_repeated_fetches(&mut self, _on: bool) -> bool {
         false
     }
 
@@ -179,8 +179,8 @@ impl<S: RecordSource + ?Sized> RecordSource for Box<S> {
     fn take_block_pcs(&mut self, into: &mut Vec<u64>) {
         (**self).take_block_pcs(into)
     }
-    fn fold_repeated_fetches(&mut self) -> bool {
-        (**self).fold_repeated_fetches()
+    fn fold_repeated_fetches(&mut self, on: bool) -> bool {
+        (**self).fold_repeated_fetches(on)
     }
     fn take_block_folds(&mut self, into: &mut FoldedFetches) {
         (**self).take_block_folds(into)

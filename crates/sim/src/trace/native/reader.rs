@@ -456,6 +456,10 @@ impl<R: Read> RecordSource for TraceReader<R> {
         match self.read_block(buf) {
             Ok(true) => Ok(true),
             Ok(false) => {
+                // No block: nothing folded out of it either.
+                if let Some(fold) = &mut self.fold {
+                    fold.clear();
+                }
                 self.state = State::Done;
                 Ok(false)
             }
@@ -485,10 +489,11 @@ impl<R: Read> RecordSource for TraceReader<R> {
         }
     }
 
-    /// From the next block on, fold repeated fetches out of the records (`FoldedFetches`).
-    fn fold_repeated_fetches(&mut self) -> bool {
-        self.fold.get_or_insert_with(FoldedFetches::default);
-        true
+    /// From the next block on, fold repeated fetches out of the records (`FoldedFetches`), or
+    /// give every record again.
+    fn fold_repeated_fetches(&mut self, on: bool) -> bool {
+        self.fold = on.then(FoldedFetches::default);
+        on
     }
 
     fn take_block_folds(&mut self, into: &mut FoldedFetches) {

@@ -269,6 +269,11 @@ fn fetch_runs(n: usize) -> Vec<Record> {
             thread = (thread + 1) % 3;
             f.thread = thread;
         }
+        // A syscall identity on a fetch that would fold but for it (a writer may put one on
+        // any record).
+        if privileged && x % 37 == 0 {
+            f.syscall = (x >> 7) as u32 | 1;
+        }
         recs.push(f);
         if x % 3 == 0 {
             let mut d = Record::new(
@@ -293,7 +298,7 @@ fn fetch_runs(n: usize) -> Vec<Record> {
 /// `FoldedFetches::unfold`: the records and PCs read without folding.
 fn read_folded(bytes: &[u8]) -> (Vec<Record>, Vec<u64>, usize) {
     let mut r = TraceReader::new(bytes).unwrap();
-    assert!(r.fold_repeated_fetches());
+    assert!(r.fold_repeated_fetches(true));
     let (mut records, mut pcs, mut buf) = (Vec::new(), Vec::new(), Vec::new());
     let (mut fold, mut block_pcs, mut folded) = (FoldedFetches::default(), Vec::new(), 0);
     while r.next_block(&mut buf).unwrap() {
@@ -307,6 +312,9 @@ fn read_folded(bytes: &[u8]) -> (Vec<Record>, Vec<u64>, usize) {
         records.extend(fold.unfold(&buf, has_pcs.then_some(&mut block_pcs)));
         pcs.extend_from_slice(&block_pcs);
     }
+    // At the end, nothing is left folded.
+    r.take_block_folds(&mut fold);
+    assert!(fold.is_empty() && !r.next_block(&mut buf).unwrap());
     (records, pcs, folded)
 }
 
@@ -339,6 +347,19 @@ fn folded_fetches_put_back_are_the_records_read_without_folding() {
         assert!(records
             .iter()
             .any(|r| r.syscall != 0 && r.kind == Kind::IFetch));
+        // A syscall identity where a fold would otherwise be: a privileged fetch on the line,
+        // privilege and thread of the fetch before it.
+        assert!(records.windows(2).any(|w| {
+            let (a, b) = (&w[0], &w[1]);
+            b.syscall != 0
+                && (a.kind, b.kind) == (Kind::IFetch, Kind::IFetch)
+                && (a.addr >> 6, a.thread, a.privileged) == (b.addr >> 6, b.thread, b.privileged)
+        }));
+        // Read again with folding asked and then turned off: every record, none folded.
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        r.fold_repeated_fetches(true);
+        assert!(!r.fold_repeated_fetches(false));
+        assert_eq!(collect(&mut r).unwrap(), records);
         assert!(records
             .iter()
             .any(|r| r.size == 300 && r.kind == Kind::IFetch));
