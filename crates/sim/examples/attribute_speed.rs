@@ -50,6 +50,11 @@ fn side(name: &str, config: &SimulationConfig, trace: &Path) -> u64 {
         _ => {
             let a = attribute::<TraceError>(&mut h, levels, &mut r, |_| Ok(())).expect("attribute");
             n = a.records + a.pcs.counts.iter().sum::<u64>() % 2;
+            eprintln!(
+                "{:>10}: {:.1}% of the records (fetches the reader folded out)",
+                "folded",
+                100.0 * a.folded as f64 / a.records.max(1) as f64
+            );
         }
     }
     n

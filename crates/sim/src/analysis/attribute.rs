@@ -369,26 +369,30 @@ impl<'h> Attributor<'h> {
     }
 
     /// The fetches the source folded out after `head` (just stepped; `FoldedFetches`, on a
-    /// hierarchy whose lines hold the trace's 64-byte ones): each on `head`'s line, thread and
-    /// privilege, within the line, so where the instruction run holds that line each takes
-    /// `step`'s run branch, and they are counted together; else each is stepped.
+    /// hierarchy whose lines hold the trace's 64-byte ones), on the 64-byte line at `line`, the
+    /// latest fetch's: each within that line, on `head`'s thread and privilege, so where the
+    /// instruction run holds the line each takes `step`'s run branch, and they are counted
+    /// together; else each is stepped.
     #[inline]
-    fn folded(&mut self, head: &Record, offsets: &[u8], sizes: &[u8]) {
-        let run = &mut self.runs[1];
-        if run.line == head.addr >> self.line_shift && run.thread == head.thread {
+    fn folded(&mut self, head: &Record, line: u64, offsets: &[u8], sizes: &[u8]) {
+        let run = &self.runs[1];
+        if run.line == line >> self.line_shift && run.thread == head.thread {
+            // One first level for both classes: a data record stepped since the latest fetch
+            // came before these (`step`'s run branch).
+            if !self.split {
+                self.runs[0].apply(self.h, 0);
+            }
+            let run = &mut self.runs[1];
             let n = offsets.len() as u64;
             run.per_kind[Kind::IFetch as usize] += n;
             run.privileged += head.privileged as u64 * n;
-            // Where the two classes share a first level, `head`'s step has just handed the
-            // data run over, and no data record comes between it and these.
             let s = run.slot;
-            let base = head.addr & !63;
             for &off in offsets {
-                self.pcs.add(base | off as u64, class(Kind::IFetch), s);
+                self.pcs.add(line | off as u64, class(Kind::IFetch), s);
             }
         } else {
             for (&off, &size) in offsets.iter().zip(sizes) {
-                let f = FoldedFetches::fetch(head, off, size);
+                let f = FoldedFetches::fetch(head, line, off, size);
                 self.step(&f, f.addr);
             }
         }
@@ -423,11 +427,19 @@ fn attribute_in<E: Send + From<TraceError>>(
             Ok(Some(src.progress()))
         },
         |(buf, block_pcs, folds), progress| {
+            // The 64-byte line of the block's latest fetch, where the fetches folded after a
+            // record are (the block's first fetch is given, so it is always set before used).
+            let mut line = 0u64;
             for (i, (rec, &pc)) in buf.iter().zip(block_pcs.iter()).enumerate() {
                 a.step(rec, pc);
+                line = if rec.kind == Kind::IFetch {
+                    rec.addr & !63
+                } else {
+                    line
+                };
                 let (offsets, sizes) = folds.after(i);
                 if !offsets.is_empty() {
-                    a.folded(rec, offsets, sizes);
+                    a.folded(rec, line, offsets, sizes);
                 }
             }
             records += (buf.len() + folds.len()) as u64;
@@ -464,7 +476,7 @@ mod tests {
     /// bytes per instruction, so some span two lines) with a jump now and then, a data access
     /// after about a third of them (a load, store or modify; some of them to the code's own
     /// lines, some followed by a second on the same line), some PCs unknown; two threads taking
-    /// turns at the jumps, one of them privileged now and then (whose fetches the reader folds
+    /// turns at the jumps and now and then at a data record, one of them privileged now and then (whose fetches the reader folds
     /// out where they repeat the line of the fetch just before them).
     fn program_like(n: usize) -> (Vec<Record>, Vec<u64>) {
         let (mut x, mut pc, mut thread, mut privileged) = (7u64, 0x40_0000u64, 0u32, false);
@@ -485,6 +497,12 @@ mod tests {
             push(&mut recs, Kind::IFetch, pc, size, thread, privileged);
             pcs.push(pc);
             if x % 3 == 0 {
+                // Now and then the other thread takes over at a data record and runs on
+                // through the same code (its fetch after the record repeats the line of the
+                // other thread's fetch before it).
+                if x % 13 == 0 {
+                    thread ^= 1;
+                }
                 let kind =
                     [Kind::Load, Kind::Store, Kind::Load, Kind::Modify][(x >> 3) as usize % 4];
                 let addr = if x % 7 == 0 {

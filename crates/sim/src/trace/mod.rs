@@ -76,15 +76,16 @@ pub trait RecordSource {
 }
 
 /// The instruction fetches a source folded out of a block (`RecordSource::fold_repeated_fetches`):
-/// each a fetch that came right after a fetch of the same thread on the same 64-byte line
-/// (right after the record it is folded into, or after another fetch folded into it), with the
-/// same privilege, lying wholly within that line, and carrying no thread change, syscall
-/// identity or escaped size or icount. Such a fetch is described by its byte within the line
-/// and its size: its line, thread and privilege are those of the record it is folded into, and
-/// its PC is its own address. Captured programs' traces are mostly such fetches (a line's
-/// instructions one after the other), and a reader that folds them neither builds a record
-/// for each nor hands it to its consumer one at a time (`analysis::attribute` counts them as
-/// first-level hits on the line the record before them left there).
+/// each a fetch on the 64-byte line of the block's latest fetch before it (given, or itself
+/// folded), with the thread and privilege of the record right before it, lying wholly within
+/// that line, and carrying no thread change, syscall identity or escaped size or icount. Such a
+/// fetch is described by its byte within the line and its size: its line is the latest fetch's,
+/// its thread and privilege those of the record it is folded after, and its PC is its own
+/// address; the block's first fetch is never folded, so that line is always a given record's.
+/// Captured programs' traces are mostly such fetches (a line's instructions one after the
+/// other, with the data references of some between them), and a reader that folds them neither
+/// builds a record for each nor hands it to its consumer one at a time (`analysis::attribute`
+/// counts them as first-level hits on the line the latest fetch left there).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FoldedFetches {
     /// The index among the block's encoded records of each record given, then the number of
@@ -127,35 +128,42 @@ impl FoldedFetches {
         }
     }
 
-    /// The fetch at byte `off` of the line of `head`, the record it was folded after, with
-    /// `size`: `head`'s kind, thread and privilege, `icount` 1 and no syscall identity.
+    /// The fetch at byte `off` of the 64-byte line at `line` (the address of the line of the
+    /// block's latest fetch before it), with `size`, folded after `head`: a fetch of `head`'s
+    /// thread and privilege, `icount` 1 and no syscall identity.
     #[inline]
-    pub fn fetch(head: &Record, off: u8, size: u8) -> Record {
+    pub fn fetch(head: &Record, line: u64, off: u8, size: u8) -> Record {
         Record {
-            addr: (head.addr & !63) | off as u64,
+            addr: line | off as u64,
             size: size as u16,
             icount: 1,
+            kind: Kind::IFetch,
             syscall: 0,
             ..*head
         }
     }
 
     /// The records of a block with the folded fetches put back, each after the record it was
-    /// folded into (`fetch`; its PC, where `pcs` is given, its own address).
+    /// folded after (`fetch`, on the line of the latest fetch; its PC, where `pcs` is given, its
+    /// own address).
     pub fn unfold(&self, records: &[Record], mut pcs: Option<&mut Vec<u64>>) -> Vec<Record> {
         let mut out = Vec::with_capacity(records.len() + self.len());
         let given = pcs.as_deref().map(|p| p.to_vec());
         if let Some(p) = pcs.as_deref_mut() {
             p.clear();
         }
+        let mut line = 0u64;
         for (j, r) in records.iter().enumerate() {
             out.push(*r);
+            if r.kind == Kind::IFetch {
+                line = r.addr & !63;
+            }
             if let (Some(p), Some(g)) = (pcs.as_deref_mut(), &given) {
                 p.push(g[j]);
             }
             let (offsets, sizes) = self.after(j);
             for (&off, &size) in offsets.iter().zip(sizes) {
-                let f = Self::fetch(r, off, size);
+                let f = Self::fetch(r, line, off, size);
                 out.push(f);
                 if let Some(p) = pcs.as_deref_mut() {
                     p.push(f.addr);

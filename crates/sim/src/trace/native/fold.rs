@@ -4,10 +4,10 @@
 use super::*;
 
 /// Pass 2 of `decode` folding repeated fetches out (`FoldedFetches`): as `decode_records`, for
-/// the records given. A record is folded where it is a fetch (kind 2) whose tag is the tag of
-/// the record before with only that record's kind and privilege bits (so that record is a fetch
-/// too, given or folded, of the same privilege; width class 0: the line of the fetch before;
-/// no thread change or syscall identity), whose icount is 1 and which lies within its line.
+/// the records given. A record is folded where it is a fetch (kind 2) whose tag holds nothing
+/// else but the privilege bit of the record before (width class 0: the line of the block's
+/// latest fetch before it, given or folded; no thread change or syscall identity), whose icount
+/// is 1 and which lies within its line; the block's first fetch is always given.
 /// That test looks at two neighbouring records only, so it runs over the block as one
 /// vectorisable pass into a bit per record, and the decode loop visits the given records alone
 /// (`trailing_zeros` over the bits); a folded fetch costs no more than its bit. The consumer
@@ -39,10 +39,15 @@ pub(super) fn decode_folding<const PCS: bool>(
         for ((b, (&t, &before)), ((&c, &off), &s)) in
             bytes[1..n].iter_mut().zip(neighbours).zip(rest)
         {
-            *b = ((t & 3 == Kind::IFetch as u8)
-                & (t == before & (3 | TAG_PRIVILEGED))
+            *b = ((t & !TAG_PRIVILEGED == Kind::IFetch as u8)
+                & ((t ^ before) & TAG_PRIVILEGED == 0)
                 & (c == 1)
                 & (off as u16 + s.max(1) as u16 <= 1 << LINE_SHIFT)) as u8;
+        }
+        // Width class 0 is the line of the block's latest fetch before; the block's first
+        // fetch has none (its line is a delta from 0), so it is given.
+        if let Some(first) = tags.iter().position(|&t| t & 3 == Kind::IFetch as u8) {
+            bytes[first] = 0;
         }
     }
     let folded: Vec<u64> = bytes

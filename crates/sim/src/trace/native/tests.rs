@@ -238,7 +238,8 @@ fn reader_is_fused_after_error_and_end() {
 }
 
 /// A program's fetches, run on through lines (1 to 15 bytes each, now and then 300, which is
-/// escaped, or one that straddles two lines), a data record after some, a jump now and then,
+/// escaped, or one that straddles two lines), a data record after some (now and then one that
+/// changes the thread, or of the other privilege), a jump now and then,
 /// thread changes and privileged stretches starting with a syscall identity, and fetch icounts
 /// mostly 1 with some 0 and 300 (escaped): every mark that stops a fetch from being folded.
 fn fetch_runs(n: usize) -> Vec<Record> {
@@ -283,6 +284,15 @@ fn fetch_runs(n: usize) -> Vec<Record> {
             );
             d.thread = thread;
             d.privileged = privileged;
+            // A data record that changes the thread, or whose privilege is not its
+            // neighbours': the fetch after it, on the line of the fetch before, is not folded.
+            if x % 7 == 0 && (x >> 40) % 41 == 0 {
+                thread = (thread + 1) % 3;
+                d.thread = thread;
+            }
+            if x % 7 == 1 && (x >> 40) % 37 == 0 {
+                d.privileged = !privileged;
+            }
             recs.push(d);
         }
         pc = if x % 29 == 0 {
@@ -365,5 +375,40 @@ fn folded_fetches_put_back_are_the_records_read_without_folding() {
             .any(|r| r.size == 300 && r.kind == Kind::IFetch));
         assert!(records.iter().any(|r| r.icount == 300));
         assert!(records.iter().any(|r| r.thread == 2));
+    }
+}
+
+/// A block's first fetch is never folded: its line is a delta from 0, not the line of a fetch
+/// before it in the block. Here it comes after a data record at the block's start, at line 0,
+/// with nothing else that stops a fold; folded, it would be put back on the line of the
+/// previous block's last fetch.
+#[test]
+fn a_blocks_first_fetch_after_a_data_record_is_not_folded() {
+    let mut records: Vec<Record> = (0..BLOCK_RECORDS as u64)
+        .map(|i| Record::new(Kind::IFetch, 0x40_1000 + 4 * (i % 8), 4))
+        .collect();
+    records.push(Record::new(Kind::Load, 0x7f00_0000, 8));
+    records.push(Record::new(Kind::IFetch, 0x8, 4));
+    records.push(Record::new(Kind::IFetch, 0xc, 4));
+    records.push(Record::new(Kind::Load, 0x7f00_0040, 8));
+    records.push(Record::new(Kind::IFetch, 0x10, 4));
+    // Fetches as captured: one instruction each.
+    for r in records.iter_mut().filter(|r| r.kind == Kind::IFetch) {
+        r.icount = 1;
+    }
+    for with_pcs in [true, false] {
+        let mut w = TraceWriter::new_with(Vec::new(), "", with_pcs).unwrap();
+        let pcs = sample_pcs(&records);
+        w.write_all_with_pcs(&records, with_pcs.then_some(&pcs[..]))
+            .unwrap();
+        let bytes = w.finish().unwrap();
+        let (got, got_pcs, folded) = read_folded(&bytes);
+        assert_eq!(got, records, "pcs {with_pcs}");
+        if with_pcs {
+            assert_eq!(got_pcs, decode_file_with_pcs(&bytes).unwrap().1);
+        }
+        // Folded: the first block's fetches after its first, and the second block's fetches
+        // after its first (one right after it, one after a data record).
+        assert_eq!(folded, BLOCK_RECORDS - 1 + 2, "pcs {with_pcs}");
     }
 }
