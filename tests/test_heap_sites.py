@@ -20,8 +20,8 @@ import cachecolor
 from cachecolor.annotate import heap_objects
 from cachecolor.cli import main
 
-have_tools = all(shutil.which(t) for t in ("cc", "addr2line", "qemu-x86_64"))
-pytestmark = pytest.mark.skipif(not have_tools, reason="qemu-x86_64, cc and addr2line are needed (make tools)")
+have_tools = all(shutil.which(t) for t in ("cc", "nm", "qemu-x86_64"))
+pytestmark = pytest.mark.skipif(not have_tools, reason="qemu-x86_64, cc and nm are needed (make tools)")
 
 # Two arrays from two call sites: one streamed (written once, read once), one reused (written
 # once, read PASSES times). Sizes above glibc's mmap threshold, 16 bytes short of whole pages, so

@@ -26,11 +26,11 @@ annotate_mod = importlib.import_module("cachecolor.annotate")  # the module, not
 sys.path.insert(0, os.path.dirname(__file__))
 from test_annotate import CG_GEOMETRY, CONFIG, PROG, assert_lines_match_cachegrind  # noqa: E402
 
-have_cc = shutil.which("cc") is not None and shutil.which("addr2line") is not None
+have_cc = shutil.which("cc") is not None and shutil.which("nm") is not None
 needs_qemu = pytest.mark.skipif(not have_cc or shutil.which("qemu-x86_64") is None,
-                                reason="qemu-x86_64, cc and addr2line are needed (make tools)")
+                                reason="qemu-x86_64, cc and nm are needed (make tools)")
 needs_valgrind = pytest.mark.skipif(not have_cc or shutil.which("valgrind") is None,
-                                    reason="valgrind, cc and addr2line are needed (make tools)")
+                                    reason="valgrind, cc and nm are needed (make tools)")
 PYTHON3 = "/usr/bin/python3"
 
 

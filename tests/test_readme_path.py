@@ -76,7 +76,7 @@ def test_the_readme_block_is_the_five_steps():
 
 
 @pytest.mark.skipif(
-    shutil.which("cc") is None or shutil.which("addr2line") is None
+    shutil.which("cc") is None or shutil.which("nm") is None
     or (shutil.which("qemu-x86_64") is None and shutil.which("valgrind") is None),
     reason="a C compiler, binutils and qemu-user or valgrind are needed (make tools installs them)",
 )

@@ -451,6 +451,15 @@ def attribute_trace(
     ``page_counts`` (little-endian bytes; counts are rows of ``levels + 1``), ``levels``,
     ``records``, ``unknown_pc``."""
 
+def symbolize(
+    path: _Path,
+    addresses: Sequence[int],
+) -> list[tuple[Optional[str], Optional[str], int, Optional[str]]]:
+    """For each link-time address of the ELF file ``path``: ``(function, file, line, nearest)``
+    (function and source line from the debug information, found apart by build ID or debug
+    link too, else the symbol containing the address; line 0 where unknown; ``nearest``, only
+    where the function is unknown, the nearest text symbol at or below)."""
+
 def object_reuse(
     config_json: str,
     trace: _Path,

@@ -12,18 +12,19 @@ class (data read, data write, ifetch) is the config's levels that serve it, in o
 counted as cachegrind counts it: ``D1`` misses are the data references L1D did not serve,
 ``LL`` data misses those no level served.
 
-Resolving PCs: the binutils ``addr2line`` (``-f -C``, one call for all addresses) reads the
-program's DWARF line table; chosen over pyelftools because it is installed wherever a compiler
-is, handles every DWARF version the compiler emits, and demangles; a binary without debug
-information still gets function names from its symbol table. With the memory map a capture
-records (``memory_map`` in the trace's metadata, docs/trace-format.md), every PC is placed by
-its mapping: in a file (the program, PIE or not, a shared library, the loader) it becomes the
-file's link-time address (``pc - mapping start + file offset``, then the ``PT_LOAD`` segment's
-``p_vaddr``) and ``addr2line`` reads that file; a file without symbols gives the nearest
-dynamic symbol or the mapping; anonymous code (a JIT) is attributed to its mapping. Without a
-map (older traces), only the program's own code can be placed, and only when it is linked at a
-fixed address (not PIE): every other PC is attributed to ``(outside PROGRAM: no memory map)``,
-never dropped.
+Resolving PCs: ``_core.symbolize`` (the ``addr2line`` crate, gimli's DWARF reader, in process)
+reads each file's DWARF line tables once for all its addresses, as binutils' ``addr2line -f -C``
+would: the function (demangled; the innermost where inlined) and source line, from debug
+information in the file or installed apart (found by build ID or debug link, as GDB finds it);
+a file without debug information still gets function names from its symbol table. With the
+memory map a capture records (``memory_map`` in the trace's metadata, docs/trace-format.md),
+every PC is placed by its mapping: in a file (the program, PIE or not, a shared library, the
+loader) it becomes the file's link-time address (``pc - mapping start + file offset``, then the
+``PT_LOAD`` segment's ``p_vaddr``) and that file is read; a PC no symbol contains gets the
+nearest text symbol below it, else the mapping; anonymous code (a JIT) is attributed to its
+mapping. Without a map (older traces), only the program's own code can be placed, and only
+when it is linked at a fixed address (not PIE): every other PC is attributed to
+``(outside PROGRAM: no memory map)``, never dropped.
 """
 from __future__ import annotations
 
@@ -208,33 +209,6 @@ def _link_address(m: dict[str, Any], loads: list[tuple[int, int, int, int, int]]
     return None
 
 
-def _nearest_symbols(path: str, addrs: Sequence[int]) -> list[Optional[str]]:
-    """The nearest symbol at or below each link-time address (``nm``, then ``nm -D`` for a
-    stripped file that still has its dynamic symbols), or None."""
-    tool = shutil.which("nm")
-    if tool is None:
-        return [None] * len(addrs)
-    syms: list[tuple[int, str]] = []
-    for extra in ([], ["-D"]):
-        out = subprocess.run([tool, *extra, "-C", "--defined-only", path], capture_output=True,
-                             text=True, check=False).stdout
-        for line in out.splitlines():
-            f = line.split(maxsplit=2)
-            if len(f) == 3 and f[1] in "tTwWiI" and len(f[1]) == 1:
-                syms.append((int(f[0], 16), f[2]))
-        if syms:
-            break
-    if not syms:
-        return [None] * len(addrs)
-    syms.sort()
-    starts = np.array([a for a, _ in syms], dtype=np.uint64)
-    res: list[Optional[str]] = []
-    for a in addrs:
-        i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
-        res.append(syms[i][1] if i >= 0 else None)
-    return res
-
-
 def _code_rank(m: dict[str, Any], elf: dict[str, bool]) -> int:
     """How likely a mapping holds code: an ELF file's (2), anonymous memory (1: a JIT), another
     file's (0: data mapped from a file)."""
@@ -294,48 +268,28 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
             fl[j] = path
             continue
         by_file.setdefault(path, []).append((j, link))
-    # One addr2line per file, run side by side (they are separate processes; the loader's and
-    # libc's line tables are large, and the files are independent).
+    # One file at a time: each is parsed once for all its addresses (`_core.symbolize` leaves
+    # the GIL, so the files are read side by side).
     from concurrent.futures import ThreadPoolExecutor
 
-    links_of = {path: np.array([a for _, a in items], dtype=np.uint64) for path, items in by_file.items()}
+    links_of = {path: [a for _, a in items] for path, items in by_file.items()}
     with ThreadPoolExecutor(max_workers=max(1, min(len(by_file), os.cpu_count() or 1))) as pool:
-        resolved = dict(zip(links_of, pool.map(lambda kv: _addr2line(Path(kv[0]), kv[1]), links_of.items())))
+        resolved = dict(zip(links_of, pool.map(lambda kv: _core.symbolize(kv[0], kv[1]), links_of.items())))
     for path, items in by_file.items():
-        links = links_of[path]
-        where = resolved[path]
-        unknown = [k for k, (f_, _file, _line) in enumerate(where) if f_ == "??"]
-        near = _nearest_symbols(path, [int(links[k]) for k in unknown]) if unknown else []
-        near_of = dict(zip(unknown, near))
-        for k, ((j, _), (f_, file_, line_)) in enumerate(zip(items, where)):
-            if f_ == "??":
-                sym = near_of.get(k)
-                f_ = f"{sym} (nearest symbol, {os.path.basename(path)})" if sym else f"(code in {os.path.basename(path)})"
-                file_ = path if file_ == "??" else file_
-            fn[j], fl[j], ln[j] = f_, file_, line_
+        for (j, _), (f_, file_, line_, near) in zip(items, resolved[path]):
+            if f_ is None:
+                f_ = f"{near} (nearest symbol, {os.path.basename(path)})" if near else f"(code in {os.path.basename(path)})"
+                file_ = path if file_ is None else file_
+            fn[j], fl[j], ln[j] = f_, file_ or "??", line_
     return fn, fl, ln
 
 
-def _addr2line(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
-    """(function, file, line) of each PC in ``binary`` (link-time addresses), by addr2line."""
-    tool = shutil.which("addr2line")
-    if tool is None or len(pcs) == 0:
-        return [("??", "??", 0)] * len(pcs)
-    text = "\n".join(f"{int(p):#x}" for p in pcs) + "\n"
-    out = subprocess.run([tool, "-f", "-C", "-e", os.fspath(binary)], input=text,
-                         capture_output=True, text=True, check=False).stdout.splitlines()
-    res = []
-    for i in range(len(pcs)):
-        fn = out[2 * i] if 2 * i < len(out) else "??"
-        loc = out[2 * i + 1] if 2 * i + 1 < len(out) else "??:0"
-        loc = loc.split(" (discriminator")[0]
-        file, _, line = loc.rpartition(":")
-        try:
-            n = int(line)
-        except ValueError:
-            n = 0
-        res.append((fn, file or "??", n))
-    return res
+def _symbolize(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
+    """(function, file, line) of each PC in ``binary`` (link-time addresses; ``??`` and 0 where
+    unknown), from its debug information or symbols (``_core.symbolize``)."""
+    if len(pcs) == 0:
+        return []
+    return [(f or "??", file or "??", line) for f, file, line, _near in _core.symbolize(binary, [int(p) for p in pcs])]
 
 
 class Table:
@@ -502,7 +456,7 @@ def annotate_table(
         if kind == "exec":
             for lo, hi in segs:
                 inside |= (pc_col >= lo) & (pc_col < hi)
-        where = _addr2line(binpath, pc_col[inside]) if binpath is not None else []
+        where = _symbolize(binpath, pc_col[inside]) if binpath is not None else []
         fn = np.full(len(table), label, dtype=object)
         fl = np.full(len(table), "??", dtype=object)
         ln = np.zeros(len(table), dtype=np.int64)
@@ -795,7 +749,7 @@ def add_parser(sub: Any) -> None:
         help="which functions and source lines miss, at every cache level (needs a trace with PCs)",
         description="Run a trace captured with PCs (cachecolor trace capture, instruction fetches on) "
         "through the config's hierarchy and report accesses and misses at every level per function "
-        "and per source line (DWARF via addr2line), most misses first, with the source around the "
+        "and per source line (from the DWARF debug information), most misses first, with the source around the "
         "top lines.",
     )
     p.add_argument("trace", metavar="TRACE", help="native trace with PCs (version 3)")

@@ -147,6 +147,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analysis::placement_miss_probability, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::page_profile, m)?)?;
     m.add_function(wrap_pyfunction!(annotate::attribute_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(annotate::symbolize, m)?)?;
     m.add_function(wrap_pyfunction!(objects::object_reuse, m)?)?;
     m.add_function(wrap_pyfunction!(objects::placed_page_tallies, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::uniform_hit_rates, m)?)?;

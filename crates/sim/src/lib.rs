@@ -26,6 +26,7 @@ pub mod pmu;
 pub mod policy;
 pub mod registry;
 pub mod rng;
+pub mod symbolize;
 pub mod system;
 pub mod timing;
 pub mod trace;
