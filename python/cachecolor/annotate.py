@@ -28,6 +28,7 @@ when it is linked at a fixed address (not PIE): every other PC is attributed to
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -226,14 +227,15 @@ def _covering(maps: Sequence[dict[str, Any]], addrs: np.ndarray) -> list[Optiona
     (``_code_rank``)."""
     order = sorted(maps, key=lambda m: m["start"])
     starts = np.array([m["start"] for m in order], dtype=np.uint64)
-    ends = np.maximum.accumulate(np.array([m["end"] for m in order], dtype=np.uint64)) if order else starts
+    # the furthest end of the mappings starting at or below each one
+    reach = list(itertools.accumulate((m["end"] for m in order), max))
+    below = (np.searchsorted(starts, np.asarray(addrs, dtype=np.uint64), side="right") - 1).tolist()
     elf: dict[str, bool] = {}
     res: list[Optional[dict[str, Any]]] = []
-    for a in addrs:
-        i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
+    for a, i in zip(np.asarray(addrs, dtype=np.uint64).tolist(), below):
         best, best_rank = None, -1
         # every mapping starting at or below `a` whose end may still reach it
-        while i >= 0 and ends[i] > a:
+        while i >= 0 and reach[i] > a:
             m = order[i]
             if a < m["end"]:
                 r = _code_rank(m, elf)
@@ -253,6 +255,7 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
     ln: list[int] = [0] * len(pcs)
     by_file: dict[str, list[tuple[int, int]]] = {}
     loads_of: dict[str, list[tuple[int, int, int, int, int]]] = {}
+    pc_list = np.asarray(pcs, dtype=np.uint64).tolist()
     for j, m in enumerate(owner):
         if m is None:
             continue
@@ -262,7 +265,7 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
         path = m["path"]
         if path not in loads_of:
             loads_of[path] = _elf_loads(path)
-        link = _link_address(m, loads_of[path], int(pcs[j])) if loads_of[path] else None
+        link = _link_address(m, loads_of[path], pc_list[j]) if loads_of[path] else None
         if link is None:
             fn[j] = f"(code in {os.path.basename(path)})"
             fl[j] = path
