@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
 """
 
 have_tools = all(shutil.which(t) for t in ("c++", "addr2line", "nm", "objcopy", "strip"))
-pytestmark = pytest.mark.skipif(not have_tools, reason="a C++ compiler and binutils are needed")
+needs_tools = pytest.mark.skipif(not have_tools, reason="a C++ compiler and binutils are needed")
 
 
 def own_code(exe: Path) -> list[int]:
@@ -81,6 +81,7 @@ def program(tmp_path_factory) -> Path:
     return exe
 
 
+@needs_tools
 def test_every_address_of_the_programs_code_is_placed_as_addr2line_places_it(program):
     addrs = own_code(program)
     assert len(addrs) > 100
@@ -108,15 +109,25 @@ def test_every_address_of_the_programs_code_is_placed_as_addr2line_places_it(pro
     assert all(line > 0 for _, _, line in got)
 
 
+def split_debug(program: Path, d: Path, alt_link: bytes = b"") -> tuple[Path, Path]:
+    """``program`` stripped into ``d``, its DWARF and symbols in ``prog.debug`` beside it
+    (with a ``.gnu_debugaltlink`` section of ``alt_link`` if given), linked by its CRC."""
+    exe, debug = d / "prog", d / "prog.debug"
+    shutil.copy(program, exe)
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(debug)], check=True)
+    if alt_link:
+        (d / "alt.bin").write_bytes(alt_link)
+        subprocess.run(["objcopy", f"--add-section=.gnu_debugaltlink={d / 'alt.bin'}", str(debug)], check=True)
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    subprocess.run(["objcopy", f"--add-gnu-debuglink={debug.name}", str(exe)], check=True, cwd=d)
+    return exe, debug
+
+
+@needs_tools
 def test_debug_information_in_a_separate_file_is_found_by_its_debug_link(program, tmp_path):
     """As a distribution ships it: the program stripped, its DWARF and symbols in a file the
     program names in `.gnu_debuglink`, beside it."""
-    exe = tmp_path / "prog"
-    shutil.copy(program, exe)
-    debug = tmp_path / "prog.debug"
-    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(debug)], check=True)
-    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
-    subprocess.run(["objcopy", f"--add-gnu-debuglink={debug.name}", str(exe)], check=True, cwd=tmp_path)
+    exe, debug = split_debug(program, tmp_path)
     addrs = own_code(program)
     assert ours(exe, addrs) == ours(program, addrs)
     # Without the debug file, only what the stripped file keeps: no names for its own code,
@@ -126,6 +137,32 @@ def test_debug_information_in_a_separate_file_is_found_by_its_debug_link(program
     assert all(f is None and line == 0 for f, _file, line, _near in bare)
 
 
+@needs_tools
+def test_a_debug_file_whose_checksum_does_not_match_the_link_is_not_used(program, tmp_path):
+    """Another program's debug file under the linked name would name this one's code after
+    that program's functions: the link's CRC-32 rejects it, as binutils does."""
+    exe, debug = split_debug(program, tmp_path)
+    other_src = tmp_path / "other.c"
+    other_src.write_text("int gamma_(int x) { return x * 3; }\nint main(void) { return gamma_(1); }\n")
+    other = tmp_path / "other"
+    subprocess.run(["cc", "-g", "-O0", "-o", str(other), str(other_src)], check=True)
+    addrs = own_code(program)
+    assert any(f for f, _, _, _ in _core.symbolize(exe, addrs))  # the right file is used
+    subprocess.run(["objcopy", "--only-keep-debug", str(other), str(debug)], check=True)
+    assert all(f is None and line == 0 for f, _file, line, _near in _core.symbolize(exe, addrs))
+
+
+@needs_tools
+def test_a_supplementary_file_that_does_not_load_leaves_the_debug_files_own_information(program, tmp_path):
+    """A debug file naming a supplementary file (`.gnu_debugaltlink`, as `dwz` writes it) that
+    is not an object file: the debug file's own DWARF still places every address."""
+    (tmp_path / "notes.txt").write_text("not an object file")
+    exe, _debug = split_debug(program, tmp_path, alt_link=b"notes.txt\0" + bytes(20))
+    addrs = own_code(program)
+    assert ours(exe, addrs) == ours(program, addrs)
+
+
+@needs_tools
 def test_an_address_no_symbol_contains_gets_the_nearest_symbol_below(program, tmp_path):
     """A PC past the end of every sized symbol (padding after a function, code of a stub
     without a symbol): no function, and the nearest text symbol below it, as `nm` lists it."""
@@ -144,6 +181,7 @@ def test_an_address_no_symbol_contains_gets_the_nearest_symbol_below(program, tm
 
 
 def test_a_file_that_is_not_elf_places_nothing(tmp_path):
+    """Needs no tools: a file that is not ELF, or not there, places nothing and fails nowhere."""
     p = tmp_path / "notes.txt"
     p.write_text("not an object file")
     assert _core.symbolize(p, [0x1000]) == [(None, None, 0, None)]

@@ -289,10 +289,13 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
 
 def _symbolize(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
     """(function, file, line) of each PC in ``binary`` (link-time addresses; ``??`` and 0 where
-    unknown), from its debug information or symbols (``_core.symbolize``)."""
+    unknown), from its debug information or symbols (``_core.symbolize``); a PC no symbol
+    contains is named by the nearest text symbol below it, as ``_resolve_by_map`` names it."""
     if len(pcs) == 0:
         return []
-    return [(f or "??", file or "??", line) for f, file, line, _near in _core.symbolize(binary, [int(p) for p in pcs])]
+    name = os.path.basename(binary)
+    return [(f or (f"{near} (nearest symbol, {name})" if near else "??"), file or "??", line)
+            for f, file, line, near in _core.symbolize(binary, [int(p) for p in pcs])]
 
 
 class Table:

@@ -38,9 +38,11 @@ pub fn symbolize(path: &Path, addresses: &[u64]) -> Vec<Place> {
         return vec![Place::default(); addresses.len()];
     };
     let debug_path = separate_debug_file(path);
-    let debug = debug_path.as_deref().and_then(|d| match debug_alt_link(d) {
-        Some(sup) => Loader::new_with_sup(d, Some(&sup)).ok(),
-        None => Loader::new(d).ok(),
+    // A supplementary file that does not load leaves the debug file's own DWARF and symbols.
+    let debug = debug_path.as_deref().and_then(|d| {
+        debug_alt_link(d)
+            .and_then(|sup| Loader::new_with_sup(d, Some(&sup)).ok())
+            .or_else(|| Loader::new(d).ok())
     });
     let dwarf = debug.as_ref().unwrap_or(&main);
     // Read only where some address has no function (nm's fallback).
@@ -143,7 +145,7 @@ fn separate_debug_file(path: &Path) -> Option<PathBuf> {
             }
         }
     }
-    let (name, _crc) = file.gnu_debuglink().ok()??;
+    let (name, crc) = file.gnu_debuglink().ok()??;
     let name = Path::new(std::str::from_utf8(name).ok()?);
     let real = std::fs::canonicalize(path).ok()?;
     let dir = real.parent()?;
@@ -154,7 +156,17 @@ fn separate_debug_file(path: &Path) -> Option<PathBuf> {
         under_root.join(name),
     ]
     .into_iter()
-    .find(|p| p.is_file() && p.as_path() != real.as_path())
+    // The link's CRC-32 names the one file that belongs to this one (a stale or foreign debug
+    // file of the same name would place code in the wrong functions), as binutils checks it.
+    .find(|p| p.is_file() && p.as_path() != real.as_path() && file_crc32(p) == Some(crc))
+}
+
+/// The CRC-32 of a whole file (`.gnu_debuglink`'s checksum).
+fn file_crc32(path: &Path) -> Option<u32> {
+    let data = mapped(path)?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&data);
+    Some(h.finalize())
 }
 
 /// The supplementary file a `dwz`-shrunk debug file refers to (`.gnu_debugaltlink`), where it

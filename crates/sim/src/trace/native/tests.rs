@@ -294,6 +294,15 @@ fn fetch_runs(n: usize) -> Vec<Record> {
                 d.privileged = !privileged;
             }
             recs.push(d);
+            // Now and then a second data record right after: its PC is reconstructed from
+            // the latest fetch before the first (folded or given).
+            if x % 4 == 3 {
+                recs.push(Record {
+                    addr: d.addr ^ 8,
+                    kind: Kind::Load,
+                    ..d
+                });
+            }
         }
         pc = if x % 29 == 0 {
             0x40_1000 + (x >> 33) % 8192
