@@ -229,10 +229,11 @@ def _covering(maps: Sequence[dict[str, Any]], addrs: np.ndarray) -> list[Optiona
     starts = np.array([m["start"] for m in order], dtype=np.uint64)
     # the furthest end of the mappings starting at or below each one
     reach = list(itertools.accumulate((m["end"] for m in order), max))
-    below = (np.searchsorted(starts, np.asarray(addrs, dtype=np.uint64), side="right") - 1).tolist()
+    addrs = np.asarray(addrs, dtype=np.uint64)
+    below = (np.searchsorted(starts, addrs, side="right") - 1).tolist()
     elf: dict[str, bool] = {}
     res: list[Optional[dict[str, Any]]] = []
-    for a, i in zip(np.asarray(addrs, dtype=np.uint64).tolist(), below):
+    for a, i in zip(addrs.tolist(), below):
         best, best_rank = None, -1
         # every mapping starting at or below `a` whose end may still reach it
         while i >= 0 and reach[i] > a:
@@ -279,12 +280,21 @@ def _resolve_by_map(mmap: dict[str, Any], pcs: np.ndarray) -> tuple[list[str], l
     with ThreadPoolExecutor(max_workers=max(1, min(len(by_file), os.cpu_count() or 1))) as pool:
         resolved = dict(zip(links_of, pool.map(lambda kv: _core.symbolize(kv[0], kv[1]), links_of.items())))
     for path, items in by_file.items():
+        name = os.path.basename(path)
         for (j, _), (f_, file_, line_, near) in zip(items, resolved[path]):
             if f_ is None:
-                f_ = f"{near} (nearest symbol, {os.path.basename(path)})" if near else f"(code in {os.path.basename(path)})"
                 file_ = path if file_ is None else file_
-            fn[j], fl[j], ln[j] = f_, file_ or "??", line_
+            fn[j] = _function_name(f_, near, name, f"(code in {name})")
+            fl[j], ln[j] = file_ or "??", line_
     return fn, fl, ln
+
+
+def _function_name(function: Optional[str], nearest: Optional[str], file_name: str, unknown: str) -> str:
+    """A PC's function as ``_core.symbolize`` gives it; where it has none, the nearest text
+    symbol below it, marked as such, else ``unknown``."""
+    if function is not None:
+        return function
+    return f"{nearest} (nearest symbol, {file_name})" if nearest else unknown
 
 
 def _symbolize(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
@@ -294,7 +304,7 @@ def _symbolize(binary: Path, pcs: np.ndarray) -> list[tuple[str, str, int]]:
     if len(pcs) == 0:
         return []
     name = os.path.basename(binary)
-    return [(f or (f"{near} (nearest symbol, {name})" if near else "??"), file or "??", line)
+    return [(_function_name(f, near, name, "??"), file or "??", line)
             for f, file, line, near in _core.symbolize(binary, [int(p) for p in pcs])]
 
 

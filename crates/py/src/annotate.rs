@@ -66,14 +66,14 @@ pub fn attribute_trace<'py>(
     Ok(d)
 }
 
+/// `symbolize`'s answer for one address: function, file, line, nearest symbol.
+type Place = (Option<String>, Option<String>, u32, Option<String>);
+
 /// For each of `addresses` (link-time addresses of the ELF file `path`), `(function, file,
 /// line, nearest)`: the function (demangled; the innermost where inlined) and source line from
 /// the file's debug information (found apart by build ID or debug link too), else the symbol
 /// containing the address; `line` 0 where unknown; `nearest`, only where the function is
 /// unknown, the nearest text symbol at or below. A file that cannot be read places nothing.
-/// `symbolize`'s answer for one address: function, file, line, nearest symbol.
-type Place = (Option<String>, Option<String>, u32, Option<String>);
-
 #[pyfunction]
 pub fn symbolize(py: Python<'_>, path: PathBuf, addresses: Vec<u64>) -> PyResult<Vec<Place>> {
     let places =

@@ -476,8 +476,8 @@ mod tests {
     /// bytes per instruction, so some span two lines) with a jump now and then, a data access
     /// after about a third of them (a load, store or modify; some of them to the code's own
     /// lines, some followed by a second on the same line), some PCs unknown; two threads taking
-    /// turns at the jumps and now and then at a data record, one of them privileged now and then (whose fetches the reader folds
-    /// out where they repeat the line of the fetch just before them).
+    /// turns at the jumps and now and then at a data record, one of them privileged now and
+    /// then (the reader folds out the fetches on the line of the block's latest fetch).
     fn program_like(n: usize) -> (Vec<Record>, Vec<u64>) {
         let (mut x, mut pc, mut thread, mut privileged) = (7u64, 0x40_0000u64, 0u32, false);
         let (mut recs, mut pcs) = (Vec::new(), Vec::new());
