@@ -6,7 +6,10 @@ installed, the demo, --version and --help.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +205,34 @@ def test_arrays_written_then_simulated_by_cli(run_cli, tmp_path, examples):
     assert out.returncode == 0, out.stderr
     doc = json.loads(Path(tmp_path / "r.json").read_text())
     assert doc["levels"][0]["misses"] == 5000
+
+
+def _threads_and_variable(script: Path, env: dict) -> tuple[int, str]:
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, env=env).stdout
+    threads, value = out.split()
+    return int(threads), value
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through /proc")
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="sys.orig_argv tells the command from a library use")
+def test_the_command_loads_numpy_with_one_blas_thread_and_leaves_the_environment_as_given(tmp_path):
+    """Started as the ``cachecolor`` command (a script of that name, as the console script is),
+    the package loads NumPy with OpenBLAS on one thread, and removes the variable again for
+    the programs the command starts; imported as a library, or with the variable set by the
+    user, NumPy is loaded as it would be anyway."""
+    body = ("import os, cachecolor\n"
+            "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS', '-'))\n")
+    command = tmp_path / "cachecolor"
+    library = tmp_path / "user_program.py"
+    command.write_text(body)
+    library.write_text(body)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the package, as this test sees it
+    assert _threads_and_variable(command, env) == (1, "-")
+    if (os.cpu_count() or 1) > 1:
+        # The control: the same program under another name gets OpenBLAS's usual thread pool,
+        # so the count above is the variable's doing.
+        threads, value = _threads_and_variable(library, env)
+        assert threads > 1 and value == "-"
+        threads, value = _threads_and_variable(command, dict(env, OPENBLAS_NUM_THREADS="2"))
+        assert threads == 2 and value == "2"

@@ -39,6 +39,31 @@ Errors: ``CachecolorError`` (a ``ValueError``) and its subclasses ``ConfigError`
 core from one mapping (crates/py/src/errors.rs).
 """
 
+import os as _os
+import sys as _sys
+
+
+def _started_as_cli() -> bool:
+    """Whether this process was started as the ``cachecolor`` command (the console script or
+    ``python -m cachecolor``), from the interpreter's own command line (Python 3.10+)."""
+    argv = getattr(_sys, "orig_argv", None) or []
+    if len(argv) > 1 and _os.path.basename(argv[1]) == "cachecolor":
+        return True
+    return any(a == "-m" and b == "cachecolor" for a, b in zip(argv, argv[1:]))
+
+
+if "numpy" not in _sys.modules and "OPENBLAS_NUM_THREADS" not in _os.environ and _started_as_cli():
+    # The command does no BLAS work worth a thread pool, but OpenBLAS starts one thread per core
+    # when NumPy loads and they spin before sleeping: about 0.1 CPU s on every command. One
+    # thread for this process's NumPy; the variable is removed again, so the programs and worker
+    # processes the command starts see the environment the user gave. Set OPENBLAS_NUM_THREADS
+    # to choose otherwise (for a Python policy that does BLAS work, say).
+    _os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401  (loaded here so OpenBLAS reads the variable now)
+    finally:
+        del _os.environ["OPENBLAS_NUM_THREADS"]
+
 from . import _core
 from ._core import EVENTS, parse_size
 from ._core import (
