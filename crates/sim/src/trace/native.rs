@@ -282,11 +282,17 @@ fn decode(
         return Err("a record has the reserved tag bit set".to_string());
     }
     // Records whose PC is in the PC column: every one but the ifetches (kind 2).
+    // (Counted in u8 lanes, 255 tags at a time, as the syscalls above, so the loop vectorises:
+    // a `filter().count()` took nine instructions a tag, a fifth of decoding.)
     let n_pcs = if pcs.is_some() {
-        raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
-            .iter()
-            .filter(|&&t| t & 3 != Kind::IFetch as u8)
-            .count()
+        let fetches: usize = raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
+            .chunks(255)
+            .map(|c| {
+                c.iter()
+                    .fold(0u8, |k, &t| k + (t & 3 == Kind::IFetch as u8) as u8) as usize
+            })
+            .sum();
+        n - fetches
     } else {
         0
     };
