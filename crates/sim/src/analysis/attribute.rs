@@ -9,8 +9,10 @@ of its path above the one that served it, and which levels are on its path depen
 (split L1I/L1D, `serves`). The served level alone, kept per (PC, class), says all of it and
 stays independent of the hierarchy's shape.
 */
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+mod tally;
+
+use tally::CodeLines;
+pub use tally::{class, MulHash, Tally};
 
 use crate::cache::hierarchy::SERVED_BY_MEMORY;
 use crate::cache::Hierarchy;
@@ -18,107 +20,6 @@ use crate::error::TraceError;
 use crate::trace::{
     pipelined_with, FoldedFetches, Kind, Progress, Record, RecordSource, BLOCK_RECORDS,
 };
-
-/// The class of a reference in the tallies, as cachegrind splits them: 0 data read (load),
-/// 1 data write (store, and modify, which cachegrind counts as one write access), 2 ifetch.
-#[inline]
-pub fn class(kind: Kind) -> u8 {
-    match kind {
-        Kind::Load => 0,
-        Kind::Store | Kind::Modify => 1,
-        Kind::IFetch => 2,
-    }
-}
-
-/// Rows keyed by (key, class), each `slots` counters (one per level, then memory).
-///
-/// Every record of the trace adds to a row (123 M additions for a run of 98 M instructions), so
-/// the lookup is most of attribution's own cost: a direct-mapped memo of recent keys answers
-/// almost all of them (a program's hot PCs and data pages are few), and the map behind it
-/// hashes with one multiplication (`MulHash`) instead of SipHash, whose resistance to chosen
-/// keys a tally of one's own trace does not need.
-pub struct Tally {
-    slots: usize,
-    index: HashMap<(u64, u8), usize, BuildHasherDefault<MulHash>>,
-    memo: Vec<(u64, u8, usize)>,
-    /// The key of each row, in order of first appearance.
-    pub keys: Vec<u64>,
-    /// The class of each row.
-    pub classes: Vec<u8>,
-    /// `slots` counters per row, row after row.
-    pub counts: Vec<u64>,
-}
-
-/// Entries of `Tally`'s memo (a power of two).
-const MEMO: usize = 4096;
-
-/// A hash by one multiplication per word (by 2^64 / golden ratio, as Fibonacci hashing), its
-/// well-mixed high bits rotated down to where the map takes its bucket (as rustc's FxHasher).
-#[derive(Default)]
-pub struct MulHash(u64);
-
-impl Hasher for MulHash {
-    fn finish(&self) -> u64 {
-        self.0.rotate_left(26)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.write_u64(u64::from(b));
-    }
-    fn write_u64(&mut self, key: u64) {
-        self.0 = (self.0 ^ key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-impl Tally {
-    /// An empty tally of rows of `slots` counters.
-    pub fn new(slots: usize) -> Self {
-        Tally {
-            slots,
-            index: HashMap::default(),
-            // No reference has class 3: an empty entry.
-            memo: vec![(0, 3, 0); MEMO],
-            keys: Vec::new(),
-            classes: Vec::new(),
-            counts: Vec::new(),
-        }
-    }
-
-    /// Count one reference of `class` under `key`, served at `slot`. The memo's hit is inlined
-    /// into the caller's loop; a miss (a key's first reference, or one the memo lost to another
-    /// key) goes to the map out of line, so the loop keeps its registers.
-    #[inline(always)]
-    pub fn add(&mut self, key: u64, class: u8, slot: usize) {
-        let m = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize ^ class as usize;
-        let e = self.memo[m & (MEMO - 1)];
-        let row = if e.0 == key && e.1 == class {
-            e.2
-        } else {
-            self.row_of(key, class, m)
-        };
-        self.counts[row * self.slots + slot] += 1;
-    }
-
-    /// The row of (`key`, `class`), created at its first reference, and remembered in the
-    /// memo's entry `m`.
-    #[cold]
-    #[inline(never)]
-    fn row_of(&mut self, key: u64, class: u8, m: usize) -> usize {
-        let next = self.keys.len();
-        let row = *self.index.entry((key, class)).or_insert(next);
-        if row == next {
-            self.keys.push(key);
-            self.classes.push(class);
-            self.counts.resize(self.counts.len() + self.slots, 0);
-        }
-        self.memo[m & (MEMO - 1)] = (key, class, row);
-        row
-    }
-}
 
 /// What `attribute` returns: the tallies per (PC, class) and per (4 KiB data page, class), each
 /// row `levels + 1` counters (served by level 0, 1, ... of the hierarchy, then memory).
@@ -251,6 +152,7 @@ struct Attributor<'h> {
     line_mask: u64,
     runs: [LineRun; 2],
     pcs: Tally,
+    code_lines: CodeLines,
     pages: Tally,
     unknown: u64,
 }
@@ -274,6 +176,7 @@ impl<'h> Attributor<'h> {
             line_mask: h.config().line_size as u64 - 1,
             runs: [LineRun::NONE; 2],
             pcs: Tally::new(levels + 1),
+            code_lines: CodeLines::new(),
             pages: Tally::new(levels + 1),
             unknown: 0,
             levels,
@@ -387,9 +290,7 @@ impl<'h> Attributor<'h> {
             run.per_kind[Kind::IFetch as usize] += n;
             run.privileged += head.privileged as u64 * n;
             let s = run.slot;
-            for &off in offsets {
-                self.pcs.add(line | off as u64, class(Kind::IFetch), s);
-            }
+            self.code_lines.add_fetches(&mut self.pcs, line, offsets, s);
         } else {
             for (&off, &size) in offsets.iter().zip(sizes) {
                 let f = FoldedFetches::fetch(head, line, off, size);
@@ -442,6 +343,7 @@ fn attribute_in<E: Send + From<TraceError>>(
                     a.folded(rec, line, offsets, sizes);
                 }
             }
+            a.code_lines.flush(&mut a.pcs);
             records += (buf.len() + folds.len()) as u64;
             folded += folds.len() as u64;
             on_block(progress)

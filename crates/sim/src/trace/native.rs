@@ -289,7 +289,8 @@ fn decode(
             .chunks(255)
             .map(|c| {
                 c.iter()
-                    .fold(0u8, |k, &t| k + (t & 3 == Kind::IFetch as u8) as u8) as usize
+                    .fold(0u8, |k, &t| k + (t & 3 == Kind::IFetch as u8) as u8)
+                    as usize
             })
             .sum();
         n - fetches
