@@ -248,6 +248,37 @@ def test_text_report_needs_no_pandas_and_lays_out_as_pandas_does(program):
         assert _table(Table.from_frame(rows), keys, names, 7) == want
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_table_group_sum_equals_pandas_groupby(seed):
+    """``Table.group_sum`` against pandas' ``groupby(keys, sort=False)`` (sums, and ``first``
+    for the ``first`` columns) on random rows: names, lines and 64-bit PCs with many ties,
+    groups in order of first appearance."""
+    import pandas as pd
+
+    from cachecolor.annotate import Table
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    cols = {
+        "function": np.array([f"f{i}" for i in rng.integers(0, 9, n)], dtype=object),
+        "file": np.array([f"src/{i}.c" for i in rng.integers(0, 4, n)], dtype=object),
+        "line": rng.integers(0, 30, n),
+        "pc": rng.integers(0, 12, n).astype(np.uint64) * np.uint64(0x9E37_79B9_7F4A_7C15),
+        "reads": rng.integers(0, 1 << 40, n),
+        "LL_misses": rng.integers(0, 5, n),
+    }
+    frame = pd.DataFrame(cols)
+    for keys, first in ((["function", "file", "line"], []), (["function"], ["file"]), (["pc"], ["line"]),
+                        (["line", "pc"], ["function"])):
+        values = ["reads", "LL_misses"]
+        got = Table(cols).group_sum(keys, values, first=first).to_frame()
+        grouped = frame.groupby(keys, sort=False)
+        want = pd.concat([grouped[first].first(), grouped[values].sum()], axis=1).reset_index()
+        assert list(got.columns) == keys + first + values
+        for c in got.columns:
+            assert got[c].tolist() == want[c].tolist(), (keys, c)
+
+
 @needs_tools
 def test_stripped_binary_still_attributes_every_reference(program):
     stripped = program["dir"] / "pollute.stripped"
