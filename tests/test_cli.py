@@ -213,8 +213,38 @@ def _threads_and_variable(script: Path, env: dict) -> tuple[int, str]:
     return int(threads), value
 
 
+def _numpy_uses_openblas() -> bool:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
+    except Exception:  # an older NumPy without the dicts mode
+        return False
+    return "openblas" in str(blas).lower()
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["python", "-m", "cachecolor", "annotate"], True),
+    (["python", "-X", "importtime", "-m", "cachecolor"], True),
+    (["python", "-mcachecolor"], True),
+    (["python", "-sm", "cachecolor"], True),
+    (["/usr/bin/python3", "-sP", "/venv/bin/cachecolor", "simulate"], True),  # a shebang's flags
+    (["python", "-W", "ignore", "/venv/bin/cachecolor"], True),
+    (["python", "--check-hash-based-pycs", "never", "/venv/bin/cachecolor"], True),
+    (["/usr/bin/python", "/venv/bin/pytest", "-m", "cachecolor"], False),  # a marker, not a module
+    (["python", "prog.py", "-m", "cachecolor"], False),
+    (["python", "-c", "import cachecolor"], False),
+    (["python", "-c", "x", "-m", "cachecolor"], False),
+    (["python", "-m", "cachecolor.cli"], False),
+    (["python", "-W", "cachecolor", "prog.py"], False),
+    (["python"], False),
+    (["python", "-m"], False),
+])
+def test_the_command_is_told_from_the_interpreters_command_line(argv, command):
+    assert cachecolor._started_as_cli(argv) is command
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through /proc")
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="sys.orig_argv tells the command from a library use")
+@pytest.mark.skipif(not _numpy_uses_openblas(), reason="NumPy's BLAS is not OpenBLAS")
 def test_the_command_loads_numpy_with_one_blas_thread_and_leaves_the_environment_as_given(tmp_path):
     """Started as the ``cachecolor`` command (a script of that name, as the console script is),
     the package loads NumPy with OpenBLAS on one thread, and removes the variable again for
@@ -226,13 +256,16 @@ def test_the_command_loads_numpy_with_one_blas_thread_and_leaves_the_environment
     library = tmp_path / "user_program.py"
     command.write_text(body)
     library.write_text(body)
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the package, as this test sees it
     assert _threads_and_variable(command, env) == (1, "-")
-    if (os.cpu_count() or 1) > 1:
+    if len(os.sched_getaffinity(0)) > 1:
         # The control: the same program under another name gets OpenBLAS's usual thread pool,
         # so the count above is the variable's doing.
         threads, value = _threads_and_variable(library, env)
         assert threads > 1 and value == "-"
         threads, value = _threads_and_variable(command, dict(env, OPENBLAS_NUM_THREADS="2"))
         assert threads == 2 and value == "2"
+        # OMP_NUM_THREADS, which OpenBLAS reads too, is left to the user as well.
+        threads, value = _threads_and_variable(command, dict(env, OMP_NUM_THREADS="2"))
+        assert threads == 2 and value == "-"

@@ -43,20 +43,48 @@ import os as _os
 import sys as _sys
 
 
-def _started_as_cli() -> bool:
-    """Whether this process was started as the ``cachecolor`` command (the console script or
-    ``python -m cachecolor``), from the interpreter's own command line (Python 3.10+)."""
-    argv = getattr(_sys, "orig_argv", None) or []
-    if len(argv) > 1 and _os.path.basename(argv[1]) == "cachecolor":
-        return True
-    return any(a == "-m" and b == "cachecolor" for a, b in zip(argv, argv[1:]))
+def _started_as_cli(argv: "list[str] | None" = None) -> bool:
+    """Whether this process was started as the ``cachecolor`` command: the interpreter's own
+    command line (``sys.orig_argv``, Python 3.10+), past the interpreter's options, runs a
+    script named ``cachecolor`` (the console script) or ``-m cachecolor``."""
+    argv = list(getattr(_sys, "orig_argv", None) or []) if argv is None else argv
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break  # the script (or stdin)
+        if a.startswith("--"):
+            i += 2 if a == "--check-hash-based-pycs" else 1
+            continue
+        # A cluster of one-letter options (``-sP``), up to one that takes an argument: the
+        # rest of the word, else the next word.
+        for j, opt in enumerate(a[1:], 1):
+            if opt in "cmWX":
+                value = a[j + 1:] or (argv[i + 1] if i + 1 < len(argv) else "")
+                if opt == "m":
+                    return value == "cachecolor"
+                if opt == "c":
+                    return False
+                i += 0 if a[j + 1:] else 1
+                break
+        i += 1
+    else:
+        return False
+    return i < len(argv) and _os.path.basename(argv[i]) == "cachecolor"
 
 
-if "numpy" not in _sys.modules and "OPENBLAS_NUM_THREADS" not in _os.environ and _started_as_cli():
+#: The variables OpenBLAS takes its thread count from, first to last.
+_BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+if ("numpy" not in _sys.modules and not any(v in _os.environ for v in _BLAS_THREAD_VARIABLES)
+        and _started_as_cli()):
     # The command does no BLAS work worth a thread pool, but OpenBLAS starts one thread per core
     # when NumPy loads and they spin before sleeping: about 0.1 CPU s on every command. One
     # thread for this process's NumPy; the variable is removed again, so the programs and worker
-    # processes the command starts see the environment the user gave. Set OPENBLAS_NUM_THREADS
+    # processes the command starts see the environment the user gave. Set any of the variables
     # to choose otherwise (for a Python policy that does BLAS work, say).
     _os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
