@@ -249,7 +249,7 @@ mod tests {
             // A fetch given (not folded) on the same line, tallied directly, as `step` does,
             // while the line's folded counts are still pending.
             if r % 5 == 0 {
-                let key = line | (r >> 32) % 64;
+                let key = line | ((r >> 32) % 64);
                 by_line.add(key, class(Kind::IFetch), slot);
                 one_by_one.add(key, class(Kind::IFetch), slot);
             }
