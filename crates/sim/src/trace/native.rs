@@ -274,26 +274,17 @@ fn decode(
     let (addr_len, n_size_esc, n_icount_esc, n_threads) = (dir(0), dir(1), dir(2), dir(3));
     let fixed_end = DIRECTORY_BYTES + 4 * n;
     // Records carrying a syscall identity (tag bit 7): a u32 each in the last column.
-    let n_syscalls: usize = raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
-        .chunks(255)
-        .map(|c| c.iter().fold(0u8, |k, &t| k + (t >> 7)) as usize)
-        .sum();
+    let n_syscalls = count_bytes(&raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n], |t| {
+        t & TAG_SYSCALL != 0
+    });
     if version < 2 && n_syscalls > 0 {
         return Err("a record has the reserved tag bit set".to_string());
     }
     // Records whose PC is in the PC column: every one but the ifetches (kind 2).
-    // (Counted in u8 lanes, 255 tags at a time, as the syscalls above, so the loop vectorises:
-    // a `filter().count()` took nine instructions a tag, a fifth of decoding.)
     let n_pcs = if pcs.is_some() {
-        let fetches: usize = raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n]
-            .chunks(255)
-            .map(|c| {
-                c.iter()
-                    .fold(0u8, |k, &t| k + (t & 3 == Kind::IFetch as u8) as u8)
-                    as usize
-            })
-            .sum();
-        n - fetches
+        n - count_bytes(&raw[DIRECTORY_BYTES..DIRECTORY_BYTES + n], |t| {
+            t & 3 == Kind::IFetch as u8
+        })
     } else {
         0
     };
@@ -337,11 +328,7 @@ fn decode(
         widths += class_sum as usize + wide as usize;
         new_threads += changes as usize;
     }
-    let escaped = |col: &[u8]| -> usize {
-        col.chunks(255)
-            .map(|c| c.iter().fold(0u8, |n, &b| n + (b == ESCAPE) as u8) as usize)
-            .sum()
-    };
+    let escaped = |col: &[u8]| count_bytes(col, |b| b == ESCAPE);
     // The spec: `offset = addr & 63`. A byte of 64-255 would OR into the line bits and decode a
     // different address than was written, so it is corruption.
     if offsets.iter().fold(0u8, |m, &o| m | o) > OFFSET_MASK as u8 {
@@ -504,6 +491,16 @@ struct Columns<'a> {
     icounts: &'a [u8],
     addr: &'a [u8],
     pcs: &'a [u8],
+}
+
+/// How many of `bytes` satisfy `test`: counted in `u8` lanes, 255 bytes at a time, so the loop
+/// vectorises (a `filter().count()` took nine host instructions a byte).
+#[inline]
+fn count_bytes(bytes: &[u8], test: impl Fn(u8) -> bool) -> usize {
+    bytes
+        .chunks(255)
+        .map(|c| c.iter().fold(0u8, |k, &b| k + test(b) as u8) as usize)
+        .sum()
 }
 
 /// `n` unwritten slots after the records in `out` and (with `PCS`) after the PCs in `pcs`,
