@@ -63,12 +63,13 @@ def _started_as_cli(argv: "list[str] | None" = None) -> bool:
         # rest of the word, else the next word.
         for j, opt in enumerate(a[1:], 1):
             if opt in "cmWX":
-                value = a[j + 1:] or (argv[i + 1] if i + 1 < len(argv) else "")
+                rest = a[j + 1:]
                 if opt == "m":
-                    return value == "cachecolor"
+                    return (rest or (argv[i + 1] if i + 1 < len(argv) else "")) == "cachecolor"
                 if opt == "c":
                     return False
-                i += 0 if a[j + 1:] else 1
+                if not rest:
+                    i += 1  # the option's value is the next word
                 break
         i += 1
     else:
