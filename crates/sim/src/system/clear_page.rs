@@ -62,7 +62,7 @@ impl System {
         debug_assert!((first..first + frames).contains(&target));
         // The zeroing goes around the batch (its lines are never read from memory), so what
         // the burst deferred so far goes through first, in order.
-        if self.deferring {
+        if self.batch.on {
             self.flush_batch(core);
         }
         let chip = self.cores[core].chip;

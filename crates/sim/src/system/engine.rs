@@ -2,10 +2,11 @@
 The burst/batch engine: a burst of up to `BURST` records of one thread on one core
 (`run_burst`), either one access at a time through the chip (`step`, `step_pages`) or, without
 a sampler, batched: TLB-hit records translated in one loop (`burst_hits`), their physical
-accesses collected (`defer`) and run through the hierarchy as one block with its look-ahead,
-then charged count by count (`flush_batch`). Both orders give the same accesses in the same
-order (translation never depends on the caches), so the same results; the batched one is the
-fast path (docs/PERFORMANCE.md).
+accesses collected (`defer`, `batch.rs`) and run through the hierarchy as one block with its
+look-ahead, then charged count by count (`flush_batch`). Both orders give the same accesses in
+the same order (translation never depends on the caches), so the same results; the batched one
+is the fast path (docs/PERFORMANCE.md). On a hierarchy the lean engine does not run on this path
+(the paper presets), a burst's TLB-hit run is stepped in one loop instead (`burst_steps`).
 */
 use super::*;
 
@@ -42,7 +43,6 @@ impl System {
     pub(super) fn run_burst(&mut self, core: usize) -> Result<(), Error> {
         self.save_counts_if_changed(core);
         let clock = self.cores[core].clock_milli;
-        self.burst_start_milli = clock;
         let c = &mut self.cores[core];
         let tid = match c.current {
             Some(t) if clock < c.slice_end || c.queue.is_empty() => t,
@@ -74,7 +74,10 @@ impl System {
         // one record at a time.
         let watched = self.cores[core].sampler.is_some() || self.page_llc.is_some();
         let batched = self.batching && !watched && lean;
-        self.deferring = batched;
+        self.batch.on = batched;
+        // Under the queued memory model each access of a batch is timed at its own record's
+        // clock when the batch is flushed (`flush_batch_timed`).
+        let timed = !self.controllers.is_empty();
         // Not batched (a hierarchy the lean engine does not run: every paper preset is
         // inclusive or exclusive), but nothing samples: the TLB-hit run of a burst is stepped
         // in one loop (`burst_steps`), the same accesses charged the same way.
@@ -117,6 +120,16 @@ impl System {
                 walked = walk;
             }
             let stepped = match walked {
+                Some(r) if self.batch.on && timed => {
+                    // The walk's reads and any fault's kernel work move the clock where the
+                    // records before it left it: those go through first, and this record
+                    // one at a time (`flush_batch_timed`'s batch holds TLB hits only).
+                    self.flush_batch(core);
+                    self.batch.on = false;
+                    let stepped = self.step_walked(core, tid, &r);
+                    self.batch.on = true;
+                    stepped
+                }
                 Some(r) => self.step_walked(core, tid, &r),
                 None => {
                     left -= 1;
@@ -130,7 +143,7 @@ impl System {
                                 break;
                             }
                             Err(e) => {
-                                self.abandon_batch();
+                                self.batch.abandon();
                                 return Err(e.into());
                             }
                         }
@@ -153,7 +166,7 @@ impl System {
                 }
             };
             if let Err(e) = stepped {
-                self.abandon_batch();
+                self.batch.abandon();
                 return Err(e);
             }
             self.deliver_samples(core);
@@ -162,7 +175,7 @@ impl System {
             }
         }
         if batched {
-            self.deferring = false;
+            self.batch.on = false;
             self.flush_batch(core);
         }
         if exited {
@@ -176,13 +189,6 @@ impl System {
         Ok(())
     }
 
-    /// An error ended a burst: its batched accesses are dropped with it.
-    pub(super) fn abandon_batch(&mut self) {
-        self.deferring = false;
-        self.batch.clear();
-        self.batch_marks.clear();
-    }
-
     /// Hand the samples a record's access took to the policy.
     #[inline(always)]
     pub(super) fn deliver_samples(&mut self, core: usize) {
@@ -193,169 +199,58 @@ impl System {
         }
     }
 
-    /// Run a batched burst's accesses through the core's chip and charge them: counted by what
-    /// they are (walk read, data or instruction reference) and where they were served, then
-    /// charged count by count. Every charge adds to a counter nothing reads meanwhile, so this is
-    /// exactly charging each in order (callgrind on examples/os/speed-4core.toml: the loop went
-    /// from about 120 host instructions per access to a fraction of that).
-    pub(super) fn flush_batch(&mut self, core: usize) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let chip = self.cores[core].chip;
-        let mut served = std::mem::take(&mut self.batch_served);
-        served.clear();
-        let before = self.chips[chip].memory_traffic();
-        self.chips[chip].run_block_served(&self.batch, &mut served);
-        let after = self.chips[chip].memory_traffic();
-        // Per access, whether another chip's cache served it (only with several chips and the
-        // queued model, which needs to know which reads reached the controller).
-        let mut remote_of = Vec::new();
-        let track_remote = self.chips.len() > 1 && !self.controllers.is_empty();
-        debug_assert_eq!(served.len(), self.batch.len());
-        // [walk, data, instruction][level served, or MAX_LEVELS for memory][remote]
-        let mut counts = [[[0u64; 2]; MAX_LEVELS + 1]; 3];
-        // SERVED_BY_MEMORY (u8::MAX) goes to MAX_LEVELS, a level to itself.
-        let at = |s: u8| (s as usize).min(MAX_LEVELS);
-        if self.chips.len() == 1 {
-            // No other chip to serve a line or to invalidate it in.
-            for (&s, mark) in served.iter().zip(&self.batch_marks) {
-                if let Some(row) = mark.row() {
-                    counts[row][at(s)][0] += 1;
-                }
-            }
-        } else {
-            for (i, &s) in served.iter().enumerate() {
-                let remote = self.coherence.after_access(
-                    &mut self.chips,
-                    chip,
-                    &self.batch[i],
-                    s == SERVED_BY_MEMORY,
-                );
-                if let Some(row) = self.batch_marks[i].row() {
-                    counts[row][at(s)][remote as usize] += 1;
-                }
-                if track_remote {
-                    remote_of.push(remote);
-                }
-            }
-        }
-        let c = &mut self.cores[core];
-        let mut spent = 0;
-        for (row, by_level) in counts.iter().enumerate() {
-            let path = &self.paths[row.saturating_sub(1)];
-            for (at, by_remote) in by_level.iter().enumerate() {
-                let s = if at == MAX_LEVELS {
-                    SERVED_BY_MEMORY
-                } else {
-                    at as u8
-                };
-                for (remote, &n) in by_remote.iter().enumerate() {
-                    if n == 0 {
-                        continue;
-                    }
-                    let served = c.tally.serve_n(path, s, remote == 1, n);
-                    if row == 0 {
-                        let w = self.timing.walk_reads(&mut c.tally.breakdown, served, n);
-                        c.tally.walk_milli += w;
-                        spent += w;
-                    } else {
-                        spent += self.timing.references(&mut c.tally.breakdown, served, n);
-                    }
-                }
-            }
-        }
-        // Memory traffic: a line another chip's cache served was counted as a memory read by
-        // the local hierarchy but never reached the controller.
-        let remote_reads: u64 = (0..3).map(|row| counts[row][MAX_LEVELS][1]).sum();
-        let reads = after.reads - before.reads - remote_reads;
-        let writes = after.writes - before.writes;
-        c.tally.mem_reads += reads;
-        c.tally.mem_writes += writes;
-        c.clock_milli += spent;
-        if !self.controllers.is_empty() {
-            self.queue_batch(core, &served, &remote_of, reads, writes, spent);
-        }
-        self.batch.clear();
-        self.batch_marks.clear();
-        self.batch_served = served;
-        self.burst_start_milli = self.cores[core].clock_milli;
-    }
-
-    /// The queued memory model for a batched burst just charged at unloaded latencies
-    /// (`crate::dram`): the burst's accesses are spread evenly over its time, from its first
-    /// record to its end (`spent` being what its accesses were charged), in their order; each
-    /// demand read memory served takes a slot and stalls for its queueing delay (a walk's read
-    /// in full, the others overlapped by `mlp`); the rest of the `reads` (prefetches) and the
-    /// `writes` take slots without stalling anyone.
-    fn queue_batch(
-        &mut self,
-        core: usize,
-        served: &[u8],
-        remote_of: &[bool],
-        reads: u64,
-        writes: u64,
-        spent: u64,
-    ) {
-        let chip = self.cores[core].chip;
-        let c = &mut self.cores[core];
-        let t0 = self.burst_start_milli.min(c.clock_milli - spent);
-        let span = c.clock_milli - t0;
-        let n = served.len() as u64;
-        let ctl = &mut self.controllers[chip];
-        let (mut overlapped, mut serial, mut demand) = (0u64, 0u64, 0u64);
-        for (i, (&s, mark)) in served.iter().zip(&self.batch_marks).enumerate() {
-            if s != SERVED_BY_MEMORY || remote_of.get(i).copied().unwrap_or(false) {
-                continue;
-            }
-            let Some(row) = mark.row() else {
-                continue; // the kernel's own (a recolor's copy): traffic, no stall
-            };
-            demand += 1;
-            let delay = ctl.read(t0 + span * i as u64 / n);
-            if row == 0 {
-                serial += delay;
-            } else {
-                overlapped += delay;
-            }
-        }
-        let rest = reads.saturating_sub(demand);
-        let others = rest + writes;
-        for j in 0..others {
-            let at = t0 + span * (2 * j + 1) / (2 * others);
-            if j < rest {
-                ctl.background(at, 1, 0);
-            } else {
-                ctl.background(at, 0, 1);
-            }
-        }
-        let b = &mut c.tally.breakdown;
-        let w = self.timing.bandwidth(b, serial, true);
-        let d = self.timing.bandwidth(b, overlapped, false);
-        c.tally.walk_milli += w;
-        c.clock_milli += w + d;
-    }
-
     /// One record of thread `tid` on `core`. A batched burst's common case, a record within
     /// one page, is inlined into the burst loop; other records take `step_pages` (callgrind on
     /// examples/os/speed-4core.toml: the call cost about 30 host instructions per reference).
     #[inline(always)]
     pub(super) fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
-        let pid = self.threads[tid].pid;
-        // Milli-cycles charged to the core's breakdown by this record (kernel work included
-        // is charged by `charge_kernel`, which moves the clock itself).
-        let mut spent = 0;
         let size = r.size.max(1) as u64;
         let first_page = r.addr >> self.page_shift;
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
-        if self.deferring && first_page == last_page {
-            let (pfn, _) = self.translate(core, pid, first_page, r.kind, &mut spent)?;
-            self.defer_page(core, tid, r, pfn, spent);
-        } else {
-            self.step_pages(core, tid, r, &mut spent)?;
-            let floor = self.threads[tid].icount_floor;
-            self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
+        if self.batch.on {
+            let pid = self.threads[tid].pid;
+            if first_page == last_page {
+                if let Some(pfn) = self.cores[core].tlb_translate(pid as u32, first_page, r.kind) {
+                    self.defer_page(core, tid, r, pfn, 0);
+                    return Ok(());
+                }
+                if self.controllers.is_empty() {
+                    return self.step_walked(core, tid, r);
+                }
+            }
+            if !self.controllers.is_empty() {
+                // Under the queued model a walk, a fault or a record crossing pages goes one
+                // at a time, after the batch so far: `flush_batch_timed` times one TLB hit
+                // per record, at the clock the records before it left.
+                self.flush_batch(core);
+                self.batch.on = false;
+                let stepped = self.step_unbatched(core, tid, r, first_page == last_page);
+                self.batch.on = true;
+                return stepped;
+            }
         }
+        self.step_unbatched(core, tid, r, false)
+    }
+
+    /// `step` one access at a time (or, in a batched burst, a record crossing pages under the
+    /// fixed-latency model: deferred page by page by `step_pages`); `walked`: a one-page record
+    /// whose TLB lookups both missed (counted).
+    fn step_unbatched(
+        &mut self,
+        core: usize,
+        tid: usize,
+        r: &Record,
+        walked: bool,
+    ) -> Result<(), Error> {
+        if walked {
+            return self.step_walked(core, tid, r);
+        }
+        // Milli-cycles charged to the core's breakdown by this record (kernel work included
+        // is charged by `charge_kernel`, which moves the clock itself).
+        let mut spent = 0;
+        self.step_pages(core, tid, r, &mut spent)?;
+        let floor = self.threads[tid].icount_floor;
+        self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
         Ok(())
     }
 
@@ -398,33 +293,11 @@ impl System {
         let mut spent = 0;
         let vpn = r.addr >> self.page_shift;
         let (pfn, tlb_missed) = self.translate_walk(core, pid, vpn, r.kind, &mut spent)?;
-        if self.deferring {
-            self.defer_page(core, tid, r, pfn, spent);
-        } else {
-            // As `step_pages` for its one page, then `step`'s charge.
-            let page_mask = (1u64 << self.page_shift) - 1;
-            let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
-            let part = Record {
-                addr: paddr,
-                thread: self.cores[core].local,
-                size: r.size.max(1),
-                ..*r
-            };
-            let path = r.kind.is_instruction() as usize;
-            let (served, remote, delay) = self.access(core, &part);
-            let c = &mut self.cores[core];
-            let s = c.tally.serve(&self.paths[path], served, remote);
-            spent += self.timing.reference(&mut c.tally.breakdown, s);
-            spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
-            if path == 0 {
-                self.tally_page_llc(tid, r.addr, served, remote);
-                if self.cores[core].sampler.is_some() {
-                    self.maybe_sample(core, tid, r.addr, paddr, r.kind, served, remote, tlb_missed);
-                }
-            }
-            let floor = self.threads[tid].icount_floor;
-            self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
-        }
+        let page_mask = (1u64 << self.page_shift) - 1;
+        let paddr = (pfn << self.page_shift) | (r.addr & page_mask);
+        spent += self.demand_access(core, tid, r, r.addr, paddr, r.size.max(1), tlb_missed);
+        let floor = self.threads[tid].icount_floor;
+        self.charge_records(core, 1, (r.icount as u64).max(floor), spent);
         Ok(())
     }
 
@@ -458,7 +331,7 @@ impl System {
         tid: usize,
         max: usize,
     ) -> (usize, Option<Record>) {
-        debug_assert!(!self.deferring);
+        debug_assert!(!self.batch.on);
         let page_shift = self.page_shift;
         let page_mask = (1u64 << page_shift) - 1;
         let line_shift = self.line_size.trailing_zeros();
@@ -594,12 +467,15 @@ impl System {
         // they are written in place, and the lengths set once at the end (callgrind on
         // examples/os/speed-4core.toml: pushing them one by one, with its capacity checks and
         // length updates, cost about 20 host instructions per reference).
-        let start = self.batch.len();
-        debug_assert_eq!(start, self.batch_marks.len());
-        self.batch.reserve(max);
-        self.batch_marks.reserve(max);
-        let parts = &mut self.batch.spare_capacity_mut()[..max];
-        let marks = &mut self.batch_marks.spare_capacity_mut()[..max];
+        let start = self.batch.accesses.len();
+        debug_assert_eq!(start, self.batch.marks.len());
+        if start == 0 {
+            self.batch.start_milli = c.clock_milli;
+        }
+        self.batch.accesses.reserve(max);
+        self.batch.marks.reserve(max);
+        let parts = &mut self.batch.accesses.spare_capacity_mut()[..max];
+        let marks = &mut self.batch.marks.spare_capacity_mut()[..max];
         let (mut taken, mut deferred, mut instructions, mut walk) = (0, 0, 0, None);
         while taken < max && th.pos < th.buf.len() {
             let r = &th.buf[th.pos];
@@ -633,8 +509,8 @@ impl System {
         // SAFETY: the first `deferred` spare slots of both were written above, and `reserve`
         // made room for `max >= deferred` more.
         unsafe {
-            self.batch.set_len(start + deferred);
-            self.batch_marks.set_len(start + deferred);
+            self.batch.accesses.set_len(start + deferred);
+            self.batch.marks.set_len(start + deferred);
         }
         self.charge_records(core, deferred as u64, instructions, 0);
         (taken, walk)
@@ -655,7 +531,6 @@ impl System {
         let size = r.size.max(1) as u64;
         let first_page = r.addr >> self.page_shift;
         let last_page = r.addr.saturating_add(size - 1) >> self.page_shift;
-        let path = r.kind.is_instruction() as usize;
         for vpn in first_page..=last_page {
             let start = if vpn == first_page {
                 r.addr
@@ -670,50 +545,51 @@ impl System {
             let (pfn, tlb_missed) = self.translate(core, pid, vpn, r.kind, spent)?;
             let paddr = (pfn << self.page_shift) | (start & page_mask);
             let size = (end - start + 1) as u16;
-            if self.deferring {
-                self.defer(core, r, paddr, size, path as u8);
-                continue;
-            }
-            let part = Record {
-                addr: paddr,
-                thread: self.cores[core].local,
-                size,
-                ..*r
-            };
-            let (served, remote, delay) = self.access(core, &part);
-            let c = &mut self.cores[core];
-            let s = c.tally.serve(&self.paths[path], served, remote);
-            *spent += self.timing.reference(&mut c.tally.breakdown, s);
-            *spent += self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
-            if path == 0 {
-                self.tally_page_llc(tid, start, served, remote);
-                if self.cores[core].sampler.is_some() {
-                    self.maybe_sample(core, tid, start, paddr, r.kind, served, remote, tlb_missed);
-                }
-            }
+            *spent += self.demand_access(core, tid, r, start, paddr, size, tlb_missed);
         }
         Ok(())
     }
 
-    /// Add the part of `r` at `paddr` (`size` bytes, on `path`) to the batched burst.
-    #[inline(always)]
-    pub(super) fn defer(&mut self, core: usize, r: &Record, paddr: u64, size: u16, path: u8) {
-        // Copied whole, then its fields set in place: a record assembled on the stack from
-        // narrow stores and read back whole stalls the host's store forwarding (perf: a tenth
-        // of `run_burst`'s samples on that one load).
-        let c = &self.cores[core];
-        self.batch.push(*r);
-        let part = self.batch.last_mut().expect("just pushed");
-        part.addr = paddr;
-        part.thread = c.local;
-        part.size = size;
-        // The engine prefetches each record's sets `HOST_AHEAD` records before it simulates
-        // it, within the batch: the first few of a batch are prefetched here instead, while
-        // the rest of the burst is translated.
-        if self.batch.len() <= HOST_AHEAD {
-            self.chips[c.chip].prefetch_host(self.batch.last().expect("just pushed"));
+    /// The access of `size` bytes at physical `paddr` (virtual `vaddr`) that record `r` of
+    /// thread `tid` makes on `core`, translated (`tlb_missed`: its TLB lookups both missed):
+    /// one at a time, through the chip (`access`), counted on its path, its latency and
+    /// queueing delay charged (returned, milli-cycles), and on the data path counted in the
+    /// per-page LLC profile and offered to the sampler; or, in a batched burst, added to the
+    /// batch and charged when it is flushed (returns 0).
+    #[allow(clippy::too_many_arguments)]
+    fn demand_access(
+        &mut self,
+        core: usize,
+        tid: usize,
+        r: &Record,
+        vaddr: u64,
+        paddr: u64,
+        size: u16,
+        tlb_missed: bool,
+    ) -> u64 {
+        let path = r.kind.is_instruction() as usize;
+        if self.batch.on {
+            self.defer(core, r, paddr, size, path as u8);
+            return 0;
         }
-        self.batch_marks.push(Mark::Demand(path));
+        let part = Record {
+            addr: paddr,
+            thread: self.cores[core].local,
+            size,
+            ..*r
+        };
+        let (served, remote, delay) = self.access(core, &part);
+        let c = &mut self.cores[core];
+        let s = c.tally.serve(&self.paths[path], served, remote);
+        let spent = self.timing.reference(&mut c.tally.breakdown, s)
+            + self.timing.bandwidth(&mut c.tally.breakdown, delay, false);
+        if path == 0 {
+            self.tally_page_llc(tid, vaddr, served, remote);
+            if self.cores[core].sampler.is_some() {
+                self.maybe_sample(core, tid, vaddr, paddr, r.kind, served, remote, tlb_missed);
+            }
+        }
+        spent
     }
 
     /// Send a physical reference through `core`'s chip, keeping the chips coherent, and its

@@ -32,6 +32,7 @@ per-page LLC profile, when asked), `report.rs` (the report and its invariants), 
 `presets.rs` and `detect.rs` (machine presets and the host's), `tests.rs`.
 */
 mod address_check;
+mod batch;
 mod build;
 mod clear_page;
 mod coherence;
@@ -189,9 +190,6 @@ pub struct System {
     /// Each chip's memory controller under the queued model (`crate::dram`); empty under the
     /// fixed-latency model.
     controllers: Vec<crate::dram::Controller>,
-    /// The running core's clock when its current burst began (the batched accesses' times are
-    /// spread from there, `flush_batch`).
-    burst_start_milli: u64,
     memory: PhysicalMemory,
     timing: Timing,
     /// Taken out while one of its hooks runs (the hook gets the rest of the system as `Kernel`).
@@ -216,15 +214,11 @@ pub struct System {
     pending: Vec<SchedEvent>,
     intervals: report::Series,
     violations: Vec<String>,
-    /// A burst being batched (`run_burst`): its physical accesses in order, what each is, and
-    /// where each was served.
-    deferring: bool,
     batching: bool,
     /// Samples taken during the current record, for the policy once the record is done.
     samples_due: Vec<Sample>,
-    batch: Vec<Record>,
-    batch_marks: Vec<Mark>,
-    batch_served: Vec<u8>,
+    /// The physical accesses of a burst being batched (`run_burst`), run and charged together.
+    batch: batch::Batch,
     /// Processes not started yet, by start cycle (then pid).
     arrivals: VecDeque<usize>,
     /// Page-table shape of every address space, and the next core an unpinned thread gets.
@@ -238,28 +232,7 @@ pub struct System {
     page_llc: Option<page_llc::PageLlcTally>,
 }
 
-/// What an access of a batched burst is, for charging it once its level is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mark {
-    /// A demand reference on the data (0) or instruction (1) path.
-    Demand(u8),
-    /// A page-walk read.
-    Walk,
-    /// The kernel's own (a recolor's copy): state only, charged as kernel time elsewhere.
-    Kernel,
-}
-
-impl Mark {
-    /// The row of `flush_batch`'s counts charged for it (none for the kernel's own).
-    #[inline(always)]
-    fn row(self) -> Option<usize> {
-        match self {
-            Mark::Kernel => None,
-            Mark::Walk => Some(0),
-            Mark::Demand(p) => Some(1 + p as usize),
-        }
-    }
-}
+use batch::Mark;
 
 const BURST: usize = 64;
 /// How far ahead in a thread's records the host prefetch looks (as the lean engine's `AHEAD`).

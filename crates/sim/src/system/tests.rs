@@ -648,11 +648,16 @@ fn batched_bursts_equal_records_one_at_a_time() {
         include_str!("../../../../examples/os/huge-pages.toml"),
         include_str!("../../../../examples/os/speed-4core.toml"),
     ];
-    for text in configs {
+    // Under either memory model: the queued one times each batched access at its record.
+    for (text, model) in configs.iter().flat_map(|t| {
+        [
+            crate::dram::DramModel::Fixed,
+            crate::dram::DramModel::Queued,
+        ]
+        .map(|m| (t, m))
+    }) {
         let mut cfg = config(text);
-        // Exact to the last cycle under the fixed-latency memory: the queued model's batched
-        // burst spreads its reads over its time (`queued_memory_batched_and_one_at_a_time_agree`).
-        cfg.machine.memory.model = crate::dram::DramModel::Fixed;
+        cfg.machine.memory.model = model;
         let report = |batching: bool| {
             let mut s = System::new(&cfg).unwrap();
             s.set_batching(batching);
@@ -661,7 +666,7 @@ fn batched_bursts_equal_records_one_at_a_time() {
         };
         let (a, b) = (report(true), report(false));
         assert!(a.invariants.is_empty(), "{:?}", a.invariants);
-        assert_eq!(a, b);
+        assert_eq!(a, b, "{model:?}");
     }
     let mut cfg = config(
         &include_str!("../../../../examples/os/placement-random.toml")
@@ -1189,8 +1194,8 @@ fn queued_memory_saturates_at_the_peak_and_latency_grows_with_load() {
     );
 }
 
-/// Batched bursts spread their reads over the burst's time; records one at a time issue each
-/// at its own: the same accesses and traffic, and timing within a few percent.
+/// Batched bursts time each access at its own record's clock (`queue_batch`), as records one at
+/// a time do: the same report to the last cycle, on a stream that saturates the controller.
 #[test]
 fn queued_memory_batched_and_one_at_a_time_agree() {
     let cfg = super::system_config_from_toml(&stream_config(4, 50_000, 5, "queued")).unwrap();
@@ -1203,11 +1208,8 @@ fn queued_memory_batched_and_one_at_a_time_agree() {
     let (a, b) = (report(true), report(false));
     assert!(a.invariants.is_empty(), "{:?}", a.invariants);
     assert!(b.invariants.is_empty(), "{:?}", b.invariants);
-    assert_eq!(a.memory[0].reads, b.memory[0].reads);
-    assert_eq!(a.memory[0].writes, b.memory[0].writes);
-    let (x, y) = (a.memory[0].achieved_gbps, b.memory[0].achieved_gbps);
-    eprintln!("batched {x:.2} GB/s, one at a time {y:.2} GB/s");
-    assert!((x - y).abs() < 0.05 * y, "{x} vs {y}");
+    assert!(a.memory[0].mean_queue_cycles > 0.0, "the controller queued");
+    assert_eq!(a, b);
 }
 
 #[test]
@@ -1289,22 +1291,37 @@ fn stepped_runs_equal_records_one_at_a_time_on_paper_presets() {
     }
 }
 
-/// Runs `text` on the general path batched and record by record, requires the two reports equal
-/// (every process referenced, no invariant broken) and returns the batched one.
+/// Runs `text` batched on the lean engine (each access of a batch timed at its own record under
+/// the queued model), record by record on the lean engine, and in stepped runs on the general
+/// path (`burst_steps`), requires the three reports equal (every process referenced, no invariant
+/// broken) and returns the batched one.
 fn batched_equals_stepped(text: &str, preset: &str) -> SystemReport {
     let cfg = super::system_config_from_toml(text).unwrap();
-    let report = |batching: bool| {
+    let report = |batching: bool, lean: bool| {
         let mut s = System::new(&cfg).unwrap();
-        assert!(!s.chips[0].uses_lean_engine(), "{preset}: the general path");
+        for chip in &mut s.chips {
+            chip.set_lean_engine_on_access_path(lean);
+        }
+        // (`opteron-2427`'s 6 MiB 48-way L3 of 2048 sets is not a shape the lean engine runs.)
+        assert!(lean || !s.chips[0].uses_lean_engine(), "{preset}");
         s.set_batching(batching);
         s.run().unwrap();
         s.report()
     };
-    let (a, b) = (report(true), report(false));
-    assert!(a.invariants.is_empty(), "{preset}: {:?}", a.invariants);
-    assert!(a.processes.iter().all(|p| p.references > 0));
-    assert_eq!(a, b, "{preset}");
-    a
+    let batched = report(true, true);
+    assert!(
+        batched.invariants.is_empty(),
+        "{preset}: {:?}",
+        batched.invariants
+    );
+    assert!(batched.processes.iter().all(|p| p.references > 0));
+    assert_eq!(batched, report(false, true), "{preset}: one at a time");
+    assert_eq!(
+        batched,
+        report(true, false),
+        "{preset}: the general path's stepped runs"
+    );
+    batched
 }
 
 /// `burst_steps` counts the records that repeat its last first-level hit's line (of their

@@ -59,18 +59,7 @@ impl System {
                 privileged: true,
                 syscall: 0,
             };
-            if self.deferring {
-                self.batch.push(read);
-                self.batch_marks.push(Mark::Walk);
-                continue;
-            }
-            let (served, remote, delay) = self.access(core, &read);
-            let c = &mut self.cores[core];
-            let s = c.tally.serve(&self.paths[0], served, remote);
-            let w = self.timing.walk_read(&mut c.tally.breakdown, s)
-                + self.timing.bandwidth(&mut c.tally.breakdown, delay, true);
-            c.tally.walk_milli += w;
-            *spent += w;
+            *spent += self.walk_read(core, &read);
         }
         let t = match walk.outcome {
             WalkOutcome::Mapped { pfn, huge } => Translation { pfn, huge },
@@ -268,13 +257,7 @@ impl System {
                     privileged: true,
                     syscall: 0,
                 };
-                if self.deferring {
-                    self.batch.push(rec);
-                    self.batch_marks.push(Mark::Kernel);
-                } else {
-                    let (_, _, delay) = self.access(core, &rec);
-                    copy_queued = copy_queued.max(delay);
-                }
+                copy_queued = copy_queued.max(self.kernel_line(core, &rec));
             }
         }
         self.memory.free(old, core);

@@ -240,7 +240,7 @@ impl Timing {
     /// `n` instructions retired at the base CPI.
     #[inline]
     pub fn instructions(&self, b: &mut StallBreakdown, n: u64) -> u64 {
-        let c = n * self.cpi_milli;
+        let c = self.instructions_milli(n);
         b.completion += c;
         c
     }
@@ -254,13 +254,41 @@ impl Timing {
     /// `n` data or instruction references served at `s`; returns the milli-cycles charged.
     #[inline]
     pub fn references(&self, b: &mut StallBreakdown, s: Served, n: u64) -> u64 {
-        let (cause, c) = match s {
+        let (cause, c) = self.stall_of(s);
+        b.stalls[cause as usize] += c * n;
+        c * n
+    }
+
+    /// What a reference served at `s` stalls on, and for how many milli-cycles.
+    #[inline(always)]
+    fn stall_of(&self, s: Served) -> (StallCause, u64) {
+        match s {
             Served::Level(i) => (self.level_cause[i], self.level_stall[i]),
             Served::Dram => (StallCause::Dram, self.dram_stall),
             Served::Remote => (StallCause::Remote, self.remote_stall),
-        };
-        b.stalls[cause as usize] += c * n;
-        c * n
+        }
+    }
+
+    /// The milli-cycles `reference` charges for a reference served at `s` (charging nothing).
+    #[inline(always)]
+    pub fn reference_milli(&self, s: Served) -> u64 {
+        self.stall_of(s).1
+    }
+
+    /// The milli-cycles `walk_read` charges for a page-table read served at `s`.
+    #[inline(always)]
+    pub fn walk_read_milli(&self, s: Served) -> u64 {
+        match s {
+            Served::Level(i) => self.level_latency[i],
+            Served::Dram => self.dram_latency,
+            Served::Remote => self.remote_latency,
+        }
+    }
+
+    /// The milli-cycles `instructions` charges for `n` instructions (charging nothing).
+    #[inline(always)]
+    pub fn instructions_milli(&self, n: u64) -> u64 {
+        n * self.cpi_milli
     }
 
     /// One page-table entry read by a walk, served at `s` (walks are serial: full latency).
@@ -272,11 +300,7 @@ impl Timing {
     /// `n` page-table entry reads served at `s`; returns the milli-cycles charged.
     #[inline]
     pub fn walk_reads(&self, b: &mut StallBreakdown, s: Served, n: u64) -> u64 {
-        let c = match s {
-            Served::Level(i) => self.level_latency[i],
-            Served::Dram => self.dram_latency,
-            Served::Remote => self.remote_latency,
-        };
+        let c = self.walk_read_milli(s);
         b.stalls[StallCause::Tlb as usize] += c * n;
         c * n
     }

@@ -586,7 +586,7 @@ impl Hierarchy {
                 let lines = end - first + 1;
                 line_accesses += lines;
                 unserved += lines;
-                sink.record(SERVED_BY_MEMORY);
+                sink.record_after(SERVED_BY_MEMORY, &memory);
                 continue;
             }
             if first != end {
@@ -599,7 +599,7 @@ impl Hierarchy {
                         access_line::<V>(&units, path, &mut memory, line, r.kind, r.privileged)
                     };
                     if line == end {
-                        sink.record(level_at(d));
+                        sink.record_after(level_at(d), &memory);
                         break;
                     }
                     line += 1;
@@ -610,7 +610,7 @@ impl Hierarchy {
             // SAFETY: as above.
             let (slot, d) =
                 unsafe { access_line::<V>(&units, path, &mut memory, first, r.kind, r.privileged) };
-            sink.record(level_at(d));
+            sink.record_after(level_at(d), &memory);
             // The records that follow on the same line, core and class are first-level hits on
             // the slot just served (nothing else has touched that cache since), and the line
             // is already its set's most recent: applying them together leaves exactly the
@@ -710,6 +710,41 @@ pub(crate) trait ServedSink {
     fn record(&mut self, served: u8);
     /// `n` records in a row served at `served`.
     fn repeat(&mut self, served: u8, n: usize);
+    /// `record`, told the block's memory traffic so far (this access's included).
+    #[inline(always)]
+    fn record_after(&mut self, served: u8, _memory: &MemoryStats) {
+        self.record(served);
+    }
+}
+
+/// Where each access was served, and the memory traffic of those that made any, by the access's
+/// index (`Hierarchy::run_block_served_traffic`).
+pub(super) struct TrafficSink<'a> {
+    pub served: &'a mut Vec<u8>,
+    pub traffic: &'a mut Vec<(u32, MemoryStats)>,
+    /// The traffic before the latest access recorded.
+    pub last: MemoryStats,
+}
+
+impl ServedSink for TrafficSink<'_> {
+    #[inline(always)]
+    fn record(&mut self, served: u8) {
+        self.served.push(served);
+    }
+    /// Repeats are first-level hits: no traffic.
+    #[inline(always)]
+    fn repeat(&mut self, served: u8, n: usize) {
+        self.served.extend(std::iter::repeat_n(served, n));
+    }
+    #[inline(always)]
+    fn record_after(&mut self, served: u8, memory: &MemoryStats) {
+        if *memory != self.last {
+            self.traffic
+                .push((self.served.len() as u32, memory.since(&self.last)));
+            self.last = *memory;
+        }
+        self.served.push(served);
+    }
 }
 
 impl ServedSink for () {
