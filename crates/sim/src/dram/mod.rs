@@ -36,10 +36,10 @@ construction; below it, requests arriving at random find slots taken by others a
 an M/D/c queue (`queued_reads_wait_as_an_md1_queue` checks the mean wait against
 Pollaczek-Khinchine).
 
-Within a batched burst the engine knows where each access was served but not when it was
-issued: the burst's accesses are spread evenly over the burst's time (from its first record to
-its end at unloaded latencies), in their order; a write-back or prefetch read is placed the same
-way.
+Within a batched burst each access is issued at the clock its record would have started at one
+record at a time (the batch's start plus every earlier record's instructions, latency and
+queueing delay), with its own traffic: the same times as records one at a time
+(`System::queue_batch`).
 
 Not modelled: row-buffer locality (open-page hits and conflicts, bank parallelism), refresh,
 read/write turnaround, and the real controllers' gap between the theoretical peak and what they

@@ -122,7 +122,7 @@ const STREAM_MARGIN: f64 = 0.05;
 fn mrc_partition_protects_the_cache_sensitive_program() {
     // Table 1's shape is a cache result: pinned to the fixed-latency memory (the queued controller
     // is the default; docs/system.md "Memory bandwidth and queueing" says what this run shows under
-    // it).
+    // it: it passes there too).
     let corun = format!("{CORUN}\n[machine.memory]\nmodel = \"fixed\"\n");
     let linux = run_as(&corun, "linux");
     let mrc = run_paper_window(&corun);

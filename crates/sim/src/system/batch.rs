@@ -65,6 +65,12 @@ impl System {
     /// (returns 0).
     pub(super) fn walk_read(&mut self, core: usize, read: &Record) -> u64 {
         if self.batch.on {
+            // `queue_batch` times demand accesses only: under the queued model a walk runs
+            // with the batch off (`step`, `run_burst`).
+            assert!(
+                self.controllers.is_empty(),
+                "a walk's read in a timed batch"
+            );
             self.batch.accesses.push(*read);
             self.batch.marks.push(Mark::Walk);
             return 0;
@@ -84,6 +90,7 @@ impl System {
     /// the queued model); or, in a batched burst, added to the batch (returns 0).
     pub(super) fn kernel_line(&mut self, core: usize, rec: &Record) -> u64 {
         if self.batch.on {
+            assert!(self.controllers.is_empty(), "a page copy in a timed batch");
             self.batch.accesses.push(*rec);
             self.batch.marks.push(Mark::Kernel);
             return 0;
@@ -217,7 +224,7 @@ impl System {
 
     /// The queued memory model for a batched burst whose accesses were just charged at their
     /// unloaded latencies (`crate::dram`): each access goes to the chip's controller at the
-    /// clock its record would have started at one record at a time (`batch_start_milli`, plus
+    /// clock its record would have started at one record at a time (`Batch::start_milli`, plus
     /// every earlier record's instructions, latency and queueing delay), with its own traffic
     /// (`served_traffic`): a demand read memory served waits for its slot, overlapped by `mlp`,
     /// and the rest of its reads (prefetches) and its write-backs take slots without stalling
@@ -248,40 +255,53 @@ impl System {
             })
         });
         let remote_latency = timing.reference_milli(crate::timing::Served::Remote);
-        let mut at = self.batch.start_milli;
-        let mut queued = 0;
-        let mut with_traffic = served_traffic.iter().peekable();
-        for (i, r) in self.batch.accesses.iter().enumerate() {
-            debug_assert!(
-                matches!(self.batch.marks[i], Mark::Demand(_)),
-                "a timed batch holds demand accesses only"
-            );
+        let latency_of = |i: usize| {
             let s = served[i];
-            let remote = !remote_of.is_empty() && remote_of[i];
-            let by_memory = s == SERVED_BY_MEMORY;
-            let mut waited = 0;
-            if let Some(&(_, t)) = with_traffic.next_if(|&&(j, _)| j as usize == i) {
-                // As `chip_access`: a line another chip's cache served never reached the
-                // controller, though the local hierarchy counted it as a read from memory.
-                let reads = t.reads - (by_memory && remote) as u64;
-                let mut background = reads;
-                let mut delay = 0;
-                if by_memory && !remote && reads > 0 {
-                    delay = ctl.read(at);
-                    background -= 1;
-                }
-                ctl.background(at, background, t.writes);
-                waited = timing.bandwidth(&mut c.tally.breakdown, delay, false);
-                queued += waited;
-            }
-            let latency = if remote {
+            if !remote_of.is_empty() && remote_of[i] {
                 remote_latency
             } else {
                 latency_at[(s as usize).min(MAX_LEVELS)]
-            };
-            at += timing.instructions_milli((r.icount as u64).max(floor)) + latency + waited;
+            }
+        };
+        let accesses = &self.batch.accesses;
+        debug_assert!(self
+            .batch
+            .marks
+            .iter()
+            .all(|m| matches!(m, Mark::Demand(_))));
+        // Only the accesses that made traffic reach the controller; the clock at each is the
+        // batch's start plus what every record before it was charged (a sum per stretch
+        // between two of them: `instructions` charges linearly).
+        let mut at = self.batch.start_milli;
+        let mut queued = 0;
+        let mut next = 0;
+        for &(j, t) in served_traffic {
+            let j = j as usize;
+            let mut instructions = 0;
+            for (i, a) in (next..j).zip(&accesses[next..j]) {
+                instructions += (a.icount as u64).max(floor);
+                at += latency_of(i);
+            }
+            at += timing.instructions_milli(instructions);
+            let by_memory = served[j] == SERVED_BY_MEMORY;
+            let remote = !remote_of.is_empty() && remote_of[j];
+            // As `chip_access`: a line another chip's cache served never reached the
+            // controller, though the local hierarchy counted it as a read from memory.
+            let reads = t.reads - (by_memory && remote) as u64;
+            let mut background = reads;
+            let mut delay = 0;
+            if by_memory && !remote && reads > 0 {
+                delay = ctl.read(at);
+                background -= 1;
+            }
+            ctl.background(at, background, t.writes);
+            let waited = timing.bandwidth(&mut c.tally.breakdown, delay, false);
+            queued += waited;
+            at += timing.instructions_milli((accesses[j].icount as u64).max(floor))
+                + latency_of(j)
+                + waited;
+            next = j + 1;
         }
-        debug_assert!(with_traffic.next().is_none());
         c.clock_milli += queued;
     }
 }

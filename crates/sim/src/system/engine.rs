@@ -76,7 +76,7 @@ impl System {
         let batched = self.batching && !watched && lean;
         self.batch.on = batched;
         // Under the queued memory model each access of a batch is timed at its own record's
-        // clock when the batch is flushed (`flush_batch_timed`).
+        // clock when the batch is flushed (`queue_batch`).
         let timed = !self.controllers.is_empty();
         // Not batched (a hierarchy the lean engine does not run: every paper preset is
         // inclusive or exclusive), but nothing samples: the TLB-hit run of a burst is stepped
@@ -123,7 +123,7 @@ impl System {
                 Some(r) if self.batch.on && timed => {
                     // The walk's reads and any fault's kernel work move the clock where the
                     // records before it left it: those go through first, and this record
-                    // one at a time (`flush_batch_timed`'s batch holds TLB hits only).
+                    // one at a time (`queue_batch` times TLB hits only).
                     self.flush_batch(core);
                     self.batch.on = false;
                     let stepped = self.step_walked(core, tid, &r);
@@ -200,7 +200,8 @@ impl System {
     }
 
     /// One record of thread `tid` on `core`. A batched burst's common case, a record within
-    /// one page, is inlined into the burst loop; other records take `step_pages` (callgrind on
+    /// one page that a TLB translates, is inlined into the burst loop; a one-page record whose
+    /// TLB lookups missed takes `step_walked`, any other `step_pages` (callgrind on
     /// examples/os/speed-4core.toml: the call cost about 30 host instructions per reference).
     #[inline(always)]
     pub(super) fn step(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
@@ -220,7 +221,7 @@ impl System {
             }
             if !self.controllers.is_empty() {
                 // Under the queued model a walk, a fault or a record crossing pages goes one
-                // at a time, after the batch so far: `flush_batch_timed` times one TLB hit
+                // at a time, after the batch so far: `queue_batch` times one TLB hit
                 // per record, at the clock the records before it left.
                 self.flush_batch(core);
                 self.batch.on = false;
