@@ -255,9 +255,10 @@ impl System {
             })
         });
         let remote_latency = timing.reference_milli(crate::timing::Served::Remote);
+        let remote = |i: usize| !remote_of.is_empty() && remote_of[i];
         let latency_of = |i: usize| {
             let s = served[i];
-            if !remote_of.is_empty() && remote_of[i] {
+            if remote(i) {
                 remote_latency
             } else {
                 latency_at[(s as usize).min(MAX_LEVELS)]
@@ -284,7 +285,7 @@ impl System {
             }
             at += timing.instructions_milli(instructions);
             let by_memory = served[j] == SERVED_BY_MEMORY;
-            let remote = !remote_of.is_empty() && remote_of[j];
+            let remote = remote(j);
             // As `chip_access`: a line another chip's cache served never reached the
             // controller, though the local hierarchy counted it as a read from memory.
             let reads = t.reads - (by_memory && remote) as u64;

@@ -120,16 +120,9 @@ impl System {
                 walked = walk;
             }
             let stepped = match walked {
-                Some(r) if self.batch.on && timed => {
-                    // The walk's reads and any fault's kernel work move the clock where the
-                    // records before it left it: those go through first, and this record
-                    // one at a time (`queue_batch` times TLB hits only).
-                    self.flush_batch(core);
-                    self.batch.on = false;
-                    let stepped = self.step_walked(core, tid, &r);
-                    self.batch.on = true;
-                    stepped
-                }
+                // The walk's reads and any fault's kernel work move the clock where the records
+                // before it left it (`step_outside_batch`).
+                Some(r) if self.batch.on && timed => self.step_outside_batch(core, tid, &r, true),
                 Some(r) => self.step_walked(core, tid, &r),
                 None => {
                     left -= 1;
@@ -220,32 +213,39 @@ impl System {
                 }
             }
             if !self.controllers.is_empty() {
-                // Under the queued model a walk, a fault or a record crossing pages goes one
-                // at a time, after the batch so far: `queue_batch` times one TLB hit
-                // per record, at the clock the records before it left.
-                self.flush_batch(core);
-                self.batch.on = false;
-                let stepped = self.step_unbatched(core, tid, r, first_page == last_page);
-                self.batch.on = true;
-                return stepped;
+                return self.step_outside_batch(core, tid, r, first_page == last_page);
             }
         }
-        self.step_unbatched(core, tid, r, false)
+        self.step_unbatched(core, tid, r)
     }
 
-    /// `step` one access at a time (or, in a batched burst, a record crossing pages under the
-    /// fixed-latency model: deferred page by page by `step_pages`); `walked`: a one-page record
-    /// whose TLB lookups both missed (counted).
-    fn step_unbatched(
+    /// A record of a batched burst under the queued model that is not a TLB hit within one page
+    /// (`walked`: a one-page record whose TLB lookups both missed, counted; else one crossing
+    /// pages): the batch so far goes through first, then this record one at a time, and the
+    /// burst goes on batching. `queue_batch` times one TLB hit per record at the clock the
+    /// records before it left; a walk, a fault or a page's second part would move that clock
+    /// or reach the controller inside the batch.
+    fn step_outside_batch(
         &mut self,
         core: usize,
         tid: usize,
         r: &Record,
         walked: bool,
     ) -> Result<(), Error> {
-        if walked {
-            return self.step_walked(core, tid, r);
-        }
+        self.flush_batch(core);
+        self.batch.on = false;
+        let stepped = if walked {
+            self.step_walked(core, tid, r)
+        } else {
+            self.step_unbatched(core, tid, r)
+        };
+        self.batch.on = true;
+        stepped
+    }
+
+    /// `step` one access at a time (or, in a batched burst, a record crossing pages under the
+    /// fixed-latency model: deferred page by page by `step_pages`).
+    fn step_unbatched(&mut self, core: usize, tid: usize, r: &Record) -> Result<(), Error> {
         // Milli-cycles charged to the core's breakdown by this record (kernel work included
         // is charged by `charge_kernel`, which moves the clock itself).
         let mut spent = 0;

@@ -275,16 +275,6 @@ impl Timing {
         self.stall_of(s).1
     }
 
-    /// The milli-cycles `walk_read` charges for a page-table read served at `s`.
-    #[inline(always)]
-    pub fn walk_read_milli(&self, s: Served) -> u64 {
-        match s {
-            Served::Level(i) => self.level_latency[i],
-            Served::Dram => self.dram_latency,
-            Served::Remote => self.remote_latency,
-        }
-    }
-
     /// The milli-cycles `instructions` charges for `n` instructions (charging nothing).
     #[inline(always)]
     pub fn instructions_milli(&self, n: u64) -> u64 {
@@ -300,7 +290,11 @@ impl Timing {
     /// `n` page-table entry reads served at `s`; returns the milli-cycles charged.
     #[inline]
     pub fn walk_reads(&self, b: &mut StallBreakdown, s: Served, n: u64) -> u64 {
-        let c = self.walk_read_milli(s);
+        let c = match s {
+            Served::Level(i) => self.level_latency[i],
+            Served::Dram => self.dram_latency,
+            Served::Remote => self.remote_latency,
+        };
         b.stalls[StallCause::Tlb as usize] += c * n;
         c * n
     }
